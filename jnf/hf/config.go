@@ -1,0 +1,445 @@
+// Package hf reads Hugging Face checkpoints of the supported MoE families:
+// config.json (flat or multimodal with text_config), model.safetensors or a
+// sharded model.safetensors.index.json, and the mapping of checkpoint tensor
+// names to Tarfa's canonical names, including per-expert (2D) and fused (3D)
+// expert storage. See ../../shared/MODEL_SPEC.md §A–B for the rules.
+package hf
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Arch is the text architecture Tarfa runs.
+type Arch string
+
+const (
+	Qwen3MoE  Arch = "qwen3_moe"   // Qwen3MoeForCausalLM
+	Qwen35MoE Arch = "qwen3_5_moe" // Qwen3.5-MoE text tower (qwen3_5_moe and qwen3_5_moe_text)
+)
+
+// SupportedModelTypes lists the config.json model_type values Tarfa accepts.
+var SupportedModelTypes = []string{"qwen3_moe", "qwen3_5_moe", "qwen3_5_moe_text"}
+
+// LayerType is the token-mixing kind of a decoder layer.
+type LayerType string
+
+const (
+	FullAttention   LayerType = "full_attention"
+	LinearAttention LayerType = "linear_attention" // Gated DeltaNet
+)
+
+// Config is the normalised text-model configuration: every default applied,
+// every alias resolved, every derived dimension computed. The engine reads
+// only this, never config.json.
+type Config struct {
+	Arch      Arch   `json:"arch"`
+	ModelType string `json:"model_type"` // as found in config.json (top level)
+	Nested    bool   `json:"nested"`     // text fields came from text_config
+
+	Hidden     int     `json:"hidden_size"`
+	Layers     int     `json:"num_hidden_layers"`
+	Heads      int     `json:"num_attention_heads"`
+	KVHeads    int     `json:"num_key_value_heads"`
+	HeadDim    int     `json:"head_dim"`
+	Vocab      int     `json:"vocab_size"`
+	RMSNormEps float32 `json:"rms_norm_eps"`
+	Tied       bool    `json:"tie_word_embeddings"`
+
+	Experts         int  `json:"num_experts"`
+	TopK            int  `json:"num_experts_per_tok"`
+	MoEIntermediate int  `json:"moe_intermediate_size"`
+	NormTopKProb    bool `json:"norm_topk_prob"` // always true for Qwen3.5
+	// SharedIntermediate is the shared expert width (Qwen3.5); 0 = no shared expert.
+	SharedIntermediate int `json:"shared_expert_intermediate_size"`
+	// DenseIntermediate is the width of dense MLP layers (Qwen3-MoE mlp_only_layers).
+	DenseIntermediate int `json:"intermediate_size"`
+
+	LayerTypes []LayerType `json:"layer_types"` // per layer
+	Sparse     []bool      `json:"sparse"`      // per layer: MoE (true) or dense MLP
+
+	RopeTheta           float64 `json:"rope_theta"`
+	PartialRotaryFactor float64 `json:"partial_rotary_factor"`
+	RotaryDim           int     `json:"rotary_dim"` // R, even, <= HeadDim
+
+	// Gated DeltaNet (Qwen3.5 linear-attention layers).
+	LinearKeyHeads   int `json:"linear_num_key_heads"`
+	LinearValueHeads int `json:"linear_num_value_heads"`
+	LinearKeyDim     int `json:"linear_key_head_dim"`
+	LinearValueDim   int `json:"linear_value_head_dim"`
+	ConvKernel       int `json:"linear_conv_kernel_dim"`
+
+	MaxPositions int   `json:"max_position_embeddings"`
+	BOS          []int `json:"bos_token_id,omitempty"`
+	EOS          []int `json:"eos_token_id,omitempty"`
+}
+
+// ExpertBytes is the number of parameters of one routed expert (3·I·H);
+// multiply by the dtype size for bytes.
+func (c *Config) ExpertParams() int64 { return 3 * int64(c.MoEIntermediate) * int64(c.Hidden) }
+
+// ConvDim is the Gated DeltaNet conv width 2·nk·dk + nv·dv.
+func (c *Config) ConvDim() int {
+	return 2*c.LinearKeyHeads*c.LinearKeyDim + c.LinearValueHeads*c.LinearValueDim
+}
+
+// NumSparseLayers counts MoE layers.
+func (c *Config) NumSparseLayers() int {
+	n := 0
+	for _, s := range c.Sparse {
+		if s {
+			n++
+		}
+	}
+	return n
+}
+
+// rawConfig holds every field we read; pointers distinguish absent from zero.
+type rawConfig struct {
+	ModelType          string          `json:"model_type"`
+	TextConfig         json.RawMessage `json:"text_config"`
+	Hidden             *int            `json:"hidden_size"`
+	Layers             *int            `json:"num_hidden_layers"`
+	Heads              *int            `json:"num_attention_heads"`
+	KVHeads            *int            `json:"num_key_value_heads"`
+	HeadDim            *int            `json:"head_dim"`
+	Vocab              *int            `json:"vocab_size"`
+	RMSNormEps         *float64        `json:"rms_norm_eps"`
+	Tied               *bool           `json:"tie_word_embeddings"`
+	AttentionBias      *bool           `json:"attention_bias"`
+	HiddenAct          *string         `json:"hidden_act"`
+	NumExperts         *int            `json:"num_experts"`
+	NumLocalExperts    *int            `json:"num_local_experts"`
+	TopK               *int            `json:"num_experts_per_tok"`
+	MoEIntermediate    *int            `json:"moe_intermediate_size"`
+	NormTopKProb       *bool           `json:"norm_topk_prob"`
+	SharedIntermediate *int            `json:"shared_expert_intermediate_size"`
+	Intermediate       *int            `json:"intermediate_size"`
+	DecoderSparseStep  *int            `json:"decoder_sparse_step"`
+	MLPOnlyLayers      []int           `json:"mlp_only_layers"`
+	LayerTypes         []string        `json:"layer_types"`
+	FullAttnInterval   *int            `json:"full_attention_interval"`
+	RopeTheta          *float64        `json:"rope_theta"`
+	RopeScaling        json.RawMessage `json:"rope_scaling"`
+	RopeParameters     *struct {
+		RopeType            *string  `json:"rope_type"`
+		RopeTheta           *float64 `json:"rope_theta"`
+		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+	} `json:"rope_parameters"`
+	PartialRotaryFactor *float64        `json:"partial_rotary_factor"`
+	LinearKeyHeads      *int            `json:"linear_num_key_heads"`
+	LinearValueHeads    *int            `json:"linear_num_value_heads"`
+	LinearKeyDim        *int            `json:"linear_key_head_dim"`
+	LinearValueDim      *int            `json:"linear_value_head_dim"`
+	ConvKernel          *int            `json:"linear_conv_kernel_dim"`
+	MaxPositions        *int            `json:"max_position_embeddings"`
+	UseSlidingWindow    *bool           `json:"use_sliding_window"`
+	BOS                 json.RawMessage `json:"bos_token_id"`
+	EOS                 json.RawMessage `json:"eos_token_id"`
+}
+
+// ReadConfig reads and normalises DIR/config.json.
+func ReadConfig(dir string) (*Config, error) {
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig normalises the bytes of a config.json.
+func ParseConfig(b []byte) (*Config, error) {
+	var top rawConfig
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("config is not valid JSON: %v", err)
+	}
+	c := &Config{ModelType: top.ModelType}
+	raw := top
+	switch top.ModelType {
+	case "qwen3_moe":
+		c.Arch = Qwen3MoE
+	case "qwen3_5_moe_text":
+		c.Arch = Qwen35MoE
+	case "qwen3_5_moe":
+		c.Arch = Qwen35MoE
+		if len(bytes.TrimSpace(top.TextConfig)) == 0 || string(bytes.TrimSpace(top.TextConfig)) == "null" {
+			return nil, fmt.Errorf("model_type qwen3_5_moe needs a text_config object")
+		}
+		raw = rawConfig{}
+		if err := json.Unmarshal(top.TextConfig, &raw); err != nil {
+			return nil, fmt.Errorf("text_config: %v", err)
+		}
+		if raw.ModelType != "" && raw.ModelType != "qwen3_5_moe_text" {
+			return nil, fmt.Errorf("text_config.model_type is %q, want qwen3_5_moe_text", raw.ModelType)
+		}
+		c.Nested = true
+		if raw.Tied == nil {
+			raw.Tied = top.Tied
+		}
+	case "":
+		return nil, fmt.Errorf("config has no model_type (supported: %s)", strings.Join(SupportedModelTypes, ", "))
+	default:
+		return nil, fmt.Errorf("unsupported model_type %q (supported: %s)", top.ModelType, strings.Join(SupportedModelTypes, ", "))
+	}
+	if err := c.fill(&raw); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func need(name string, p *int) (int, error) {
+	if p == nil {
+		return 0, fmt.Errorf("config field %s is missing", name)
+	}
+	if *p <= 0 {
+		return 0, fmt.Errorf("config field %s = %d, want > 0", name, *p)
+	}
+	return *p, nil
+}
+
+func opt(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (c *Config) fill(r *rawConfig) error {
+	var err error
+	for _, f := range []struct {
+		name string
+		p    *int
+		dst  *int
+	}{
+		{"hidden_size", r.Hidden, &c.Hidden},
+		{"num_hidden_layers", r.Layers, &c.Layers},
+		{"num_attention_heads", r.Heads, &c.Heads},
+		{"vocab_size", r.Vocab, &c.Vocab},
+		{"num_experts_per_tok", r.TopK, &c.TopK},
+		{"moe_intermediate_size", r.MoEIntermediate, &c.MoEIntermediate},
+	} {
+		if *f.dst, err = need(f.name, f.p); err != nil {
+			return err
+		}
+	}
+	c.KVHeads = opt(r.KVHeads, c.Heads)
+	if c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	c.HeadDim = opt(r.HeadDim, 0)
+	if c.HeadDim == 0 {
+		if c.Hidden%c.Heads != 0 {
+			return fmt.Errorf("head_dim absent and hidden_size %d not divisible by num_attention_heads %d", c.Hidden, c.Heads)
+		}
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	eps := 1e-6
+	if r.RMSNormEps != nil {
+		eps = *r.RMSNormEps
+	}
+	if !(eps > 0) || eps > 1 {
+		return fmt.Errorf("rms_norm_eps = %g, want 0 < eps <= 1", eps)
+	}
+	c.RMSNormEps = float32(eps)
+	if r.Tied != nil {
+		c.Tied = *r.Tied
+	}
+	if r.AttentionBias != nil && *r.AttentionBias {
+		return fmt.Errorf("attention_bias = true is not supported (no released checkpoint of these families uses it)")
+	}
+	if r.HiddenAct != nil && *r.HiddenAct != "silu" {
+		return fmt.Errorf("hidden_act = %q, only silu is supported", *r.HiddenAct)
+	}
+	if r.UseSlidingWindow != nil && *r.UseSlidingWindow {
+		return fmt.Errorf("use_sliding_window = true is not supported")
+	}
+
+	// Expert count: num_experts (hub) or num_local_experts (transformers 5.x saves).
+	switch {
+	case r.NumExperts != nil && r.NumLocalExperts != nil && *r.NumExperts != *r.NumLocalExperts:
+		return fmt.Errorf("num_experts %d and num_local_experts %d disagree", *r.NumExperts, *r.NumLocalExperts)
+	case r.NumExperts != nil:
+		c.Experts = *r.NumExperts
+	case r.NumLocalExperts != nil:
+		c.Experts = *r.NumLocalExperts
+	}
+	if c.Experts <= 0 {
+		return fmt.Errorf("config has no positive num_experts / num_local_experts")
+	}
+	if c.TopK > c.Experts {
+		return fmt.Errorf("num_experts_per_tok %d > number of experts %d", c.TopK, c.Experts)
+	}
+
+	// RoPE.
+	c.RopeTheta = 10000.0
+	ropeType := "default"
+	if r.RopeTheta != nil {
+		c.RopeTheta = *r.RopeTheta
+	}
+	if s := bytes.TrimSpace(r.RopeScaling); len(s) > 0 && string(s) != "null" {
+		return fmt.Errorf("rope_scaling = %s is not supported (only default RoPE)", s)
+	}
+	var prf *float64
+	if rp := r.RopeParameters; rp != nil {
+		if rp.RopeTheta != nil {
+			c.RopeTheta = *rp.RopeTheta
+		}
+		if rp.RopeType != nil {
+			ropeType = *rp.RopeType
+		}
+		prf = rp.PartialRotaryFactor
+	}
+	if ropeType != "default" {
+		return fmt.Errorf("rope_type %q is not supported (only \"default\")", ropeType)
+	}
+	if !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0) {
+		return fmt.Errorf("rope_theta = %g, want > 0", c.RopeTheta)
+	}
+	if prf == nil {
+		prf = r.PartialRotaryFactor
+	}
+	c.PartialRotaryFactor = 1.0
+	if c.Arch == Qwen35MoE {
+		c.PartialRotaryFactor = 0.25
+	}
+	if prf != nil {
+		c.PartialRotaryFactor = *prf
+	}
+	if !(c.PartialRotaryFactor > 0 && c.PartialRotaryFactor <= 1) {
+		return fmt.Errorf("partial_rotary_factor = %g, want (0, 1]", c.PartialRotaryFactor)
+	}
+	c.RotaryDim = int(float64(c.HeadDim) * c.PartialRotaryFactor)
+	if c.RotaryDim <= 0 || c.RotaryDim%2 != 0 {
+		return fmt.Errorf("rotary dim int(head_dim %d × partial_rotary_factor %g) = %d, want a positive even number", c.HeadDim, c.PartialRotaryFactor, c.RotaryDim)
+	}
+	c.MaxPositions = opt(r.MaxPositions, 0)
+
+	c.LayerTypes = make([]LayerType, c.Layers)
+	c.Sparse = make([]bool, c.Layers)
+	switch c.Arch {
+	case Qwen3MoE:
+		if len(r.LayerTypes) > 0 {
+			for i, t := range r.LayerTypes {
+				if t != string(FullAttention) {
+					return fmt.Errorf("layer_types[%d] = %q: qwen3_moe has only full_attention layers", i, t)
+				}
+			}
+		}
+		if r.NormTopKProb != nil {
+			c.NormTopKProb = *r.NormTopKProb
+		}
+		step := opt(r.DecoderSparseStep, 1)
+		if step <= 0 {
+			return fmt.Errorf("decoder_sparse_step = %d, want > 0", step)
+		}
+		dense := map[int]bool{}
+		for _, l := range r.MLPOnlyLayers {
+			if l < 0 || l >= c.Layers {
+				return fmt.Errorf("mlp_only_layers contains %d, outside [0,%d)", l, c.Layers)
+			}
+			dense[l] = true
+		}
+		for i := range c.Layers {
+			c.LayerTypes[i] = FullAttention
+			c.Sparse[i] = !dense[i] && (i+1)%step == 0
+		}
+		if c.NumSparseLayers() < c.Layers {
+			if c.DenseIntermediate, err = need("intermediate_size", r.Intermediate); err != nil {
+				return fmt.Errorf("%w (needed by dense layers)", err)
+			}
+		}
+	case Qwen35MoE:
+		c.NormTopKProb = true // unconditional renormalisation (MODEL_SPEC C.5.1)
+		if len(r.LayerTypes) > 0 {
+			if len(r.LayerTypes) != c.Layers {
+				return fmt.Errorf("layer_types has %d entries, num_hidden_layers is %d", len(r.LayerTypes), c.Layers)
+			}
+			for i, t := range r.LayerTypes {
+				switch LayerType(t) {
+				case FullAttention, LinearAttention:
+					c.LayerTypes[i] = LayerType(t)
+				default:
+					return fmt.Errorf("layer_types[%d] = %q, want full_attention or linear_attention", i, t)
+				}
+			}
+		} else {
+			iv := opt(r.FullAttnInterval, 4)
+			if iv <= 0 {
+				return fmt.Errorf("full_attention_interval = %d, want > 0", iv)
+			}
+			for i := range c.Layers {
+				c.LayerTypes[i] = LinearAttention
+				if (i+1)%iv == 0 {
+					c.LayerTypes[i] = FullAttention
+				}
+			}
+		}
+		for i := range c.Sparse {
+			c.Sparse[i] = true
+		}
+		if c.SharedIntermediate, err = need("shared_expert_intermediate_size", r.SharedIntermediate); err != nil {
+			return err
+		}
+		hasLinear := false
+		for _, t := range c.LayerTypes {
+			hasLinear = hasLinear || t == LinearAttention
+		}
+		if hasLinear {
+			for _, f := range []struct {
+				name string
+				p    *int
+				dst  *int
+			}{
+				{"linear_num_key_heads", r.LinearKeyHeads, &c.LinearKeyHeads},
+				{"linear_num_value_heads", r.LinearValueHeads, &c.LinearValueHeads},
+				{"linear_key_head_dim", r.LinearKeyDim, &c.LinearKeyDim},
+				{"linear_value_head_dim", r.LinearValueDim, &c.LinearValueDim},
+			} {
+				if *f.dst, err = need(f.name, f.p); err != nil {
+					return err
+				}
+			}
+			c.ConvKernel = opt(r.ConvKernel, 4)
+			if c.ConvKernel <= 0 {
+				return fmt.Errorf("linear_conv_kernel_dim = %d, want > 0", c.ConvKernel)
+			}
+			if c.LinearValueHeads%c.LinearKeyHeads != 0 {
+				return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearValueHeads, c.LinearKeyHeads)
+			}
+		}
+	}
+	if c.BOS, err = tokenIDs("bos_token_id", r.BOS); err != nil {
+		return err
+	}
+	if c.EOS, err = tokenIDs("eos_token_id", r.EOS); err != nil {
+		return err
+	}
+	return nil
+}
+
+// tokenIDs accepts null, an integer or a list of integers.
+func tokenIDs(name string, raw json.RawMessage) ([]int, error) {
+	s := bytes.TrimSpace(raw)
+	if len(s) == 0 || string(s) == "null" {
+		return nil, nil
+	}
+	var one int
+	if json.Unmarshal(s, &one) == nil {
+		return []int{one}, nil
+	}
+	var many []int
+	if err := json.Unmarshal(s, &many); err != nil {
+		return nil, fmt.Errorf("config field %s = %s: want an integer or a list of integers", name, s)
+	}
+	return many, nil
+}
