@@ -52,7 +52,9 @@ func TestConfigRules(t *testing.T) {
 		{`{"model_type":"llama"}`, `unsupported model_type "llama"`, nil},
 		{`{}`, "no model_type", nil},
 		{`{"model_type":"qwen3_moe",` + base + `}`, "num_experts", nil},
-		{`{"model_type":"qwen3_moe",` + base + `,"num_experts":8}`, "", func(c *Config) bool { return c.Experts == 8 && c.HeadDim == 16 && c.RopeTheta == 10000 && !c.NormTopKProb }},
+		{`{"model_type":"qwen3_moe",` + base + `,"num_experts":8}`, "", func(c *Config) bool {
+			return c.Experts == 8 && c.HeadDim == 16 && c.RopeTheta == 10000 && !c.NormTopKProb
+		}},
 		{`{"model_type":"qwen3_moe",` + base + `,"num_experts":8,"num_local_experts":4}`, "disagree", nil},
 		{`{"model_type":"qwen3_moe",` + base + `,"num_experts":8,"rope_theta":1e6,"rope_scaling":null}`, "", func(c *Config) bool { return c.RopeTheta == 1e6 }},
 		{`{"model_type":"qwen3_moe",` + base + `,"num_experts":8,"rope_scaling":{"type":"yarn"}}`, "rope_scaling", nil},
