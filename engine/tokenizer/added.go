@@ -1,0 +1,121 @@
+package tokenizer
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// AddedToken is an entry of tokenizer.json's "added_tokens": a string that is
+// cut out of the text whole, before normalisation and BPE, and gets its own id.
+type AddedToken struct {
+	ID      int    `json:"id"`
+	Content string `json:"content"`
+	// SingleWord: match only when not touching a word character on either side.
+	SingleWord bool `json:"single_word"`
+	// LStrip / RStrip: the match swallows the whitespace on its left / right.
+	LStrip bool `json:"lstrip"`
+	RStrip bool `json:"rstrip"`
+	// Normalized: matched against the normalised text rather than the raw text.
+	Normalized bool `json:"normalized"`
+	// Special: a control token (Decode can skip it; see DecodeSkipSpecial).
+	Special bool `json:"special"`
+}
+
+// matcher finds added tokens in text with the semantics of Hugging Face's
+// AddedVocabulary: leftmost-longest non-overlapping matches (Aho-Corasick
+// MatchKind::LeftmostLongest), then the single_word / lstrip / rstrip rules.
+type matcher struct {
+	first  [256]bool
+	tokens []*AddedToken // sorted by descending content length
+}
+
+func newMatcher(tokens []*AddedToken) *matcher {
+	if len(tokens) == 0 {
+		return nil
+	}
+	m := &matcher{tokens: append([]*AddedToken(nil), tokens...)}
+	// Longest first, so the first hit at a position is the longest one.
+	for i := 1; i < len(m.tokens); i++ {
+		for j := i; j > 0 && len(m.tokens[j].Content) > len(m.tokens[j-1].Content); j-- {
+			m.tokens[j], m.tokens[j-1] = m.tokens[j-1], m.tokens[j]
+		}
+	}
+	for _, tok := range m.tokens {
+		m.first[tok.Content[0]] = true
+	}
+	return m
+}
+
+// next returns the leftmost-longest match at or after from, or ok == false.
+func (m *matcher) next(s string, from int) (tok *AddedToken, start int, ok bool) {
+	for i := from; i < len(s); i++ {
+		if !m.first[s[i]] {
+			continue
+		}
+		for _, t := range m.tokens {
+			if strings.HasPrefix(s[i:], t.Content) {
+				return t, i, true
+			}
+		}
+	}
+	return nil, 0, false
+}
+
+// split cuts s into added tokens and the text between them and calls emit
+// for each piece in order: with tok != nil for a token, else with the text.
+func (m *matcher) split(s string, emit func(text string, tok *AddedToken)) {
+	if m == nil {
+		if s != "" {
+			emit(s, nil)
+		}
+		return
+	}
+	offset := 0 // end of what has been emitted
+	for from := 0; from < len(s); {
+		tok, start, ok := m.next(s, from)
+		if !ok {
+			break
+		}
+		stop := start + len(tok.Content)
+		from = stop
+		if tok.SingleWord {
+			startOK := start == 0 || !endsWithWord(s[:start])
+			stopOK := stop == len(s) || !startsWithWord(s[stop:])
+			if !startOK || !stopOK {
+				continue
+			}
+		}
+		if tok.LStrip {
+			start = max(len(strings.TrimRightFunc(s[:start], unicode.IsSpace)), offset)
+		}
+		if tok.RStrip {
+			stop = len(s) - len(strings.TrimLeftFunc(s[stop:], unicode.IsSpace))
+		}
+		if start > offset {
+			emit(s[offset:start], nil)
+		}
+		emit(s[start:stop], tok)
+		offset = stop
+	}
+	if offset < len(s) {
+		emit(s[offset:], nil)
+	}
+}
+
+// isWordRune is Rust regex's Unicode \w: Alphabetic, marks, decimal digits,
+// connector punctuation and the joiners.
+func isWordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r) ||
+		unicode.IsMark(r) || unicode.Is(unicode.Nd, r) || unicode.Is(unicode.Pc, r) || unicode.Is(unicode.Join_Control, r)
+}
+
+func endsWithWord(s string) bool {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	return s != "" && isWordRune(r)
+}
+
+func startsWithWord(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return s != "" && isWordRune(r)
+}

@@ -1,0 +1,534 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// File names inside a tokenizer directory.
+const (
+	TokenizerFile       = "tokenizer.json"
+	TokenizerConfigFile = "tokenizer_config.json"
+	// ChatTemplateFile, when present, holds the chat template and takes
+	// precedence over tokenizer_config.json's "chat_template", as in
+	// transformers.
+	ChatTemplateFile = "chat_template.jinja"
+)
+
+// tokenizerJSON is the part of tokenizer.json that this package reads.
+// "truncation" and "padding" are ignored, as transformers does when asked to
+// encode without truncation or padding.
+type tokenizerJSON struct {
+	AddedTokens   []AddedToken    `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         struct {
+		Type                    string          `json:"type"`
+		Dropout                 *float64        `json:"dropout"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		FuseUnk                 bool            `json:"fuse_unk"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
+	} `json:"model"`
+}
+
+type component struct {
+	Type           string            `json:"type"`
+	Normalizers    []json.RawMessage `json:"normalizers"`
+	Pretokenizers  []json.RawMessage `json:"pretokenizers"`
+	Pattern        *splitPattern     `json:"pattern"`
+	Behavior       string            `json:"behavior"`
+	Invert         bool              `json:"invert"`
+	AddPrefixSpace bool              `json:"add_prefix_space"`
+	UseRegex       *bool             `json:"use_regex"`
+}
+
+type splitPattern struct {
+	Regex  *string `json:"Regex"`
+	String *string `json:"String"`
+}
+
+// Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
+// and dir/chat_template.jinja.
+func Load(dir string) (*Tokenizer, error) {
+	return LoadFS(os.DirFS(dir))
+}
+
+// LoadFS is Load over a file system (the directory is its root).
+func LoadFS(fsys fs.FS) (*Tokenizer, error) {
+	tj, err := fs.ReadFile(fsys, TokenizerFile)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	cfg, err := fs.ReadFile(fsys, TokenizerConfigFile)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t, err := Parse(tj, cfg)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := fs.ReadFile(fsys, ChatTemplateFile)
+	switch {
+	case err == nil:
+		if t.chat, err = parseChatTemplate(ChatTemplateFile, string(tmpl), t.config); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return t, nil
+}
+
+// Parse builds a Tokenizer from the bytes of tokenizer.json and of
+// tokenizer_config.json (which may be nil: then there is no chat template and
+// no EOS token).
+func Parse(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
+	var tj tokenizerJSON
+	if err := json.Unmarshal(tokenizerJSONBytes, &tj); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerFile, err)
+	}
+	t, err := build(&tj)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerFile, err)
+	}
+	if configJSON != nil {
+		if err := t.applyConfig(configJSON); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerConfigFile, err)
+		}
+	}
+	return t, nil
+}
+
+func build(tj *tokenizerJSON) (*Tokenizer, error) {
+	m := &tj.Model
+	if m.Type != "BPE" {
+		return nil, fmt.Errorf("model.type %q is not supported (want \"BPE\")", m.Type)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return nil, fmt.Errorf("model.dropout %v is not supported (want null)", *m.Dropout)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return nil, fmt.Errorf("model.continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return nil, fmt.Errorf("model.end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
+	}
+	if m.ByteFallback {
+		return nil, errors.New("model.byte_fallback true is not supported (byte-level BPE needs none)")
+	}
+	if len(m.Vocab) == 0 {
+		return nil, errors.New("model.vocab is empty")
+	}
+	t := &Tokenizer{
+		vocab:        make(map[string]int32, len(m.Vocab)+len(tj.AddedTokens)),
+		ignoreMerges: m.IgnoreMerges,
+		eos:          -1,
+		cache:        newWordCache(),
+	}
+
+	// Vocabulary.
+	maxID := -1
+	for tok, id := range m.Vocab {
+		if id < 0 || id > maxVocabID {
+			return nil, fmt.Errorf("model.vocab[%q]: id %d out of range [0, %d]", tok, id, maxVocabID)
+		}
+		maxID = max(maxID, id)
+	}
+	for _, a := range tj.AddedTokens {
+		maxID = max(maxID, a.ID)
+	}
+	t.tokens = make([]string, maxID+1)
+	t.kind = make([]uint8, maxID+1)
+	for tok, id := range m.Vocab {
+		if t.kind[id] != kindHole {
+			return nil, fmt.Errorf("model.vocab: id %d is given to both %q and %q", id, t.tokens[id], tok)
+		}
+		t.tokens[id], t.kind[id] = tok, kindModel
+		t.vocab[tok] = int32(id)
+	}
+	for b := range 256 {
+		s := string(byteToRune[b])
+		id, ok := t.vocab[s]
+		if !ok {
+			return nil, fmt.Errorf("model.vocab lacks the byte-level symbol %q for byte 0x%02x (only byte-level BPE is supported)", s, b)
+		}
+		t.byteID[b] = id
+	}
+
+	// Merges, in rank order.
+	pairs, err := parseMerges(m.Merges)
+	if err != nil {
+		return nil, err
+	}
+	t.merges = make(map[uint64]merge, len(pairs))
+	for rank, p := range pairs {
+		a, okA := t.vocab[p[0]]
+		b, okB := t.vocab[p[1]]
+		c, okC := t.vocab[p[0]+p[1]]
+		if !okA || !okB || !okC {
+			return nil, fmt.Errorf("model.merges[%d] [%q, %q]: token not in model.vocab", rank, p[0], p[1])
+		}
+		k := pairKey(a, b)
+		if _, dup := t.merges[k]; !dup { // the first (lowest-rank) occurrence wins
+			t.merges[k] = merge{rank: int32(rank), id: c}
+		}
+	}
+
+	// Added tokens get the ids Hugging Face would give them: their vocab id
+	// if the content is in the vocab, else the next free id after the model.
+	modelSize := len(m.Vocab)
+	nextAdded := -1
+	var raw, normalized []*AddedToken
+	t.added = make([]AddedToken, len(tj.AddedTokens))
+	copy(t.added, tj.AddedTokens)
+	for i := range t.added {
+		a := &t.added[i]
+		if a.Content == "" {
+			return nil, fmt.Errorf("added_tokens[%d] (id %d): empty content", i, a.ID)
+		}
+		want, ok := t.vocab[a.Content]
+		if !ok {
+			if nextAdded < 0 {
+				nextAdded = modelSize
+			}
+			want = int32(nextAdded)
+		}
+		if int(want) != a.ID {
+			return nil, fmt.Errorf("added_tokens[%d] %q: id %d, but Hugging Face tokenizers would assign id %d", i, a.Content, a.ID, want)
+		}
+		if !ok {
+			nextAdded = a.ID + 1
+			t.vocab[a.Content] = want
+			t.tokens[a.ID] = a.Content
+		}
+		if a.Special {
+			t.kind[a.ID] = kindSpecial
+		} else {
+			t.kind[a.ID] = kindAdded
+		}
+		if a.Normalized {
+			normalized = append(normalized, a)
+		} else {
+			raw = append(raw, a)
+		}
+	}
+
+	if t.normalize, err = parseNormalizer(tj.Normalizer); err != nil {
+		return nil, err
+	}
+	// A normalised token is matched in normalised text, so its content is
+	// normalised too (as AddedVocabulary.refresh_added_tokens does).
+	if t.normalize != nil {
+		for i, a := range normalized {
+			c := *a
+			c.Content = t.normalize(a.Content)
+			if c.Content == "" {
+				return nil, fmt.Errorf("added token %q normalises to the empty string", a.Content)
+			}
+			normalized[i] = &c
+		}
+	}
+	t.rawMatcher = newMatcher(raw)
+	t.normMatcher = newMatcher(normalized)
+	if err := checkPreTokenizer(tj.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if err := checkByteLevel("post_processor", tj.PostProcessor, true); err != nil {
+		return nil, err
+	}
+	if err := checkByteLevel("decoder", tj.Decoder, false); err != nil {
+		return nil, err
+	}
+	if m.UnkToken != nil {
+		if _, ok := t.vocab[*m.UnkToken]; !ok {
+			return nil, fmt.Errorf("model.unk_token %q is not in the vocabulary", *m.UnkToken)
+		}
+	}
+
+	// Decoded bytes of every id, in one buffer.
+	t.decOff = make([]uint32, len(t.tokens)+1)
+	for id, tok := range t.tokens {
+		t.decOff[id] = uint32(len(t.decBuf))
+		if t.kind[id] != kindHole {
+			t.decBuf = append(t.decBuf, byteLevelDecode(tok)...)
+		}
+	}
+	t.decOff[len(t.tokens)] = uint32(len(t.decBuf))
+	return t, nil
+}
+
+const maxVocabID = 1<<31 - 2
+
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	// tokenizers >= 0.20 writes [["a", "b"], ...]; older files "a b".
+	var pairs [][2]string
+	if err := json.Unmarshal(raw, &pairs); err == nil {
+		return pairs, nil
+	}
+	var lines []string
+	if err := json.Unmarshal(raw, &lines); err != nil {
+		return nil, fmt.Errorf("model.merges: neither [[a, b], ...] nor [\"a b\", ...]: %w", err)
+	}
+	pairs = make([][2]string, len(lines))
+	for i, l := range lines {
+		a, b, ok := bytesCut(l)
+		if !ok {
+			return nil, fmt.Errorf("model.merges[%d] %q: want two tokens separated by one space", i, l)
+		}
+		pairs[i] = [2]string{a, b}
+	}
+	return pairs, nil
+}
+
+func bytesCut(l string) (string, string, bool) {
+	a, b, ok := strings.Cut(l, " ")
+	if !ok || a == "" || b == "" || strings.Contains(b, " ") {
+		return "", "", false
+	}
+	return a, b, true
+}
+
+func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("normalizer: %w", err)
+	}
+	switch c.Type {
+	case "NFC":
+		return norm.NFC.String, nil
+	case "NFD":
+		return norm.NFD.String, nil
+	case "NFKC":
+		return norm.NFKC.String, nil
+	case "NFKD":
+		return norm.NFKD.String, nil
+	case "Sequence":
+		var fns []func(string) string
+		for _, sub := range c.Normalizers {
+			f, err := parseNormalizer(sub)
+			if err != nil {
+				return nil, err
+			}
+			if f != nil {
+				fns = append(fns, f)
+			}
+		}
+		if len(fns) == 0 {
+			return nil, nil
+		}
+		return func(s string) string {
+			for _, f := range fns {
+				s = f(s)
+			}
+			return s
+		}, nil
+	}
+	return nil, fmt.Errorf("normalizer type %q is not supported (supported: NFC, NFD, NFKC, NFKD, Sequence of these)", c.Type)
+}
+
+// checkPreTokenizer accepts exactly the Qwen pipeline: Split(QwenPattern,
+// Isolated) then ByteLevel without its own regex.
+func checkPreTokenizer(raw json.RawMessage) error {
+	var c component
+	if len(raw) == 0 || string(raw) == "null" {
+		return errors.New("pre_tokenizer is null; want Sequence[Split(Qwen pattern), ByteLevel]")
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	if c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
+		return fmt.Errorf("pre_tokenizer type %q is not supported; want Sequence[Split(Qwen pattern), ByteLevel]", c.Type)
+	}
+	var split component
+	if err := json.Unmarshal(c.Pretokenizers[0], &split); err != nil {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: %w", err)
+	}
+	if split.Type != "Split" {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: type %q is not supported; want Split", split.Type)
+	}
+	if split.Pattern == nil || split.Pattern.Regex == nil {
+		return errors.New("pre_tokenizer.pretokenizers[0]: Split without a Regex pattern is not supported")
+	}
+	if *split.Pattern.Regex != QwenPattern {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: unsupported Split pattern %q (only the Qwen2/Qwen3 pattern %q is implemented)", *split.Pattern.Regex, QwenPattern)
+	}
+	if split.Behavior != "Isolated" || split.Invert {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: Split behavior %q invert %v is not supported; want Isolated, false", split.Behavior, split.Invert)
+	}
+	var bl component
+	if err := json.Unmarshal(c.Pretokenizers[1], &bl); err != nil {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[1]: %w", err)
+	}
+	if bl.Type != "ByteLevel" {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[1]: type %q is not supported; want ByteLevel", bl.Type)
+	}
+	if bl.AddPrefixSpace {
+		return errors.New("pre_tokenizer.pretokenizers[1]: ByteLevel add_prefix_space true is not supported")
+	}
+	// tokenizers defaults use_regex to true when the field is absent.
+	if bl.UseRegex == nil || *bl.UseRegex {
+		return errors.New("pre_tokenizer.pretokenizers[1]: ByteLevel with use_regex true (its GPT-2 pattern) is not supported")
+	}
+	return nil
+}
+
+// checkByteLevel accepts a ByteLevel decoder or post-processor (their other
+// fields only move offsets). A null one is accepted too when nullOK.
+func checkByteLevel(where string, raw json.RawMessage, nullOK bool) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		if nullOK {
+			return nil
+		}
+		return fmt.Errorf("%s is null; want ByteLevel", where)
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if c.Type != "ByteLevel" {
+		return fmt.Errorf("%s type %q is not supported; want ByteLevel", where, c.Type)
+	}
+	return nil
+}
+
+// tokenizerConfig is the part of tokenizer_config.json this package reads.
+type tokenizerConfig struct {
+	ChatTemplate json.RawMessage `json:"chat_template"`
+	EOSToken     json.RawMessage `json:"eos_token"`
+	BOSToken     json.RawMessage `json:"bos_token"`
+	PADToken     json.RawMessage `json:"pad_token"`
+	UNKToken     json.RawMessage `json:"unk_token"`
+	Additional   json.RawMessage `json:"additional_special_tokens"`
+}
+
+// configTokens are the special-token strings handed to the chat template.
+type configTokens struct {
+	bos, eos, pad, unk *string
+	additional         []string
+}
+
+func (t *Tokenizer) applyConfig(data []byte) error {
+	var c tokenizerConfig
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	var err error
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  **string
+	}{
+		{"bos_token", c.BOSToken, &t.config.bos},
+		{"eos_token", c.EOSToken, &t.config.eos},
+		{"pad_token", c.PADToken, &t.config.pad},
+		{"unk_token", c.UNKToken, &t.config.unk},
+	} {
+		if *f.dst, err = tokenString(f.raw); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	if len(c.Additional) > 0 && string(c.Additional) != "null" {
+		var list []json.RawMessage
+		if err := json.Unmarshal(c.Additional, &list); err != nil {
+			return fmt.Errorf("additional_special_tokens: %w", err)
+		}
+		for i, raw := range list {
+			s, err := tokenString(raw)
+			if err != nil || s == nil {
+				return fmt.Errorf("additional_special_tokens[%d]: want a string or {\"content\": ...}", i)
+			}
+			t.config.additional = append(t.config.additional, *s)
+		}
+	}
+	if e := t.config.eos; e != nil {
+		id, ok := t.vocab[*e]
+		if !ok {
+			return fmt.Errorf("eos_token %q is not in the vocabulary", *e)
+		}
+		t.eos = int(id)
+	}
+	src, err := chatTemplateSource(c.ChatTemplate)
+	if err != nil {
+		return err
+	}
+	if src != "" {
+		if t.chat, err = parseChatTemplate(TokenizerConfigFile+" chat_template", src, t.config); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokenString reads a special token given either as a string or as an
+// AddedToken object {"content": ...}; null gives nil.
+func tokenString(raw json.RawMessage) (*string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return &s, nil
+	}
+	var obj struct {
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Content == nil {
+		return nil, fmt.Errorf("want a string or {\"content\": ...}, got %s", truncate(string(raw), 80))
+	}
+	return obj.Content, nil
+}
+
+// chatTemplateSource reads "chat_template": a string, or a list of
+// {"name", "template"} from which the one named "default" is used.
+func chatTemplateSource(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var list []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", fmt.Errorf("chat_template: want a string or a list of {name, template}: %w", err)
+	}
+	names := make([]string, 0, len(list))
+	for _, e := range list {
+		if e.Name == "default" {
+			return e.Template, nil
+		}
+		names = append(names, e.Name)
+	}
+	sort.Strings(names)
+	return "", fmt.Errorf("chat_template: no template named \"default\" among %q", names)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
