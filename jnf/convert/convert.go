@@ -1,0 +1,508 @@
+// Package convert turns a Hugging Face checkpoint into a JNF directory:
+// streaming (bounded memory), parallel over files, atomic per file (temp +
+// rename), resumable (finished files are re-verified, not trusted) and
+// deterministic (same input → byte-identical output and the same root).
+package convert
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/verify"
+)
+
+// Options controls a conversion.
+type Options struct {
+	// FirstLayer, LastLayer select an inclusive layer range; LastLayer < 0
+	// means through the last layer. The global tensors are always converted.
+	FirstLayer, LastLayer int
+	Workers               int  // files converted in parallel (default 2)
+	Verify                bool // re-read every written byte and compare it with the source
+	// Progress, if set, is called with bytes done and total (from several goroutines).
+	Progress func(done, total int64)
+	Log      *slog.Logger
+}
+
+// Result summarises a conversion.
+type Result struct {
+	Manifest *verify.Manifest
+	Written  []string // files written in this run
+	Resumed  []string // files already present, re-verified and kept
+	Bytes    int64    // record bytes written in this run
+	Verified int64    // bytes compared with the source (Verify)
+}
+
+type unit struct {
+	layer   int
+	file    string
+	tensors []hf.TensorRef
+	experts []hf.ExpertRef
+}
+
+func (u *unit) records() []jnf.Record {
+	var recs []jnf.Record
+	for _, t := range u.tensors {
+		recs = append(recs, jnf.Record{Kind: jnf.KindTensor, Name: t.Name, Layer: u.layer, Expert: -1, DType: t.DType, Shape: t.Shape,
+			Length: t.Source.Length, Source: []jnf.SourceRange{jnf.SourceRange(t.Source)}})
+	}
+	for _, e := range u.experts {
+		r := jnf.Record{Kind: jnf.KindExpert, Name: e.Name(), Layer: e.Layer, Expert: e.Expert}
+		off := int64(0)
+		for _, p := range e.Parts {
+			r.Parts = append(r.Parts, jnf.Part{Name: p.Name, DType: p.DType, Shape: p.Shape, Offset: off, Length: p.Source.Length, Source: jnf.SourceRange(p.Source)})
+			off += p.Source.Length
+		}
+		r.Length = off
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// ranges lists the source ranges of record r in record byte order.
+func ranges(r *jnf.Record) []jnf.SourceRange {
+	if r.Kind == jnf.KindExpert {
+		out := make([]jnf.SourceRange, len(r.Parts))
+		for i, p := range r.Parts {
+			out[i] = p.Source
+		}
+		return out
+	}
+	return r.Source
+}
+
+func (u *unit) shards() []string {
+	set := map[string]bool{}
+	for _, t := range u.tensors {
+		set[t.Source.File] = true
+	}
+	for _, e := range u.experts {
+		for _, p := range e.Parts {
+			set[p.Source.File] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Convert converts src into dst.
+func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error) {
+	log := opt.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ck, err := hf.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	cfg := ck.Config
+	first, last := opt.FirstLayer, opt.LastLayer
+	if last < 0 {
+		last = cfg.Layers - 1
+	}
+	if first < 0 || first > last || last >= cfg.Layers {
+		return nil, fmt.Errorf("layer range %d-%d is outside the model's layers 0-%d", opt.FirstLayer, last, cfg.Layers-1)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, err
+	}
+	if err := removeStaleTemps(dst); err != nil {
+		return nil, err
+	}
+	if err := copyAux(ck, dst); err != nil {
+		return nil, err
+	}
+	cfgBytes, err := os.ReadFile(filepath.Join(dst, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	cfgSum := jnf.SHA256Bytes(cfgBytes).Hex()
+
+	units := []*unit{{layer: -1, file: jnf.FileName(-1)}}
+	for l := first; l <= last; l++ {
+		units = append(units, &unit{layer: l, file: jnf.FileName(l), experts: ck.Experts[l]})
+	}
+	for _, t := range ck.Tensors {
+		if t.Layer < 0 {
+			units[0].tensors = append(units[0].tensors, t)
+		} else if t.Layer >= first && t.Layer <= last {
+			units[t.Layer-first+1].tensors = append(units[t.Layer-first+1].tensors, t)
+		}
+	}
+	var ignored []jnf.Ignored
+	for _, ig := range ck.Ignored {
+		ignored = append(ignored, jnf.Ignored(ig))
+	}
+
+	var total int64
+	for _, u := range units {
+		for _, r := range u.records() {
+			total += r.Length
+		}
+	}
+	var done atomic.Int64
+	progress := func(n int64) {
+		if opt.Progress != nil {
+			opt.Progress(done.Add(n), total)
+		}
+	}
+
+	res := &Result{}
+	// Which files are already finished? They are re-verified completely.
+	var todo []*unit
+	for _, u := range units {
+		path := filepath.Join(dst, u.file)
+		if _, err := os.Stat(path); err != nil {
+			todo = append(todo, u)
+			continue
+		}
+		if err := reverify(ctx, path, u, cfgSum, progress); err != nil {
+			log.Warn("existing file does not check out; rewriting it", "file", u.file, "err", err)
+			if err := os.Remove(path); err != nil {
+				return nil, err
+			}
+			todo = append(todo, u)
+			continue
+		}
+		res.Resumed = append(res.Resumed, u.file)
+	}
+
+	// Whole-file SHA-256 of every source shard the files still to write draw from.
+	need := map[string]bool{}
+	for _, u := range todo {
+		for _, s := range u.shards() {
+			need[s] = true
+		}
+	}
+	shardSums, err := hashShards(ctx, ck, need, opt.Workers)
+	if err != nil {
+		return nil, err
+	}
+
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = 2
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		ch       = make(chan *unit)
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range ch {
+				n, verified, err := writeUnit(ctx, ck, dst, u, cfgSum, shardSums, ignored, opt.Verify, progress)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				if err == nil {
+					res.Written = append(res.Written, u.file)
+					res.Bytes += n
+					res.Verified += verified
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, u := range todo {
+		select {
+		case ch <- u:
+		case <-ctx.Done():
+		}
+	}
+	close(ch)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sort.Strings(res.Written)
+	m, err := verify.Build(dst)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Write(dst); err != nil {
+		return nil, err
+	}
+	res.Manifest = m
+	return res, nil
+}
+
+func removeStaleTemps(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyAux copies config and tokenizer files. A directory that already holds
+// a different config.json belongs to another model: refuse to mix them.
+func copyAux(ck *hf.Checkpoint, dst string) error {
+	for _, a := range ck.Aux {
+		b, err := os.ReadFile(filepath.Join(ck.Dir, a))
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dst, a)
+		if old, err := os.ReadFile(p); err == nil {
+			if bytes.Equal(old, b) {
+				continue
+			}
+			if a == "config.json" {
+				return fmt.Errorf("%s holds a different config.json than %s: refusing to mix two models in one directory", dst, ck.Dir)
+			}
+		}
+		if err := verify.WriteFileAtomic(p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hashShards(ctx context.Context, ck *hf.Checkpoint, need map[string]bool, workers int) (map[string]jnf.SourceFile, error) {
+	if workers <= 0 {
+		workers = 2
+	}
+	out := map[string]jnf.SourceFile{}
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	for name := range need {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f, _ := ck.ShardFile(name)
+			d, n, err := jnf.SumReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, f.Size)})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("hashing %s: %w", filepath.Join(ck.Dir, name), err)
+				}
+				return
+			}
+			out[name] = jnf.SourceFile{File: name, Size: n, SHA256: d.SHA256.Hex()}
+		}()
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+var zeroDigest = strings.Repeat("0", 64)
+
+// writeUnit writes one JNF file to a temporary name and renames it into place.
+func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgSum string, shardSums map[string]jnf.SourceFile,
+	ignored []jnf.Ignored, verifyBytes bool, progress func(int64)) (written, verified int64, err error) {
+	t := &jnf.Table{Format: jnf.FormatName, Version: jnf.Version, File: u.file, Layer: u.layer, ConfigSHA256: cfgSum, Records: u.records()}
+	for _, s := range u.shards() {
+		t.Sources = append(t.Sources, shardSums[s])
+	}
+	if u.layer < 0 {
+		t.Layout, t.Ignored = ck.Layout, ignored
+	}
+	for i := range t.Records {
+		t.Records[i].SHA256, t.Records[i].BLAKE3 = zeroDigest, zeroDigest
+	}
+	tableLen, size, err := jnf.PlanTable(t)
+	if err != nil {
+		return 0, 0, err
+	}
+	path := filepath.Join(dst, u.file)
+	tmp, err := os.CreateTemp(dst, "."+u.file+".tmp-*")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	buf := make([]byte, 4<<20)
+	for i := range t.Records {
+		r := &t.Records[i]
+		h := jnf.NewHasher()
+		w := io.MultiWriter(&offsetWriter{f: tmp, off: r.Offset}, h)
+		for _, s := range ranges(r) {
+			f, ok := ck.ShardFile(s.File)
+			if !ok {
+				return 0, 0, fmt.Errorf("no shard %s", s.File)
+			}
+			if _, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, s.Offset, s.Length)}, buf); err != nil {
+				return 0, 0, fmt.Errorf("%s: record %s from %s@%d: %w", u.file, r.Name, s.File, s.Offset, err)
+			}
+			progress(s.Length)
+		}
+		d := h.Sum()
+		r.SHA256, r.BLAKE3 = d.SHA256.Hex(), d.BLAKE3.Hex()
+		written += r.Length
+	}
+	final, err := jnf.EncodeTable(t)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(final) != tableLen {
+		return 0, 0, fmt.Errorf("internal error: table length changed from %d to %d", tableLen, len(final))
+	}
+	if _, err = tmp.WriteAt(append(jnf.Preamble(final), final...), 0); err != nil {
+		return 0, 0, err
+	}
+	if err = tmp.Truncate(size); err != nil {
+		return 0, 0, err
+	}
+	if err = tmp.Sync(); err != nil {
+		return 0, 0, err
+	}
+	if err = tmp.Close(); err != nil {
+		return 0, 0, err
+	}
+	if verifyBytes {
+		if verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return 0, 0, err
+	}
+	return written, verified, nil
+}
+
+type offsetWriter struct {
+	f   *os.File
+	off int64
+}
+
+func (w *offsetWriter) Write(p []byte) (int, error) {
+	n, err := w.f.WriteAt(p, w.off)
+	w.off += int64(n)
+	return n, err
+}
+
+// compareWithSource re-reads every record of a written file and compares
+// every byte with the source ranges (convert --verify). It also checks the
+// table digests against the written bytes and that padding is zero.
+func compareWithSource(ctx context.Context, ck *hf.Checkpoint, path, name string) (int64, error) {
+	f, err := jnf.OpenFileAs(path, name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n int64
+	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	for i := range f.Table.Records {
+		r := &f.Table.Records[i]
+		pos := r.Offset
+		for _, s := range ranges(r) {
+			sf, ok := ck.ShardFile(s.File)
+			if !ok {
+				return n, fmt.Errorf("no shard %s", s.File)
+			}
+			for done := int64(0); done < s.Length; {
+				if err := ctx.Err(); err != nil {
+					return n, err
+				}
+				k := min(int64(len(a)), s.Length-done)
+				if _, err := f.ReadAt(a[:k], pos+done); err != nil {
+					return n, fmt.Errorf("%s: record %s at offset %d: %w", name, r.Name, pos+done, err)
+				}
+				if _, err := sf.ReadAt(b[:k], s.Offset+done); err != nil {
+					return n, fmt.Errorf("%s at offset %d: %w", s.File, s.Offset+done, err)
+				}
+				if !bytes.Equal(a[:k], b[:k]) {
+					j := 0
+					for a[j] == b[j] {
+						j++
+					}
+					return n, fmt.Errorf("%s: record %s: byte at offset %d is %#02x, source %s offset %d has %#02x", name, r.Name, pos+done+int64(j), a[j], s.File, s.Offset+done+int64(j), b[j])
+				}
+				done += k
+				n += k
+			}
+			pos += s.Length
+		}
+	}
+	if err := verify.CheckFileData(ctx, f, nil); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// reverify checks an existing file before a resumed conversion keeps it: the
+// table must describe exactly the records this conversion would write (same
+// names, shapes and source ranges, same config), and every record must hash
+// to its recorded digests with zero padding.
+func reverify(ctx context.Context, path string, u *unit, cfgSum string, progress func(int64)) error {
+	f, err := jnf.OpenFile(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if f.Table.ConfigSHA256 != cfgSum {
+		return fmt.Errorf("converted from a different config.json")
+	}
+	want := u.records()
+	if len(want) != len(f.Table.Records) {
+		return fmt.Errorf("has %d records, this conversion plans %d", len(f.Table.Records), len(want))
+	}
+	for i := range want {
+		got := f.Table.Records[i]
+		w := want[i]
+		w.Offset, w.SHA256, w.BLAKE3 = got.Offset, got.SHA256, got.BLAKE3
+		if !sameRecord(&got, &w) {
+			return fmt.Errorf("record %d (%s) differs from the planned record %s", i, got.Name, w.Name)
+		}
+	}
+	return verify.CheckFileData(ctx, f, func(r *jnf.Record) { progress(r.Length) })
+}
+
+func sameRecord(a, b *jnf.Record) bool {
+	ea, err1 := jnf.EncodeTable(&jnf.Table{Records: []jnf.Record{*a}})
+	eb, err2 := jnf.EncodeTable(&jnf.Table{Records: []jnf.Record{*b}})
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
+}

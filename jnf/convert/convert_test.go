@@ -1,0 +1,291 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/verify"
+)
+
+const fixtures = "../../../shared/fixtures/"
+
+func convert(t *testing.T, src string, opt Options) (string, *Result) {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "jnf")
+	opt.LastLayer = -1 + opt.LastLayer
+	res, err := Convert(context.Background(), src, dst, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst, res
+}
+
+func all() Options { return Options{LastLayer: 0, Verify: true} } // LastLayer 0 → -1 after the helper's shift
+
+func check(t *testing.T, dir string) *verify.Report {
+	t.Helper()
+	rep, err := verify.Check(context.Background(), dir, verify.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestConvertFixturesAndVerify(t *testing.T) {
+	for _, d := range []string{"qwen3moe-dev-a/checkpoint", "qwen35moe-dev-c/checkpoint", "qwen35moe-dev-c/checkpoint-official", "qwen35moe-dev-e-long/checkpoint"} {
+		t.Run(d, func(t *testing.T) {
+			dst, res := convert(t, fixtures+d, all())
+			m := res.Manifest
+			if !m.Complete || len(res.Written) != m.Layers+1 || res.Verified != res.Bytes || res.Bytes == 0 {
+				t.Errorf("complete %v, written %d files, verified %d of %d bytes", m.Complete, len(res.Written), res.Verified, res.Bytes)
+			}
+			rep := check(t, dst)
+			if !rep.OK() || rep.RecordsChecked != rep.Records {
+				t.Errorf("fresh conversion does not verify: %+v", rep.Problems)
+			}
+			for _, f := range []string{"config.json", "global.jnf", "layer-00000.jnf", "manifest.json"} {
+				if _, err := os.Stat(filepath.Join(dst, f)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+func TestLayoutsShareWeightsRootForExperts(t *testing.T) {
+	_, a := convert(t, fixtures+"qwen35moe-dev-c/checkpoint", all())
+	_, b := convert(t, fixtures+"qwen35moe-dev-c/checkpoint-official", all())
+	if a.Manifest.Root == b.Manifest.Root {
+		t.Error("different layouts gave the same full root")
+	}
+	// Expert content leaves are identical across layouts; tensors differ only where the dtype does (A_log, norm: F32 vs BF16).
+	leaves := func(m *verify.Manifest) map[string]string {
+		out := map[string]string{}
+		for _, e := range m.Entries {
+			out[e.Name] = string(e.ContentLeaf())
+		}
+		return out
+	}
+	la, lb := leaves(a.Manifest), leaves(b.Manifest)
+	differ := 0
+	for name, leaf := range la {
+		if strings.HasPrefix(name, "model.") || name == "lm_head.weight" {
+			if lb[name] != leaf {
+				differ++
+				if !strings.HasSuffix(name, "A_log") && !strings.HasSuffix(name, "linear_attn.norm.weight") {
+					t.Errorf("%s differs between layouts", name)
+				}
+			}
+		}
+	}
+	if differ == 0 {
+		t.Error("expected the F32 tensors of the official layout to differ")
+	}
+}
+
+func TestDeterministicAndResumable(t *testing.T) {
+	src := fixtures + "qwen35moe-dev-c/checkpoint"
+	a, ra := convert(t, src, all())
+	b, rb := convert(t, src, Options{LastLayer: 0, Workers: 4})
+	if ra.Manifest.Root != rb.Manifest.Root {
+		t.Fatalf("roots differ: %s vs %s", ra.Manifest.Root, rb.Manifest.Root)
+	}
+	ents, _ := os.ReadDir(a)
+	for _, e := range ents {
+		x, _ := os.ReadFile(filepath.Join(a, e.Name()))
+		y, _ := os.ReadFile(filepath.Join(b, e.Name()))
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two conversions", e.Name())
+		}
+	}
+	// Simulate a kill: a stale temp file, one layer missing, one layer corrupted.
+	os.WriteFile(filepath.Join(b, ".layer-00002.jnf.tmp-123"), []byte("partial"), 0o644)
+	os.Remove(filepath.Join(b, "layer-00001.jnf"))
+	flipByte(t, filepath.Join(b, "layer-00003.jnf"), -100)
+	res, err := Convert(context.Background(), src, b, Options{LastLayer: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Written, ",") != "layer-00001.jnf,layer-00003.jnf" {
+		t.Errorf("resume rewrote %v, want layers 1 and 3", res.Written)
+	}
+	if len(res.Resumed) != 3 {
+		t.Errorf("resume kept %v", res.Resumed)
+	}
+	if res.Manifest.Root != ra.Manifest.Root {
+		t.Error("resumed conversion has a different root")
+	}
+	if _, err := os.Stat(filepath.Join(b, ".layer-00002.jnf.tmp-123")); !os.IsNotExist(err) {
+		t.Error("stale temp file left behind")
+	}
+}
+
+func TestLayerRangesInParts(t *testing.T) {
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	full, rf := convert(t, src, all())
+	_ = full
+	dst := filepath.Join(t.TempDir(), "parts")
+	r1, err := Convert(context.Background(), src, dst, Options{FirstLayer: 0, LastLayer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Manifest.Complete || len(r1.Manifest.LayersHeld) != 2 {
+		t.Errorf("after part 1: complete %v layers %v", r1.Manifest.Complete, r1.Manifest.LayersHeld)
+	}
+	r2, err := Convert(context.Background(), src, dst, Options{FirstLayer: 2, LastLayer: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Manifest.Complete || r2.Manifest.Root != rf.Manifest.Root {
+		t.Errorf("converting in parts gave complete=%v root %s, want %s", r2.Manifest.Complete, r2.Manifest.Root, rf.Manifest.Root)
+	}
+	if _, err := Convert(context.Background(), src, dst, Options{FirstLayer: 3, LastLayer: 9}); err == nil || !strings.Contains(err.Error(), "outside the model's layers 0-3") {
+		t.Errorf("bad range: %v", err)
+	}
+	// Another model into the same directory is refused.
+	if _, err := Convert(context.Background(), fixtures+"qwen35moe-dev-c/checkpoint", dst, Options{LastLayer: -1}); err == nil || !strings.Contains(err.Error(), "different config.json") {
+		t.Errorf("mixing models: %v", err)
+	}
+}
+
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off < 0 {
+		off += int64(len(b))
+	}
+	b[off] ^= 0x01
+	os.WriteFile(path, b, 0o644)
+}
+
+func firstExpert(t *testing.T, dir string, layer int) jnf.Record {
+	f, err := jnf.OpenFile(filepath.Join(dir, jnf.FileName(layer)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, r := range f.Table.Records {
+		if r.Kind == jnf.KindExpert && r.Expert == 1 {
+			return r
+		}
+	}
+	t.Fatal("no expert 1")
+	return jnf.Record{}
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	pristine, _ := convert(t, src, Options{LastLayer: 0})
+	cases := []struct {
+		name   string
+		break_ func(t *testing.T, dir string)
+		want   string
+	}{
+		{"bit in expert record", func(t *testing.T, d string) {
+			r := firstExpert(t, d, 2)
+			flipByte(t, filepath.Join(d, "layer-00002.jnf"), r.Offset+r.Length/2)
+		}, "layer-00002.jnf: layer 2 expert 1 (model.layers.2.mlp.experts.1) at offset"},
+		{"bit in padding", func(t *testing.T, d string) {
+			f, _ := jnf.OpenFile(filepath.Join(d, "layer-00001.jnf"))
+			r := f.Table.Records[0] // a norm weight: far shorter than 4096 bytes
+			f.Close()
+			flipByte(t, filepath.Join(d, "layer-00001.jnf"), r.Offset+r.Length+3)
+		}, "non-zero byte in the padding after the record"},
+		{"manifest digest edited", func(t *testing.T, d string) {
+			p := filepath.Join(d, "manifest.json")
+			b, _ := os.ReadFile(p)
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			e := m["entries"].([]any)[10].(map[string]any)
+			s := e["sha256"].(string)
+			e["sha256"] = "0" + s[1:]
+			if s[0] == '0' {
+				e["sha256"] = "1" + s[1:]
+			}
+			b, _ = json.Marshal(m)
+			os.WriteFile(p, b, 0o644)
+		}, "manifest root mismatch"},
+		{"truncated file", func(t *testing.T, d string) {
+			p := filepath.Join(d, "layer-00003.jnf")
+			st, _ := os.Stat(p)
+			os.Truncate(p, st.Size()-4096)
+		}, "truncated or extended"},
+		{"swapped files", func(t *testing.T, d string) {
+			a, b := filepath.Join(d, "layer-00001.jnf"), filepath.Join(d, "layer-00002.jnf")
+			os.Rename(a, a+".x")
+			os.Rename(b, a)
+			os.Rename(a+".x", b)
+		}, "renamed or swapped file"},
+		{"swapped records", func(t *testing.T, d string) {
+			// Swap the bytes of experts 1 and 2 of layer 0 (same length).
+			p := filepath.Join(d, "layer-00000.jnf")
+			f, _ := jnf.OpenFile(p)
+			var r1, r2 jnf.Record
+			for _, r := range f.Table.Records {
+				if r.Kind == jnf.KindExpert && r.Expert == 1 {
+					r1 = r
+				}
+				if r.Kind == jnf.KindExpert && r.Expert == 2 {
+					r2 = r
+				}
+			}
+			f.Close()
+			b, _ := os.ReadFile(p)
+			x := append([]byte(nil), b[r1.Offset:r1.Offset+r1.Length]...)
+			copy(b[r1.Offset:], b[r2.Offset:r2.Offset+r2.Length])
+			copy(b[r2.Offset:], x)
+			os.WriteFile(p, b, 0o644)
+		}, "layer 0 expert 1 (model.layers.0.mlp.experts.1) at offset"},
+		{"record table edited", func(t *testing.T, d string) {
+			flipByte(t, filepath.Join(d, "layer-00000.jnf"), jnf.PreambleSize+20)
+		}, "record table digest mismatch"},
+		{"aux file edited", func(t *testing.T, d string) {
+			p := filepath.Join(d, "generation_config.json")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, append(b, ' '), 0o644)
+		}, "generation_config.json: manifest says sha256"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := filepath.Join(t.TempDir(), "m")
+			copyDir(t, pristine, d)
+			if rep := check(t, d); !rep.OK() {
+				t.Fatalf("pristine copy fails: %v", rep.Problems)
+			}
+			tc.break_(t, d)
+			rep := check(t, d)
+			if rep.OK() {
+				t.Fatal("corruption not detected")
+			}
+			var msgs []string
+			for _, p := range rep.Problems {
+				msgs = append(msgs, p.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("problems:\n%s\nwant one containing %q", strings.Join(msgs, "\n"), tc.want)
+			}
+		})
+	}
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	os.MkdirAll(dst, 0o755)
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+	}
+}

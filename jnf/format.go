@@ -1,0 +1,439 @@
+package jnf
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// Format constants; see SPEC.md.
+const (
+	Magic        = "TARFAJNF"
+	Version      = 1
+	Align        = 4096 // every record starts on this boundary; files are padded to it
+	PreambleSize = 64
+	FormatName   = "tarfa-jnf"
+	// MaxTableSize bounds the record table read from a file before allocating.
+	MaxTableSize = 256 << 20
+)
+
+// Record kinds.
+const (
+	KindTensor = "tensor"
+	KindExpert = "expert"
+	KindFile   = "file" // used in manifests for copied auxiliary files
+)
+
+// SourceRange is where bytes came from in the source checkpoint.
+type SourceRange struct {
+	File   string `json:"file"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+}
+
+// Part is one projection inside an expert record.
+type Part struct {
+	Name   string      `json:"name"` // gate_proj, up_proj, down_proj
+	DType  DType       `json:"dtype"`
+	Shape  []int64     `json:"shape"`
+	Offset int64       `json:"offset"` // relative to the record start
+	Length int64       `json:"length"`
+	Source SourceRange `json:"source"`
+}
+
+// Record is one entry of a JNF file's record table.
+type Record struct {
+	Kind   string        `json:"kind"`
+	Name   string        `json:"name"`
+	Layer  int           `json:"layer"`            // -1 for global tensors
+	Expert int           `json:"expert"`           // -1 for tensors
+	DType  DType         `json:"dtype,omitempty"`  // tensors only
+	Shape  []int64       `json:"shape,omitempty"`  // tensors only
+	Parts  []Part        `json:"parts,omitempty"`  // experts only: gate, up, down in this order
+	Offset int64         `json:"offset"`           // absolute, multiple of Align
+	Length int64         `json:"length"`           // data bytes, excluding padding
+	SHA256 string        `json:"sha256"`           // lower-case hex of the data bytes
+	BLAKE3 string        `json:"blake3"`           // lower-case hex of the data bytes
+	Source []SourceRange `json:"source,omitempty"` // tensors only (experts: per part)
+}
+
+// Digests parses the record's two digests.
+func (r *Record) Digests() (Digests, error) {
+	s, err := ParseHex(SHA256, r.SHA256)
+	if err != nil {
+		return Digests{}, fmt.Errorf("record %s: sha256: %w", r.Name, err)
+	}
+	b, err := ParseHex(BLAKE3, r.BLAKE3)
+	if err != nil {
+		return Digests{}, fmt.Errorf("record %s: blake3: %w", r.Name, err)
+	}
+	return Digests{SHA256: s, BLAKE3: b}, nil
+}
+
+// SourceFile is a source checkpoint shard a JNF file draws bytes from, with
+// its whole-file SHA-256 (the Hugging Face Hub LFS oid).
+type SourceFile struct {
+	File   string `json:"file"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Table is the record table of one JNF file.
+type Table struct {
+	Format       string       `json:"format"`  // "tarfa-jnf"
+	Version      int          `json:"version"` // 1
+	File         string       `json:"file"`    // the file's own name, e.g. "layer-00003.jnf"
+	Layer        int          `json:"layer"`   // -1 for global.jnf
+	ConfigSHA256 string       `json:"config_sha256"`
+	Sources      []SourceFile `json:"sources"`
+	// Layout and Ignored describe the source checkpoint; global.jnf carries
+	// them, layer files leave them empty.
+	Layout  string    `json:"layout,omitempty"`
+	Ignored []Ignored `json:"ignored,omitempty"`
+	Records []Record  `json:"records"`
+}
+
+// Ignored is a source tensor deliberately not converted, with the reason.
+type Ignored struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// FileName is the JNF file holding layer l (l < 0: the global tensors).
+func FileName(layer int) string {
+	if layer < 0 {
+		return "global.jnf"
+	}
+	return fmt.Sprintf("layer-%05d.jnf", layer)
+}
+
+var reFileName = regexp.MustCompile(`^(global|layer-(\d{5}))\.jnf$`)
+
+// AlignUp rounds n up to a multiple of Align.
+func AlignUp(n int64) int64 { return (n + Align - 1) / Align * Align }
+
+// FormatError is a structural violation of the JNF format.
+type FormatError struct {
+	File   string
+	Record string // empty for file-level problems
+	Offset int64  // -1 when not applicable
+	Rule   string
+}
+
+func (e *FormatError) Error() string {
+	s := "jnf " + e.File
+	if e.Record != "" {
+		s += ": record " + e.Record
+	}
+	if e.Offset >= 0 {
+		s += fmt.Sprintf(" (offset %d)", e.Offset)
+	}
+	return s + ": " + e.Rule
+}
+
+// ErrFormat matches every *FormatError.
+var ErrFormat = errors.New("jnf format error")
+
+func (e *FormatError) Is(t error) bool { return t == ErrFormat }
+
+// EncodeTable serialises t (compact encoding/json of the structs above).
+func EncodeTable(t *Table) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(t); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// Preamble encodes the 64-byte file preamble for a table.
+func Preamble(table []byte) []byte {
+	p := make([]byte, PreambleSize)
+	copy(p, Magic)
+	binary.LittleEndian.PutUint32(p[8:], Version)
+	binary.LittleEndian.PutUint32(p[12:], 0)
+	binary.LittleEndian.PutUint64(p[16:], PreambleSize)
+	binary.LittleEndian.PutUint64(p[24:], uint64(len(table)))
+	sum := sha256.Sum256(table)
+	copy(p[32:], sum[:])
+	return p
+}
+
+// DataStart is the offset of the first record for a table of n bytes.
+func DataStart(tableLen int) int64 { return AlignUp(PreambleSize + int64(tableLen)) }
+
+// Layout assigns aligned offsets to records in table order, starting after a
+// table of tableLen bytes, and returns the file size.
+func Layout(records []Record, tableLen int) int64 {
+	off := DataStart(tableLen)
+	for i := range records {
+		records[i].Offset = off
+		off = AlignUp(off + records[i].Length)
+	}
+	return off
+}
+
+// PlanTable assigns record offsets for t. The table's encoded length depends
+// on the offsets it contains, so this iterates to a fixed point. Digests must
+// already have their final width (64 hex digits) so that filling them in
+// later does not change the length.
+func PlanTable(t *Table) (tableLen int, fileSize int64, err error) {
+	prev := -1
+	for range 8 {
+		tb, err := EncodeTable(t)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(tb) == prev {
+			return len(tb), Layout(t.Records, len(tb)), nil
+		}
+		prev = len(tb)
+		Layout(t.Records, len(tb))
+	}
+	return 0, 0, fmt.Errorf("record table layout does not converge")
+}
+
+// File is an open JNF file whose preamble and table are structurally valid.
+type File struct {
+	Path  string
+	Name  string
+	Table Table
+	Size  int64
+	// TableBytes are the raw table bytes (hashed by the preamble).
+	TableBytes []byte
+	f          *os.File
+}
+
+// OpenFile opens a JNF file and validates its preamble and record table:
+// magic, version, table digest, record offsets aligned, in order,
+// non-overlapping, inside the file, and the file size.
+func OpenFile(path string) (*File, error) { return OpenFileAs(path, filepath.Base(path)) }
+
+// OpenFileAs is OpenFile for a file that will be renamed to name (used to
+// check a temporary file before it is renamed into place).
+func OpenFileAs(path, name string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	jf, err := readFile(f, st.Size(), path, name)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	jf.f = f
+	return jf, nil
+}
+
+// Close closes the file.
+func (f *File) Close() error { return f.f.Close() }
+
+// ReadAt reads raw bytes.
+func (f *File) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+
+// ParseTable validates a JNF stream held in r (used by OpenFile and fuzzing).
+func ParseTable(r io.ReaderAt, size int64, name string) (*File, error) {
+	return readFile(r, size, name, filepath.Base(name))
+}
+
+func readFile(r io.ReaderAt, size int64, path, name string) (*File, error) {
+	bad := func(rec string, off int64, format string, a ...any) error {
+		return &FormatError{File: path, Record: rec, Offset: off, Rule: fmt.Sprintf(format, a...)}
+	}
+	if size < PreambleSize {
+		return nil, bad("", -1, "file is %d bytes, shorter than the %d-byte preamble", size, PreambleSize)
+	}
+	p := make([]byte, PreambleSize)
+	if _, err := r.ReadAt(p, 0); err != nil {
+		return nil, fmt.Errorf("jnf %s: reading preamble: %w", path, err)
+	}
+	if string(p[:8]) != Magic {
+		return nil, bad("", 0, "bad magic %q, want %q", p[:8], Magic)
+	}
+	if v := binary.LittleEndian.Uint32(p[8:]); v != Version {
+		return nil, bad("", 8, "format version %d, this reader supports %d", v, Version)
+	}
+	if fl := binary.LittleEndian.Uint32(p[12:]); fl != 0 {
+		return nil, bad("", 12, "flags %#x, want 0", fl)
+	}
+	if to := binary.LittleEndian.Uint64(p[16:]); to != PreambleSize {
+		return nil, bad("", 16, "table offset %d, want %d", to, PreambleSize)
+	}
+	tl := binary.LittleEndian.Uint64(p[24:])
+	if tl > MaxTableSize || int64(tl) > size-PreambleSize {
+		return nil, bad("", 24, "table length %d exceeds the file or the %d-byte limit", tl, MaxTableSize)
+	}
+	tb := make([]byte, tl)
+	if _, err := r.ReadAt(tb, PreambleSize); err != nil {
+		return nil, fmt.Errorf("jnf %s: reading table: %w", path, err)
+	}
+	if got := sha256.Sum256(tb); !bytes.Equal(got[:], p[32:64]) {
+		return nil, bad("", PreambleSize, "record table digest mismatch: got sha256:%x, want sha256:%x", got, p[32:64])
+	}
+	jf := &File{Path: path, Name: name, Size: size, TableBytes: tb}
+	dec := json.NewDecoder(bytes.NewReader(tb))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&jf.Table); err != nil {
+		return nil, bad("", PreambleSize, "record table: %v", err)
+	}
+	if dec.More() {
+		return nil, bad("", PreambleSize, "record table: trailing data")
+	}
+	t := &jf.Table
+	if t.Format != FormatName || t.Version != Version {
+		return nil, bad("", PreambleSize, "table format %q version %d, want %q version %d", t.Format, t.Version, FormatName, Version)
+	}
+	if t.File != name {
+		return nil, bad("", PreambleSize, "table names the file %q, but it is %q (renamed or swapped file)", t.File, name)
+	}
+	m := reFileName.FindStringSubmatch(name)
+	if m == nil {
+		return nil, bad("", -1, "file name is not global.jnf or layer-NNNNN.jnf")
+	}
+	if want := FileName(t.Layer); want != name {
+		return nil, bad("", PreambleSize, "table says layer %d, which belongs in %s", t.Layer, want)
+	}
+	if _, err := ParseHex(SHA256, t.ConfigSHA256); err != nil {
+		return nil, bad("", PreambleSize, "config_sha256: %v", err)
+	}
+	off := DataStart(len(tb))
+	for i := range t.Records {
+		rec := &t.Records[i]
+		if err := rec.validate(t.Layer); err != nil {
+			return nil, bad(rec.Name, rec.Offset, "%v", err)
+		}
+		if rec.Offset != off {
+			return nil, bad(rec.Name, rec.Offset, "record %d starts at %d, want %d (records are packed in table order on %d-byte boundaries)", i, rec.Offset, off, Align)
+		}
+		off = AlignUp(off + rec.Length)
+	}
+	if off != size {
+		return nil, bad("", size, "file is %d bytes, the table implies %d (truncated or extended)", size, off)
+	}
+	return jf, nil
+}
+
+func (r *Record) validate(layer int) error {
+	if r.Name == "" {
+		return fmt.Errorf("empty name")
+	}
+	if r.Layer != layer {
+		return fmt.Errorf("layer %d in a file of layer %d", r.Layer, layer)
+	}
+	if r.Length <= 0 {
+		return fmt.Errorf("length %d", r.Length)
+	}
+	if _, err := r.Digests(); err != nil {
+		return err
+	}
+	switch r.Kind {
+	case KindTensor:
+		if r.Expert != -1 || len(r.Parts) != 0 {
+			return fmt.Errorf("tensor record with expert fields")
+		}
+		if !r.DType.Valid() {
+			return fmt.Errorf("unknown dtype %q", r.DType)
+		}
+		if n := numel(r.Shape) * r.DType.Size(); n != r.Length {
+			return fmt.Errorf("shape %v × %s = %d bytes, length is %d", r.Shape, r.DType, n, r.Length)
+		}
+	case KindExpert:
+		if r.Expert < 0 || layer < 0 {
+			return fmt.Errorf("expert record needs a layer and an expert index")
+		}
+		if r.DType != "" || len(r.Shape) != 0 || len(r.Source) != 0 {
+			return fmt.Errorf("expert record with tensor fields")
+		}
+		if len(r.Parts) != 3 {
+			return fmt.Errorf("expert record has %d parts, want 3 (gate_proj, up_proj, down_proj)", len(r.Parts))
+		}
+		pos := int64(0)
+		for i, p := range r.Parts {
+			if want := [3]string{"gate_proj", "up_proj", "down_proj"}[i]; p.Name != want {
+				return fmt.Errorf("part %d is %q, want %q", i, p.Name, want)
+			}
+			if !p.DType.Valid() || len(p.Shape) != 2 {
+				return fmt.Errorf("part %s: dtype %q shape %v", p.Name, p.DType, p.Shape)
+			}
+			if p.Offset != pos || numel(p.Shape)*p.DType.Size() != p.Length || p.Source.Length != p.Length {
+				return fmt.Errorf("part %s: offset %d length %d inconsistent with shape %v × %s at position %d", p.Name, p.Offset, p.Length, p.Shape, p.DType, pos)
+			}
+			pos += p.Length
+		}
+		if pos != r.Length {
+			return fmt.Errorf("parts cover %d bytes, record length %d", pos, r.Length)
+		}
+	default:
+		return fmt.Errorf("unknown kind %q", r.Kind)
+	}
+	return nil
+}
+
+func numel(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		if d < 0 {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
+// RecordBytes is a record's data together with its expected digests. The
+// reader never hands out bytes without them.
+type RecordBytes struct {
+	Record *Record
+	Want   Digests
+	Data   []byte
+}
+
+// ReadRecord reads record i into buf (grown if needed) and returns it with
+// its expected digests. It does not hash: verification is the caller's job
+// (attest and verify do it).
+func (f *File) ReadRecord(i int, buf []byte) (RecordBytes, error) {
+	if i < 0 || i >= len(f.Table.Records) {
+		return RecordBytes{}, fmt.Errorf("jnf %s: record %d out of range [0,%d)", f.Path, i, len(f.Table.Records))
+	}
+	r := &f.Table.Records[i]
+	want, err := r.Digests()
+	if err != nil {
+		return RecordBytes{}, err
+	}
+	if int64(cap(buf)) < r.Length {
+		buf = make([]byte, r.Length)
+	}
+	buf = buf[:r.Length]
+	if _, err := f.f.ReadAt(buf, r.Offset); err != nil {
+		return RecordBytes{}, fmt.Errorf("jnf %s: record %s at offset %d: %w", f.Path, r.Name, r.Offset, err)
+	}
+	return RecordBytes{Record: r, Want: want, Data: buf}, nil
+}
+
+// Views returns the tensor views of a record's data: one for a tensor, three
+// (gate, up, down) for an expert.
+func (rb RecordBytes) Views() []TensorView {
+	r := rb.Record
+	if r.Kind == KindTensor {
+		return []TensorView{{Name: r.Name, DType: r.DType, Shape: r.Shape, Data: rb.Data}}
+	}
+	out := make([]TensorView, len(r.Parts))
+	for i, p := range r.Parts {
+		out[i] = TensorView{Name: r.Name + "." + p.Name, DType: p.DType, Shape: p.Shape, Data: rb.Data[p.Offset : p.Offset+p.Length]}
+	}
+	return out
+}

@@ -1,0 +1,290 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+)
+
+// Problem is one verification failure, located precisely.
+type Problem struct {
+	File   string `json:"file"`
+	Name   string `json:"name,omitempty"` // record or entry name
+	Layer  int    `json:"layer"`
+	Expert int    `json:"expert"`
+	Offset int64  `json:"offset"` // -1 when not applicable
+	What   string `json:"what"`
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Name != "" {
+		b.WriteString(": ")
+		switch {
+		case p.Expert >= 0:
+			fmt.Fprintf(&b, "layer %d expert %d (%s)", p.Layer, p.Expert, p.Name)
+		case p.Layer >= 0:
+			fmt.Fprintf(&b, "layer %d tensor %s", p.Layer, p.Name)
+		default:
+			b.WriteString(p.Name)
+		}
+	}
+	if p.Offset >= 0 {
+		fmt.Fprintf(&b, " at offset %d", p.Offset)
+	}
+	return b.String() + ": " + p.What
+}
+
+func recordProblem(file string, r *jnf.Record, off int64, format string, a ...any) Problem {
+	return Problem{File: file, Name: r.Name, Layer: r.Layer, Expert: r.Expert, Offset: off, What: fmt.Sprintf(format, a...)}
+}
+
+// CheckFileData re-hashes every record of f against its table and checks
+// that all padding (after the table and after each record) is zero. It
+// returns the first problem as an error. onRecord, if set, is called after
+// each record.
+func CheckFileData(ctx context.Context, f *jnf.File, onRecord func(*jnf.Record)) error {
+	ps, err := checkFile(ctx, f, nil, onRecord, 1)
+	if err != nil {
+		return err
+	}
+	if len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
+}
+
+// checkFile checks the records selected by pick (nil = all); it stops after
+// max problems.
+func checkFile(ctx context.Context, f *jnf.File, pick func(i int) bool, onRecord func(*jnf.Record), max int) ([]Problem, error) {
+	var ps []Problem
+	buf := make([]byte, 4<<20)
+	// Padding between the table and the first record.
+	tableEnd := int64(jnf.PreambleSize + len(f.TableBytes))
+	if p, ok, err := checkZero(f, tableEnd, jnf.DataStart(len(f.TableBytes)), buf); err != nil {
+		return nil, err
+	} else if !ok {
+		ps = append(ps, Problem{File: f.Name, Layer: f.Table.Layer, Expert: -1, Offset: p, What: "non-zero byte in the padding after the record table"})
+	}
+	for i := range f.Table.Records {
+		if len(ps) >= max {
+			break
+		}
+		if pick != nil && !pick(i) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return ps, err
+		}
+		r := &f.Table.Records[i]
+		want, err := r.Digests()
+		if err != nil {
+			return nil, err
+		}
+		h := jnf.NewHasher()
+		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, r.Offset, r.Length), buf); err != nil {
+			return nil, fmt.Errorf("%s: record %s at offset %d: %w", f.Path, r.Name, r.Offset, err)
+		}
+		got := h.Sum()
+		if !got.SHA256.Equal(want.SHA256) {
+			ps = append(ps, recordProblem(f.Name, r, r.Offset, "sha256 mismatch: got %s, want %s", got.SHA256.Hex(), want.SHA256.Hex()))
+		} else if !got.BLAKE3.Equal(want.BLAKE3) {
+			ps = append(ps, recordProblem(f.Name, r, r.Offset, "blake3 mismatch: got %s, want %s", got.BLAKE3.Hex(), want.BLAKE3.Hex()))
+		}
+		if p, ok, err := checkZero(f, r.Offset+r.Length, jnf.AlignUp(r.Offset+r.Length), buf); err != nil {
+			return nil, err
+		} else if !ok {
+			ps = append(ps, recordProblem(f.Name, r, p, "non-zero byte in the padding after the record"))
+		}
+		if onRecord != nil {
+			onRecord(r)
+		}
+	}
+	return ps, nil
+}
+
+// checkZero reports the first non-zero byte in [from, to).
+func checkZero(f *jnf.File, from, to int64, buf []byte) (int64, bool, error) {
+	for pos := from; pos < to; {
+		n := min(int64(len(buf)), to-pos)
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return 0, false, fmt.Errorf("%s: padding at offset %d: %w", f.Path, pos, err)
+		}
+		for j, c := range buf[:n] {
+			if c != 0 {
+				return pos + int64(j), false, nil
+			}
+		}
+		pos += n
+	}
+	return 0, true, nil
+}
+
+// CheckOptions controls Check.
+type CheckOptions struct {
+	// Sample in (0,1] re-hashes only that fraction of records (chosen with
+	// Seed); 0 or 1 means every record.
+	Sample float64
+	Seed   uint64
+	// MaxProblems stops after this many problems (default 100).
+	MaxProblems int
+	// OnRecord is called after each checked record (for progress).
+	OnRecord func(file string, r *jnf.Record)
+}
+
+// Report is the outcome of Check.
+type Report struct {
+	Root           string    `json:"root"`
+	WeightsRoot    string    `json:"weights_root"`
+	Complete       bool      `json:"complete"`
+	Files          int       `json:"files"`
+	Records        int       `json:"records"`
+	RecordsChecked int       `json:"records_checked"`
+	BytesChecked   int64     `json:"bytes_checked"`
+	Problems       []Problem `json:"problems"`
+}
+
+// OK reports whether no problem was found.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// Check verifies a JNF directory from the raw bytes up, like
+// `restic check --read-data`: the manifest's roots against its entries, the
+// manifest against the record tables and auxiliary files (re-derived with
+// Build), then every record's bytes against its digests, and all padding.
+// Problems are collected in the report; the error is for I/O failures.
+func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
+	if opt.MaxProblems <= 0 {
+		opt.MaxProblems = 100
+	}
+	rep := &Report{}
+	m, _, err := LoadManifest(dir)
+	if err != nil {
+		rep.Problems = append(rep.Problems, Problem{File: ManifestFile, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
+		return rep, nil
+	}
+	rep.Root, rep.WeightsRoot, rep.Complete = m.Root, m.WeightsRoot, m.Complete
+	built, err := Build(dir)
+	if err != nil {
+		rep.Problems = append(rep.Problems, Problem{File: filepath.Base(dir), Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
+		return rep, nil
+	}
+	rep.Problems = append(rep.Problems, compareManifests(m, built)...)
+
+	files := map[string]bool{}
+	for _, e := range m.Entries {
+		if e.Kind != jnf.KindFile {
+			files[e.File] = true
+		}
+	}
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	rep.Files = len(names)
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x7461726661))
+	for _, name := range names {
+		f, err := jnf.OpenFile(filepath.Join(dir, name))
+		if err != nil {
+			rep.Problems = append(rep.Problems, Problem{File: name, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
+			continue
+		}
+		var pick func(int) bool
+		if opt.Sample > 0 && opt.Sample < 1 {
+			sel := make([]bool, len(f.Table.Records))
+			for i := range sel {
+				sel[i] = rng.Float64() < opt.Sample
+			}
+			pick = func(i int) bool { return sel[i] }
+		}
+		rep.Records += len(f.Table.Records)
+		ps, err := checkFile(ctx, f, pick, func(r *jnf.Record) {
+			rep.RecordsChecked++
+			rep.BytesChecked += r.Length
+			if opt.OnRecord != nil {
+				opt.OnRecord(name, r)
+			}
+		}, opt.MaxProblems-len(rep.Problems))
+		f.Close()
+		if err != nil {
+			return rep, err
+		}
+		rep.Problems = append(rep.Problems, ps...)
+		if len(rep.Problems) >= opt.MaxProblems {
+			break
+		}
+	}
+	// Files in the directory that the manifest does not know.
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return rep, err
+	}
+	known := map[string]bool{ManifestFile: true, SignatureFile: true}
+	for _, e := range m.Entries {
+		known[e.File] = true
+	}
+	for _, e := range ents {
+		if !known[e.Name()] && strings.HasSuffix(e.Name(), ".jnf") {
+			rep.Problems = append(rep.Problems, Problem{File: e.Name(), Layer: -1, Expert: -1, Offset: -1, What: "JNF file not listed in the manifest"})
+		}
+	}
+	return rep, nil
+}
+
+// SignatureFile is where `tarfa manifest sign` writes the DSSE envelope.
+const SignatureFile = "manifest.sig.json"
+
+// compareManifests reports every difference between the stored manifest and
+// the one re-derived from the files.
+func compareManifests(stored, built *Manifest) []Problem {
+	var ps []Problem
+	add := func(file, name string, layer, expert int, format string, a ...any) {
+		ps = append(ps, Problem{File: file, Name: name, Layer: layer, Expert: expert, Offset: -1, What: fmt.Sprintf(format, a...)})
+	}
+	if stored.Root == built.Root && stored.WeightsRoot == built.WeightsRoot {
+		return nil
+	}
+	have := map[string]*Entry{}
+	for i := range built.Entries {
+		have[built.Entries[i].Name] = &built.Entries[i]
+	}
+	seen := map[string]bool{}
+	for i := range stored.Entries {
+		s := &stored.Entries[i]
+		seen[s.Name] = true
+		b, ok := have[s.Name]
+		if !ok {
+			add(s.File, s.Name, s.Layer, s.Expert, "in the manifest but not in the files (missing file or record)")
+			continue
+		}
+		if !bytes.Equal(s.FullLeaf(), b.FullLeaf()) {
+			what := "manifest entry differs from the file's record table"
+			switch {
+			case s.SHA256 != b.SHA256:
+				what = fmt.Sprintf("manifest says sha256 %s, the file says %s", s.SHA256, b.SHA256)
+			case s.File != b.File || s.Offset != b.Offset:
+				what = fmt.Sprintf("manifest says %s@%d, the files have it at %s@%d (swapped or moved record)", s.File, s.Offset, b.File, b.Offset)
+			}
+			add(s.File, s.Name, s.Layer, s.Expert, "%s", what)
+		}
+	}
+	for i := range built.Entries {
+		b := &built.Entries[i]
+		if !seen[b.Name] {
+			add(b.File, b.Name, b.Layer, b.Expert, "in the files but not in the manifest")
+		}
+	}
+	if len(ps) == 0 {
+		add(ManifestFile, "", -1, -1, "entry order or metadata differs from the files: stored root %s, files give %s", stored.Root, built.Root)
+	}
+	return ps
+}
