@@ -1,0 +1,82 @@
+package attest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/convert"
+)
+
+func convertFixture(t *testing.T, name string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "m")
+	if _, err := convert.Convert(context.Background(), "../../shared/fixtures/"+name, dst, convert.Options{LastLayer: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestModelServesVerifiedBytes(t *testing.T) {
+	dir := convertFixture(t, "qwen35moe-dev-c/checkpoint-official")
+	m, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tt, err := m.Tensor("model.layers.0.linear_attn.A_log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := tt.View(); v.DType != jnf.F32 || len(v.Shape) != 1 || int64(len(v.Data)) != 4*v.Shape[0] {
+		t.Errorf("A_log view %s %v %d bytes", v.DType, v.Shape, len(v.Data))
+	}
+	e, err := m.Expert(3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	I, H := int64(m.Config.MoEIntermediate), int64(m.Config.Hidden)
+	if g, d := e.Gate(), e.Down(); g.Shape[0] != I || g.Shape[1] != H || d.Shape[0] != H || int64(len(d.Data)) != 2*H*I {
+		t.Errorf("expert views %v %v", g.Shape, d.Shape)
+	}
+	if _, err := m.Expert(3, m.Config.Experts); err == nil {
+		t.Error("out-of-range expert served")
+	}
+	if _, err := m.Tensor("model.layers.0.mlp.experts.0"); err == nil {
+		t.Error("an expert record was served as a tensor")
+	}
+	if nt, ne := m.Served(); nt != 1 || ne != 1 {
+		t.Errorf("served %d tensors %d experts", nt, ne)
+	}
+
+	// A byte changed on disk after Open is caught when the expert is read.
+	f := m.records["model.layers.3.mlp.experts.7"]
+	path := filepath.Join(dir, f.file.Name)
+	b, _ := os.ReadFile(path)
+	b[f.entry.Offset+5] ^= 0x80
+	os.WriteFile(path, b, 0o644)
+	_, err = m.Expert(3, 7)
+	var mm *jnf.MismatchError
+	if !errors.As(err, &mm) || !strings.Contains(err.Error(), "layer 3 expert 7") || !strings.Contains(err.Error(), "layer-00003.jnf@") {
+		t.Errorf("tampered expert: %v", err)
+	}
+}
+
+func TestOpenRefusesIncompleteOrEditedModels(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if _, err := convert.Convert(context.Background(), "../../shared/fixtures/qwen3moe-dev-a/checkpoint", dir, convert.Options{LastLayer: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Errorf("incomplete model: %v", err)
+	}
+	full := convertFixture(t, "qwen3moe-dev-a/checkpoint")
+	os.WriteFile(filepath.Join(full, "generation_config.json"), []byte("{}"), 0o644)
+	if _, err := Open(full); err == nil || !strings.Contains(err.Error(), "hash to root") {
+		t.Errorf("edited aux file: %v", err)
+	}
+}
