@@ -169,3 +169,36 @@ func TestCheckpointRejections(t *testing.T) {
 		}
 	})
 }
+
+func TestSummaryArithmetic(t *testing.T) {
+	c := open(t, fixtures+"qwen35moe-dev-c/checkpoint-official")
+	s := c.Summarize()
+	cfg := c.Config
+	if s.ExpertBytes != 3*int64(cfg.MoEIntermediate)*int64(cfg.Hidden)*2 {
+		t.Errorf("bytes per expert %d", s.ExpertBytes)
+	}
+	if s.RoutedPerToken != int64(cfg.TopK*cfg.Layers)*s.ExpertBytes || s.RoutedTotal != int64(cfg.Experts*cfg.Layers)*s.ExpertBytes {
+		t.Errorf("routed per token %d total %d", s.RoutedPerToken, s.RoutedTotal)
+	}
+	var sum int64
+	for _, cat := range s.Categories {
+		sum += cat.Bytes
+	}
+	if sum != s.Total || s.Total+s.Ignored+headerBytes(c) != s.ShardBytes {
+		t.Errorf("categories %d total %d ignored %d shards %d", sum, s.Total, s.Ignored, s.ShardBytes)
+	}
+	if s.IgnoredTensors == 0 || len(s.IgnoredPrefixes) != 2 {
+		t.Errorf("ignored %d %v", s.IgnoredTensors, s.IgnoredPrefixes)
+	}
+	if s.FullAttention != 1 || s.LinearAttention != 3 {
+		t.Errorf("layer types %d/%d", s.FullAttention, s.LinearAttention)
+	}
+}
+
+func headerBytes(c *Checkpoint) int64 {
+	var n int64
+	for _, f := range c.files {
+		n += f.DataStart
+	}
+	return n
+}
