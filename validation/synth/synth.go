@@ -1,0 +1,368 @@
+// Package synth writes complete Hugging Face-layout checkpoints (config.json,
+// sharded safetensors with model.safetensors.index.json) of the supported MoE
+// families with deterministic pseudo-random weights: tiny models for tests
+// and the embedded default model, and models with the real per-layer shapes
+// of Qwen3.5-122B-A10B / Qwen3-30B-A3B for I/O benchmarks.
+package synth
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/jnf/safetensors"
+)
+
+// Options selects what to write.
+type Options struct {
+	Arch   hf.Arch // hf.Qwen3MoE or hf.Qwen35MoE
+	Preset string  // "tiny", "real" (the real per-layer shapes: Qwen3.5-122B-A10B or Qwen3-30B-A3B)
+	Seed   uint64
+	// Layout is hf.LayoutPerExpert (default) or hf.LayoutFused. Fused also
+	// writes the multimodal release layout (text_config, the
+	// model.language_model. prefix, F32 A_log and norm, and mtp.*/visual.*
+	// tensors that a text engine must ignore), like the official Qwen3.5 releases.
+	Layout string
+	// Layers overrides the layer count (0 = the preset's).
+	Layers int
+	// Vocab overrides the vocabulary size (0 = the preset's).
+	Vocab int
+	// ShardBytes is the shard size limit (0 = the preset's).
+	ShardBytes int64
+	// Extra files written beside the weights (e.g. tokenizer.json).
+	Extra map[string][]byte
+}
+
+type shape = []int64
+
+// preset returns the raw config fields for arch/preset.
+func preset(o Options) (map[string]any, int64, error) {
+	var c map[string]any
+	var shard int64
+	switch {
+	case o.Arch == hf.Qwen3MoE && o.Preset == "tiny":
+		c = map[string]any{"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+			"vocab_size": 512, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "intermediate_size": 96,
+			"norm_topk_prob": true, "mlp_only_layers": []int{}, "decoder_sparse_step": 1, "max_position_embeddings": 4096,
+			"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 10000.0}}
+		shard = 96 << 10
+	case o.Arch == hf.Qwen3MoE && o.Preset == "real": // Qwen3-30B-A3B
+		c = map[string]any{"hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+			"vocab_size": 151936, "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "intermediate_size": 6144,
+			"norm_topk_prob": true, "mlp_only_layers": []int{}, "decoder_sparse_step": 1, "max_position_embeddings": 40960,
+			"rope_theta": 1000000.0, "rope_scaling": nil}
+		shard = 4 << 30
+	case o.Arch == hf.Qwen35MoE && o.Preset == "tiny":
+		c = map[string]any{"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+			"vocab_size": 512, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
+			"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+			"linear_conv_kernel_dim": 4, "full_attention_interval": 4, "max_position_embeddings": 4096, "partial_rotary_factor": 0.25,
+			"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}}
+		shard = 96 << 10
+	case o.Arch == hf.Qwen35MoE && o.Preset == "real": // Qwen3.5-122B-A10B
+		c = map[string]any{"hidden_size": 3072, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256,
+			"vocab_size": 248320, "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 1024, "shared_expert_intermediate_size": 1024,
+			"linear_num_key_heads": 16, "linear_num_value_heads": 64, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+			"linear_conv_kernel_dim": 4, "full_attention_interval": 4, "max_position_embeddings": 262144, "partial_rotary_factor": 0.25,
+			"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+				"mrope_section": []int{11, 11, 10}, "mrope_interleaved": true}}
+		shard = 4 << 30
+	default:
+		return nil, 0, fmt.Errorf("no preset %q for arch %q (presets: tiny, real; archs: qwen3_moe, qwen3_5_moe)", o.Preset, o.Arch)
+	}
+	c["rms_norm_eps"] = 1e-6
+	c["tie_word_embeddings"] = false
+	c["attention_bias"] = false
+	c["hidden_act"] = "silu"
+	c["bos_token_id"] = nil
+	if o.Layers > 0 {
+		c["num_hidden_layers"] = o.Layers
+	}
+	if o.Vocab > 0 {
+		c["vocab_size"] = o.Vocab
+	}
+	if o.ShardBytes > 0 {
+		shard = o.ShardBytes
+	}
+	return c, shard, nil
+}
+
+type tensorSpec struct {
+	name  string // as stored
+	dtype jnf.DType
+	shape shape
+	init  initKind
+	scale float32
+}
+
+type initKind int
+
+const (
+	initNormal  initKind = iota // uniform with the given standard deviation
+	initConst                   // every element = scale
+	initNormOff                 // small values around 0 (zero-centred norms)
+	initALog                    // log of uniform [1, 16)
+)
+
+// Config returns the config.json bytes Write would produce, and their
+// normalised form.
+func Config(o Options) ([]byte, *hf.Config, error) {
+	if o.Layout == "" {
+		o.Layout = hf.LayoutPerExpert
+	}
+	b, c, _, err := config(o)
+	return b, c, err
+}
+
+func config(o Options) ([]byte, *hf.Config, int64, error) {
+	raw, shardLimit, err := preset(o)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	fused := o.Layout == hf.LayoutFused
+	var cfgJSON []byte
+	switch {
+	case o.Arch == hf.Qwen35MoE && fused:
+		raw["model_type"] = "qwen3_5_moe_text"
+		top := map[string]any{"architectures": []string{"Qwen3_5MoeForConditionalGeneration"}, "model_type": "qwen3_5_moe",
+			"text_config": raw, "vision_config": map[string]any{"model_type": "qwen3_5_moe", "depth": 1, "hidden_size": 16},
+			"tie_word_embeddings": false}
+		cfgJSON, _ = json.MarshalIndent(top, "", "  ")
+	case o.Arch == hf.Qwen35MoE:
+		raw["model_type"] = "qwen3_5_moe_text"
+		raw["architectures"] = []string{"Qwen3_5MoeForCausalLM"}
+		cfgJSON, _ = json.MarshalIndent(raw, "", "  ")
+	default:
+		raw["model_type"] = "qwen3_moe"
+		raw["architectures"] = []string{"Qwen3MoeForCausalLM"}
+		cfgJSON, _ = json.MarshalIndent(raw, "", "  ")
+	}
+	cfg, err := hf.ParseConfig(cfgJSON)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("synth config: %w", err)
+	}
+	return cfgJSON, cfg, shardLimit, nil
+}
+
+// Write writes the checkpoint into dir (created; must not contain a checkpoint).
+func Write(dir string, o Options) error {
+	if o.Layout == "" {
+		o.Layout = hf.LayoutPerExpert
+	}
+	if o.Layout != hf.LayoutPerExpert && o.Layout != hf.LayoutFused {
+		return fmt.Errorf("layout %q: want %s or %s", o.Layout, hf.LayoutPerExpert, hf.LayoutFused)
+	}
+	cfgJSON, cfg, shardLimit, err := config(o)
+	if err != nil {
+		return err
+	}
+	fused := o.Layout == hf.LayoutFused
+	specs := tensorSpecs(cfg, fused)
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+		return fmt.Errorf("%s already holds a checkpoint (config.json exists)", dir)
+	}
+	// Pack tensors into shards in order.
+	var shards [][]tensorSpec
+	var cur []tensorSpec
+	var curBytes int64
+	for _, s := range specs {
+		n := numel(s.shape) * s.dtype.Size()
+		if len(cur) > 0 && curBytes+n > shardLimit {
+			shards = append(shards, cur)
+			cur, curBytes = nil, 0
+		}
+		cur = append(cur, s)
+		curBytes += n
+	}
+	shards = append(shards, cur)
+	weightMap := map[string]string{}
+	var total int64
+	for i, sh := range shards {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
+		var st []safetensors.Spec
+		byName := map[string]tensorSpec{}
+		for _, s := range sh {
+			st = append(st, safetensors.Spec{Name: s.name, DType: s.dtype, Shape: s.shape})
+			byName[s.name] = s
+			weightMap[s.name] = name
+			total += numel(s.shape) * s.dtype.Size()
+		}
+		err := safetensors.WriteFile(filepath.Join(dir, name), st, map[string]string{"format": "pt"}, func(sp safetensors.Spec, w io.Writer) error {
+			return fill(w, byName[sp.Name], o.Seed)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	idx := map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}
+	ib, _ := json.MarshalIndent(idx, "", "  ")
+	files := map[string][]byte{"model.safetensors.index.json": ib,
+		"generation_config.json": []byte("{\n  \"do_sample\": false,\n  \"transformers_version\": \"5.17.0\"\n}\n")}
+	for k, v := range o.Extra {
+		files[k] = v
+	}
+	names := make([]string, 0, len(files))
+	for k := range files {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := os.WriteFile(filepath.Join(dir, k), files[k], 0o644); err != nil {
+			return err
+		}
+	}
+	// config.json last: its presence marks a finished checkpoint.
+	return os.WriteFile(filepath.Join(dir, "config.json"), append(cfgJSON, '\n'), 0o644)
+}
+
+func numel(s shape) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+// tensorSpecs lists every tensor in checkpoint order.
+func tensorSpecs(cfg *hf.Config, fused bool) []tensorSpec {
+	H, V, I := int64(cfg.Hidden), int64(cfg.Vocab), int64(cfg.MoEIntermediate)
+	E := int64(cfg.Experts)
+	std := float32(0.02)
+	normInit, normScale := initConst, float32(1)
+	if cfg.Arch == hf.Qwen35MoE {
+		normInit, normScale = initNormOff, 0.05
+	}
+	f32 := jnf.BF16
+	if fused {
+		f32 = jnf.F32 // A_log and linear_attn.norm are F32 in the Qwen3.5 releases
+	}
+	prefix := "model."
+	if fused && cfg.Arch == hf.Qwen35MoE {
+		prefix = "model.language_model."
+	}
+	var out []tensorSpec
+	add := func(name string, dt jnf.DType, s shape, k initKind, scale float32) {
+		if strings.HasPrefix(name, "model.") {
+			name = prefix + strings.TrimPrefix(name, "model.")
+		}
+		out = append(out, tensorSpec{name, dt, s, k, scale})
+	}
+	add("model.embed_tokens.weight", jnf.BF16, shape{V, H}, initNormal, 1)
+	for _, e := range cfg.ExpectedTensors() {
+		if e.Layer < 0 {
+			continue
+		}
+		k, scale, dt := initNormal, std, jnf.BF16
+		switch {
+		case strings.HasSuffix(e.Name, "layernorm.weight") || strings.HasSuffix(e.Name, "q_norm.weight") || strings.HasSuffix(e.Name, "k_norm.weight"):
+			k, scale = normInit, normScale
+		case strings.HasSuffix(e.Name, "linear_attn.norm.weight"):
+			k, scale, dt = initConst, 1, f32
+		case strings.HasSuffix(e.Name, "A_log"):
+			k, dt = initALog, f32
+		case strings.HasSuffix(e.Name, "dt_bias"):
+			k, scale = initConst, 1
+		case strings.HasSuffix(e.Name, "conv1d.weight"):
+			scale = 0.3
+		case strings.HasSuffix(e.Name, "mlp.gate.weight"):
+			scale = 0.1
+		}
+		add(e.Name, dt, e.Shape, k, scale)
+		// Experts right after the router of their layer.
+		if strings.HasSuffix(e.Name, "mlp.gate.weight") {
+			p := strings.TrimSuffix(e.Name, "gate.weight") + "experts."
+			if fused {
+				add(p+"gate_up_proj", jnf.BF16, shape{E, 2 * I, H}, initNormal, std)
+				add(p+"down_proj", jnf.BF16, shape{E, H, I}, initNormal, std)
+			} else {
+				for x := range E {
+					add(fmt.Sprintf("%s%d.gate_proj.weight", p, x), jnf.BF16, shape{I, H}, initNormal, std)
+					add(fmt.Sprintf("%s%d.up_proj.weight", p, x), jnf.BF16, shape{I, H}, initNormal, std)
+					add(fmt.Sprintf("%s%d.down_proj.weight", p, x), jnf.BF16, shape{H, I}, initNormal, std)
+				}
+			}
+		}
+	}
+	add("model.norm.weight", jnf.BF16, shape{H}, normInit, normScale)
+	add("lm_head.weight", jnf.BF16, shape{V, H}, initNormal, std)
+	if fused {
+		// Tensors a text engine must ignore, as in the official releases.
+		out = append(out, tensorSpec{"mtp.fc.weight", jnf.BF16, shape{H, 2 * H}, initNormal, std})
+		out = append(out, tensorSpec{"model.visual.patch_embed.proj.weight", jnf.BF16, shape{16, 3 * 2 * 16 * 16}, initNormal, std})
+	}
+	return out
+}
+
+// fill writes a tensor's pseudo-random bytes. The stream depends only on the
+// seed and the tensor name, so shards can be written in any order.
+func fill(w io.Writer, s tensorSpec, seed uint64) error {
+	h := fnv.New64a()
+	h.Write([]byte(s.name))
+	st := splitmix{seed ^ h.Sum64()}
+	n := numel(s.shape)
+	esz := int(s.dtype.Size())
+	buf := make([]byte, 0, 1<<20)
+	for i := int64(0); i < n; i++ {
+		var v float32
+		switch s.init {
+		case initConst:
+			v = s.scale
+		case initNormal:
+			// Uniform on [-√3σ, √3σ): standard deviation σ.
+			v = (st.float() - 0.5) * 2 * 1.7320508 * s.scale
+		case initNormOff:
+			v = (st.float() - 0.5) * 2 * s.scale
+		case initALog:
+			v = float32(math.Log(float64(1 + 15*st.float())))
+		}
+		switch s.dtype {
+		case jnf.BF16:
+			buf = binary.LittleEndian.AppendUint16(buf, bf16(v))
+		case jnf.F32:
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		default:
+			return fmt.Errorf("synth cannot fill dtype %s", s.dtype)
+		}
+		if len(buf)+esz > cap(buf) {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+// bf16 rounds to nearest even.
+func bf16(f float32) uint16 {
+	u := math.Float32bits(f)
+	u += 0x7FFF + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+type splitmix struct{ s uint64 }
+
+func (r *splitmix) next() uint64 {
+	r.s += 0x9E3779B97F4A7C15
+	z := r.s
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// float is uniform on [0, 1).
+func (r *splitmix) float() float32 { return float32(r.next()>>40) / (1 << 24) }
