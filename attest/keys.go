@@ -189,7 +189,7 @@ func WriteKeyPair(name string, priv ed25519.PrivateKey, opt WriteKeyOptions) err
 	if !opt.Overwrite {
 		for _, p := range []string{name, pubName} {
 			if _, err := os.Lstat(p); err == nil {
-				return fmt.Errorf("%s: %w (use overwrite to replace it)", p, ErrKeyExists)
+				return fmt.Errorf("%s: %w", p, ErrKeyExists)
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
@@ -242,7 +242,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode, overwrite bool)
 	// link(2) fails with EEXIST instead of replacing: no check-then-rename race.
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s: %w (use overwrite to replace it)", path, ErrKeyExists)
+			return fmt.Errorf("%s: %w", path, ErrKeyExists)
 		}
 		return err
 	}

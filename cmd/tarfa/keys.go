@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/attest"
+)
+
+func init() { register(newKeysCommand) }
+
+func newKeysCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Manage Ed25519 signing keys",
+	}
+	cmd.AddCommand(newKeysGenerateCommand())
+	return cmd
+}
+
+// keysGenerateOptions are the flags of `tarfa keys generate`.
+type keysGenerateOptions struct {
+	out   string
+	force bool
+}
+
+func (o *keysGenerateOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.out, "out", "", "key pair name: writes NAME (private) and NAME.pub (public)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "replace existing key files")
+	cmd.MarkFlagRequired("out")
+}
+
+func newKeysGenerateCommand() *cobra.Command {
+	var opts keysGenerateOptions
+	cmd := &cobra.Command{
+		Use:   "generate --out NAME [--force]",
+		Short: "Generate an Ed25519 key pair: NAME and NAME.pub",
+		Long: `Generate writes a new Ed25519 signing key pair:
+
+  NAME      private key, PKCS #8 PEM ("PRIVATE KEY"), unencrypted, mode 0600
+  NAME.pub  public key, SubjectPublicKeyInfo PEM ("PUBLIC KEY"), mode 0644
+
+Both are standard forms: "openssl pkey -in NAME -noout" reads them. Each file is
+written to a temporary file and renamed into place. An existing key file is
+never replaced unless --force is given. The command prints the keyid: the
+lower-case hex SHA-256 of the public key's SubjectPublicKeyInfo DER, as in
+"openssl pkey -pubin -in NAME.pub -outform DER | sha256sum".
+
+Exit statuses: 0 ok, 1 error (including: a key file already exists).`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if opts.out == "" {
+				return fmt.Errorf("--out: empty key pair name")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runKeysGenerate(cmd.OutOrStdout(), opts)
+		},
+	}
+	opts.addFlags(cmd)
+	return cmd
+}
+
+func runKeysGenerate(out io.Writer, opts keysGenerateOptions) error {
+	pub, priv, err := attest.GenerateKey()
+	if err != nil {
+		return err
+	}
+	id, err := attest.KeyID(pub)
+	if err != nil {
+		return err
+	}
+	if err := attest.WriteKeyPair(opts.out, priv, attest.WriteKeyOptions{Overwrite: opts.force}); err != nil {
+		if opts.force {
+			return err
+		}
+		return fmt.Errorf("%w (pass --force to replace it)", err)
+	}
+	_, err = fmt.Fprintf(out, "private key  %s\npublic key   %s\nkeyid        %s\n", opts.out, opts.out+attest.PublicKeyFileSuffix, id)
+	return err
+}
