@@ -1,0 +1,110 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/verify"
+)
+
+// manifestStatement builds the statement signing DIR's manifest under name.
+func manifestStatement(dir, name string) (Statement, *verify.Manifest, error) {
+	m, raw, err := verify.LoadManifest(dir)
+	if err != nil {
+		return Statement{}, nil, err
+	}
+	root, err := jnf.ParseHex(jnf.SHA256, m.Root)
+	if err != nil {
+		return Statement{}, nil, err
+	}
+	weights, err := jnf.ParseHex(jnf.SHA256, m.WeightsRoot)
+	if err != nil {
+		return Statement{}, nil, err
+	}
+	p := ModelManifestPredicate{Root: root, WeightsRoot: weights, ManifestSHA256: jnf.SHA256Bytes(raw)}
+	for _, e := range m.Entries {
+		d, err := jnf.ParseHex(jnf.SHA256, e.SHA256)
+		if err != nil {
+			return Statement{}, nil, err
+		}
+		p.Resources = append(p.Resources, NewResource(e.Name, d))
+	}
+	st, err := NewModelManifestStatement(name, p)
+	return st, m, err
+}
+
+// SignManifest signs the manifest of DIR under the model name and writes the
+// DSSE envelope to DIR/manifest.sig.json atomically. The manifest must match
+// the files (verify.Build re-derives it) — a signer never signs a root it has
+// not checked against the record tables.
+func SignManifest(dir, name string, priv ed25519.PrivateKey) (Envelope, error) {
+	st, m, err := manifestStatement(dir, name)
+	if err != nil {
+		return Envelope{}, err
+	}
+	built, err := verify.Build(dir)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if built.Root != m.Root {
+		return Envelope{}, fmt.Errorf("%s: the files hash to root %s, the manifest says %s: run `tarfa verify` before signing", dir, built.Root, m.Root)
+	}
+	env, err := SignStatement(priv, st)
+	if err != nil {
+		return Envelope{}, err
+	}
+	b, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return Envelope{}, err
+	}
+	return env, verify.WriteFileAtomic(filepath.Join(dir, verify.SignatureFile), append(b, '\n'), 0o644)
+}
+
+// VerifyManifest checks DIR/manifest.sig.json: a DSSE envelope signed by one
+// of the trusted keys over a model-manifest statement named name whose
+// subject digest is the manifest root, whose predicate matches the manifest
+// bytes exactly, and whose root the record tables and auxiliary files still
+// hash to. Record data is not re-read: run verify.Check for that.
+func VerifyManifest(dir, name string, trusted []ed25519.PublicKey) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, verify.SignatureFile))
+	if err != nil {
+		return nil, err
+	}
+	env, err := ParseEnvelope(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verify.SignatureFile, err)
+	}
+	want, m, err := manifestStatement(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	root, _ := m.RootDigest()
+	res, err := Verify(env, Policy{TrustedKeys: trusted, PredicateType: PredicateModelManifest,
+		Subject: &SubjectMatcher{Name: name, Digest: root}})
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(res.Statement.Predicate, want.Predicate) {
+		got, _ := res.Statement.ModelManifest()
+		return nil, fmt.Errorf("%w: the signed predicate does not describe this manifest (signed manifest_sha256 %s, manifest.json has %s)",
+			ErrVerification, got.ManifestSHA256, jnf.SHA256Bytes(mustRead(filepath.Join(dir, verify.ManifestFile))))
+	}
+	built, err := verify.Build(dir)
+	if err != nil {
+		return nil, err
+	}
+	if built.Root != m.Root {
+		return nil, fmt.Errorf("%w: the files hash to root %s, the signed manifest says %s", ErrVerification, built.Root, m.Root)
+	}
+	return res, nil
+}
+
+func mustRead(p string) []byte {
+	b, _ := os.ReadFile(p)
+	return b
+}
