@@ -30,6 +30,8 @@ var fencedDirs = []string{"jnf", "verify", "attest", "golden"}
 var forbiddenImports = []string{
 	"github.com/tarfa-ai/tarfa/engine",
 	"gorgonia.org/cu",
+	// A test-only DSSE interop oracle (it prints to stdout from library code).
+	"github.com/secure-systems-lab/go-securesystemslib",
 }
 
 // listedPackage holds the fields of `go list -json` that the check uses.
