@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/engine/canon"
+)
+
+// GenOptions controls Generate.
+type GenOptions struct {
+	MaxTokens   int     // > 0: most tokens to generate
+	Temperature float32 // 0 = greedy (argmax, ties to the lowest id); > 0 = sample
+	TopP        float32 // nucleus mass in (0, 1); 0 or 1 = off (sampling only)
+	TopK        int     // keep the K most likely tokens; 0 = off (sampling only)
+	Seed        uint64  // sampling seed: same seed, same tokens
+	Stop        []int   // generation ends after emitting one of these ids
+}
+
+// Stop reasons of GenResult.
+const (
+	StopToken  = "stop"   // a Stop token was generated (it is included in Tokens)
+	StopLength = "length" // MaxTokens reached
+)
+
+// GenResult is what Generate produced.
+type GenResult struct {
+	Tokens       []int // generated ids, including a final stop token
+	StopReason   string
+	PromptTokens int
+	Prefill      time.Duration // time of the prompt Forward
+	Decode       time.Duration // time of the decode Forwards
+}
+
+// Generate runs prompt through s and then generates up to g.MaxTokens
+// tokens, calling onToken (if not nil) with each new token and the logits
+// it was chosen from; an error from onToken stops generation and is
+// returned. The last generated token is not run through the model, so
+// afterwards s.Len() == Len before + len(prompt) + len(Tokens) − 1; feed it
+// first when continuing the sequence.
+//
+// Sampling (Temperature > 0) is deterministic for a seed: logits are divided
+// by the temperature (float32), candidates are ordered by that value,
+// descending, ties to the lower id, and cut to TopK; probabilities are
+// e_i = canon.Exp(z_i − z_max), p_i = e_i / Sum(e) (canon order over the
+// ordered candidates); TopP keeps the shortest prefix whose sequential
+// float32 cumulative p reaches TopP; one draw u = (x>>40)·2⁻²⁴ from
+// math/rand/v2's PCG (seeded NewPCG(Seed, PCGStream)), target
+// u·Sum(e over kept), and the first kept candidate whose sequential
+// cumulative e exceeds the target is chosen.
+func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onToken func(tok int, logits []float32) error) (GenResult, error) {
+	res := GenResult{PromptTokens: len(prompt)}
+	if err := g.check(); err != nil {
+		return res, err
+	}
+	if len(prompt) == 0 {
+		return res, errors.New("engine: Generate needs a non-empty prompt")
+	}
+	stop := make(map[int]bool, len(g.Stop))
+	for _, t := range g.Stop {
+		stop[t] = true
+	}
+	smp := newSampler(g)
+	t0 := time.Now()
+	lg, err := s.Forward(prompt, false)
+	res.Prefill = time.Since(t0)
+	if err != nil {
+		return res, err
+	}
+	logits := lg[0]
+	t0 = time.Now()
+	defer func() { res.Decode = time.Since(t0) }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		tok, err := smp.pick(logits)
+		if err != nil {
+			return res, err
+		}
+		res.Tokens = append(res.Tokens, tok)
+		if onToken != nil {
+			if err := onToken(tok, logits); err != nil {
+				return res, err
+			}
+		}
+		if stop[tok] {
+			res.StopReason = StopToken
+			return res, nil
+		}
+		if len(res.Tokens) >= g.MaxTokens {
+			res.StopReason = StopLength
+			return res, nil
+		}
+		lg, err := s.Forward([]int{tok}, false)
+		if err != nil {
+			return res, err
+		}
+		logits = lg[0]
+	}
+}
+
+func (g GenOptions) check() error {
+	switch {
+	case g.MaxTokens <= 0:
+		return fmt.Errorf("engine: MaxTokens = %d, want > 0", g.MaxTokens)
+	case !(g.Temperature >= 0) || g.Temperature > 1e6:
+		return fmt.Errorf("engine: Temperature = %g, want 0 (greedy) or a positive number", g.Temperature)
+	case !(g.TopP >= 0 && g.TopP <= 1):
+		return fmt.Errorf("engine: TopP = %g, want in [0, 1]", g.TopP)
+	case g.TopK < 0:
+		return fmt.Errorf("engine: TopK = %d, want >= 0", g.TopK)
+	}
+	return nil
+}
+
+// PCGStream is the fixed second seed word of the sampling PCG.
+const PCGStream uint64 = 0x7461726661736d70 // "tarfasmp"
+
+// sampler picks tokens from logits; it owns its scratch buffers.
+type sampler struct {
+	g    GenOptions
+	rng  *rand.PCG
+	cand []int32
+	z, e []float32
+}
+
+func newSampler(g GenOptions) *sampler {
+	return &sampler{g: g, rng: rand.NewPCG(g.Seed, PCGStream)}
+}
+
+func (sp *sampler) pick(logits []float32) (int, error) {
+	if sp.g.Temperature == 0 {
+		a := canon.Argmax(logits)
+		if a < 0 {
+			return 0, errors.New("engine: logits contain NaN")
+		}
+		return a, nil
+	}
+	V := len(logits)
+	z := grow(&sp.z, V)
+	cand := grow(&sp.cand, V)
+	for i, l := range logits {
+		if l != l {
+			return 0, errors.New("engine: logits contain NaN")
+		}
+		z[i] = l / sp.g.Temperature
+		cand[i] = int32(i)
+	}
+	slices.SortFunc(cand, func(a, b int32) int {
+		switch {
+		case z[a] > z[b]:
+			return -1
+		case z[a] < z[b]:
+			return 1
+		}
+		return int(a - b)
+	})
+	if sp.g.TopK > 0 && sp.g.TopK < V {
+		cand = cand[:sp.g.TopK]
+	}
+	e := grow(&sp.e, len(cand))
+	zmax := z[cand[0]]
+	for i, c := range cand {
+		e[i] = canon.Exp(z[c] - zmax)
+	}
+	if p := sp.g.TopP; p > 0 && p < 1 {
+		sum := canon.Sum(e)
+		var cum float32
+		n := 0
+		for n < len(e) {
+			cum = cum + e[n]/sum
+			n++
+			if cum >= p {
+				break
+			}
+		}
+		cand, e = cand[:n], e[:n]
+	}
+	u := float32(sp.rng.Uint64()>>40) * 0x1p-24
+	target := float32(u * canon.Sum(e))
+	var cum float32
+	for i, x := range e {
+		cum = cum + x
+		if target < cum {
+			return int(cand[i]), nil
+		}
+	}
+	return int(cand[len(cand)-1]), nil
+}
