@@ -1,0 +1,109 @@
+package golden
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const root = "0b21276f0d7d96469e245061ceb0c28ca5836ffd5cd7b2369b852af7f4687cc8"
+
+func sampleRuns() []Run {
+	row := func(seed float32) []float32 {
+		r := make([]float32, 8)
+		for i := range r {
+			r[i] = seed * float32(i-3)
+		}
+		return r
+	}
+	return []Run{
+		{PromptTokens: []int{1, 2, 3}, Generated: []int{7, 7}, MaxTokens: 2, Logits: [][]float32{row(1), row(2)}},
+		{PromptTokens: []int{4}, Generated: []int{0, 7, 7}, MaxTokens: 3, Sampling: Sampling{Temperature: 0.7, TopP: 0.9, Seed: 5}, Logits: [][]float32{row(-1), row(3), row(0.5)}},
+	}
+}
+
+func write(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "g")
+	g := &Golden{ModelRoot: root, Arch: "qwen3_moe", Vocab: 8, Backend: "cpu", Prompts: make([]PromptRecord, 2)}
+	if err := Write(dir, g, sampleRuns()); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	dir := write(t)
+	g, runs, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sampleRuns()
+	for i := range want {
+		d := Compare(i, &want[i], &runs[i])
+		if !d.Exact() || d.Identical != len(want[i].Logits) {
+			t.Errorf("prompt %d: %+v", i, d)
+		}
+	}
+	if len(g.Prompts[1].Chain) != 3 || g.Prompts[1].Sampling.Seed != 5 {
+		t.Errorf("metadata %+v", g.Prompts[1])
+	}
+	// Different model root → different chain.
+	r := sampleRuns()[0]
+	var other [32]byte
+	if Chain(other, &r)[0] == g.Prompts[0].Chain[0] {
+		t.Error("chain does not bind the model root")
+	}
+}
+
+func TestTamperedGoldenRejected(t *testing.T) {
+	dir := write(t)
+	p := filepath.Join(dir, LogitsFile)
+	b, _ := os.ReadFile(p)
+	b[len(b)-1] ^= 0x01 // last logit of the last prompt
+	os.WriteFile(p, b, 0o644)
+	_, _, err := Read(dir)
+	if err == nil || !strings.Contains(err.Error(), "prompt 1 step 2") {
+		t.Errorf("tampered logits: %v", err)
+	}
+	dir = write(t)
+	mp := filepath.Join(dir, MetaFile)
+	var m map[string]any
+	b, _ = os.ReadFile(mp)
+	json.Unmarshal(b, &m)
+	m["prompts"].([]any)[0].(map[string]any)["prompt_tokens"] = []int{1, 2, 4}
+	b, _ = json.Marshal(m)
+	os.WriteFile(mp, b, 0o644)
+	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "prompt 0 step 0") {
+		t.Errorf("tampered prompt: %v", err)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	g := sampleRuns()[1]
+	r := sampleRuns()[1]
+	r.Logits[1] = append([]float32(nil), r.Logits[1]...)
+	r.Logits[1][2] = math.Nextafter32(r.Logits[1][2], 100)
+	d := Compare(0, &g, &r)
+	if d.Exact() || d.FirstDivergent != 1 || d.Identical != 2 || d.Top1Agree != 3 || d.MaxAbs == 0 || d.MaxAbs > 1e-6 || d.MaxKL < 0 {
+		t.Errorf("one-ulp change: %+v", d)
+	}
+	r = sampleRuns()[1]
+	r.Generated = []int{0, 6, 7}
+	d = Compare(0, &g, &r)
+	if d.Exact() || d.FirstDivergent != 1 || d.Compared != 2 || !strings.Contains(d.Note, "token 1 differs") {
+		t.Errorf("token change: %+v", d)
+	}
+	r = sampleRuns()[1]
+	r.PromptTokens = []int{5}
+	if d := Compare(0, &g, &r); d.Exact() || d.FirstDivergent != 0 {
+		t.Errorf("prompt change: %+v", d)
+	}
+	s := CompareStep([]float32{0, 10}, []float32{10, 0})
+	if s.Top1Agree || s.KL < 9 {
+		t.Errorf("swapped distribution: %+v", s)
+	}
+}
