@@ -107,3 +107,24 @@ func TestCompare(t *testing.T) {
 		t.Errorf("swapped distribution: %+v", s)
 	}
 }
+
+func TestParsePrompts(t *testing.T) {
+	in := `{"prompt": "hello", "max_tokens": 4}
+
+{"messages": [{"role": "user", "content": "hi"}], "seed": 9, "temperature": 0.8, "top_p": 0.95, "top_k": 40}
+{"tokens": [1, 2, 3], "stop": [2]}
+`
+	ps, err := ParsePrompts(strings.NewReader(in), "p.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || *ps[0].Text != "hello" || ps[0].MaxTokens != 4 || ps[1].Sampling.Seed != 9 || ps[1].Sampling.TopK != 40 ||
+		ps[1].MaxTokens != DefaultMaxTokens || len(ps[2].Tokens) != 3 || ps[2].Stop[0] != 2 || ps[2].Line != 4 {
+		t.Errorf("parsed %+v", ps)
+	}
+	for _, bad := range []string{`{"prompt": "a", "tokens": [1]}`, `{}`, `{"prompt": "a", "colour": 1}`, `{"tokens": []}`, `{"prompt": "a", "top_p": 1.5}`, `not json`, ``} {
+		if _, err := ParsePrompts(strings.NewReader(bad), "p.jsonl"); err == nil || !strings.Contains(err.Error(), "p.jsonl") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

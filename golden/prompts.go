@@ -1,0 +1,115 @@
+package golden
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// DefaultMaxTokens is used when a prompt line gives no max_tokens.
+const DefaultMaxTokens = 16
+
+// Prompt is one line of a prompt file (JSONL). Exactly one of Text, Messages
+// and Tokens is set.
+type Prompt struct {
+	Line     int             // 1-based line number
+	Source   string          // the line as written
+	Text     *string         // {"prompt": "..."}: encoded without a chat template
+	Messages json.RawMessage // {"messages": [...]}: rendered with the chat template, generation prompt added
+	// EnableThinking is passed to the chat template when set.
+	EnableThinking *bool
+	Tokens         []int // {"tokens": [...]}
+	MaxTokens      int
+	Stop           []int
+	Sampling       Sampling
+}
+
+type promptLine struct {
+	Prompt         *string         `json:"prompt"`
+	Messages       json.RawMessage `json:"messages"`
+	Tokens         []int           `json:"tokens"`
+	EnableThinking *bool           `json:"enable_thinking"`
+	MaxTokens      *int            `json:"max_tokens"`
+	Seed           *uint64         `json:"seed"`
+	Temperature    *float64        `json:"temperature"`
+	TopP           *float64        `json:"top_p"`
+	TopK           *int            `json:"top_k"`
+	Stop           []int           `json:"stop"`
+}
+
+// ParsePrompts reads a JSONL prompt file: one object per line with exactly
+// one of "prompt" (text), "messages" (chat) or "tokens" (ids), and optional
+// "max_tokens", "seed", "temperature", "top_p", "top_k", "stop" (token ids)
+// and "enable_thinking". Blank lines are skipped; unknown fields are errors.
+func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
+	var out []Prompt
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var pl promptLine
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&pl); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		p := Prompt{Line: n, Source: string(line), Text: pl.Prompt, Messages: pl.Messages, Tokens: pl.Tokens,
+			EnableThinking: pl.EnableThinking, MaxTokens: DefaultMaxTokens, Stop: pl.Stop}
+		kinds := 0
+		if pl.Prompt != nil {
+			kinds++
+		}
+		if len(pl.Messages) > 0 {
+			kinds++
+		}
+		if pl.Tokens != nil {
+			kinds++
+			if len(pl.Tokens) == 0 {
+				return nil, fmt.Errorf("%s:%d: empty \"tokens\"", name, n)
+			}
+		}
+		if kinds != 1 {
+			return nil, fmt.Errorf("%s:%d: want exactly one of \"prompt\", \"messages\" or \"tokens\", got %d", name, n, kinds)
+		}
+		if pl.MaxTokens != nil {
+			if *pl.MaxTokens <= 0 {
+				return nil, fmt.Errorf("%s:%d: max_tokens %d, want > 0", name, n, *pl.MaxTokens)
+			}
+			p.MaxTokens = *pl.MaxTokens
+		}
+		if pl.Seed != nil {
+			p.Sampling.Seed = *pl.Seed
+		}
+		if pl.Temperature != nil {
+			if *pl.Temperature < 0 {
+				return nil, fmt.Errorf("%s:%d: temperature %g, want >= 0", name, n, *pl.Temperature)
+			}
+			p.Sampling.Temperature = *pl.Temperature
+		}
+		if pl.TopP != nil {
+			if *pl.TopP <= 0 || *pl.TopP > 1 {
+				return nil, fmt.Errorf("%s:%d: top_p %g, want (0, 1]", name, n, *pl.TopP)
+			}
+			p.Sampling.TopP = *pl.TopP
+		}
+		if pl.TopK != nil {
+			if *pl.TopK < 0 {
+				return nil, fmt.Errorf("%s:%d: top_k %d, want >= 0", name, n, *pl.TopK)
+			}
+			p.Sampling.TopK = *pl.TopK
+		}
+		out = append(out, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no prompts", name)
+	}
+	return out, nil
+}
