@@ -1,0 +1,1092 @@
+package jinja
+
+import (
+	"fmt"
+	"math/big"
+	"strconv"
+)
+
+// Statement nodes.
+type (
+	textNode   struct{ text string }
+	outputNode struct {
+		e    expr
+		line int
+	}
+	ifNode struct {
+		conds  []expr
+		bodies [][]node
+		els    []node
+	}
+	forNode struct {
+		target    target
+		iter      expr
+		cond      expr
+		body, els []node
+		line      int
+	}
+	setNode struct {
+		target  target
+		value   expr   // nil for a block set
+		body    []node // block set
+		filters []*filterExpr
+		line    int
+	}
+	macroNode struct {
+		name     string
+		params   []string
+		defaults []expr // aligned with the last len(defaults) params
+		body     []node
+	}
+	filterBlockNode struct {
+		filters []*filterExpr
+		body    []node
+	}
+	withNode struct {
+		targets []target
+		values  []expr
+		body    []node
+	}
+	breakNode    struct{}
+	continueNode struct{}
+)
+
+type node any
+
+// target is an assignment target: one name, a tuple of names, or ns.attr.
+type target struct {
+	names []string
+	tuple bool
+	attr  string // with names[0] the namespace variable
+}
+
+// Expression nodes.
+type (
+	constExpr struct{ v Value }
+	nameExpr  struct {
+		name string
+		line int
+	}
+	getattrExpr struct {
+		obj  expr
+		attr string
+		line int
+	}
+	getitemExpr struct {
+		obj, key expr
+		line     int
+	}
+	sliceExpr struct{ start, stop, step expr }
+	callExpr  struct {
+		fn     expr
+		args   []expr
+		kwargs []kwExpr
+		line   int
+	}
+	kwExpr struct {
+		name string
+		e    expr
+	}
+	filterExpr struct {
+		arg    expr // nil inside a filter block / block set
+		name   string
+		args   []expr
+		kwargs []kwExpr
+		line   int
+	}
+	testExpr struct {
+		arg    expr
+		name   string
+		args   []expr
+		kwargs []kwExpr
+		line   int
+	}
+	binExpr struct {
+		op   string
+		l, r expr
+		line int
+	}
+	unaryExpr struct {
+		op   string
+		e    expr
+		line int
+	}
+	compareExpr struct {
+		first expr
+		ops   []string
+		rest  []expr
+		line  int
+	}
+	condExpr   struct{ test, yes, no expr }
+	listExpr   struct{ items []expr }
+	tupleExpr  struct{ items []expr }
+	dictExpr   struct{ keys, vals []expr }
+	concatExpr struct {
+		parts []expr
+	}
+)
+
+type expr any
+
+type parser struct {
+	toks []token
+	pos  int
+}
+
+func (p *parser) cur() token  { return p.toks[p.pos] }
+func (p *parser) peek() token { return p.toks[min(p.pos+1, len(p.toks)-1)] }
+func (p *parser) next() token {
+	t := p.toks[p.pos]
+	if p.pos < len(p.toks)-1 {
+		p.pos++
+	}
+	return t
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("line %d: %s", p.cur().line, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) isName(v string) bool { t := p.cur(); return t.kind == tName && t.val == v }
+func (p *parser) isOp(v string) bool   { t := p.cur(); return t.kind == tOp && t.val == v }
+
+func (p *parser) expectOp(v string) error {
+	if !p.isOp(v) {
+		return p.errorf("expected '%s', got %s", v, p.cur())
+	}
+	p.next()
+	return nil
+}
+
+func (p *parser) expectName() (string, error) {
+	if p.cur().kind != tName {
+		return "", p.errorf("expected a name, got %s", p.cur())
+	}
+	return p.next().val, nil
+}
+
+func (p *parser) expectBlockEnd() error {
+	if p.cur().kind != tBlockEnd {
+		return p.errorf("expected '%%}', got %s", p.cur())
+	}
+	p.next()
+	return nil
+}
+
+func parse(toks []token) ([]node, error) {
+	p := &parser{toks: toks}
+	body, end, err := p.parseBody(nil)
+	if err != nil {
+		return nil, err
+	}
+	if end != "" {
+		return nil, p.errorf("unexpected '%s'", end)
+	}
+	return body, nil
+}
+
+// parseBody parses nodes until a block tag whose first name is in ends (the
+// tag name is returned, with the parser just after it) or the end of input.
+func (p *parser) parseBody(ends []string) ([]node, string, error) {
+	var body []node
+	for {
+		t := p.cur()
+		switch t.kind {
+		case tEOF:
+			if ends != nil {
+				return nil, "", p.errorf("unexpected end of template; expected one of %q", ends)
+			}
+			return body, "", nil
+		case tData:
+			p.next()
+			body = append(body, &textNode{t.val})
+		case tVarBegin:
+			p.next()
+			e, err := p.parseTuple(true, nil, false)
+			if err != nil {
+				return nil, "", err
+			}
+			if p.cur().kind != tVarEnd {
+				return nil, "", p.errorf("expected '}}', got %s", p.cur())
+			}
+			p.next()
+			body = append(body, &outputNode{e: e, line: t.line})
+		case tBlockBegin:
+			p.next()
+			name := p.cur()
+			if name.kind != tName {
+				return nil, "", p.errorf("expected a statement name, got %s", name)
+			}
+			for _, e := range ends {
+				if name.val == e {
+					p.next()
+					return body, e, nil
+				}
+			}
+			n, err := p.parseStatement()
+			if err != nil {
+				return nil, "", err
+			}
+			if n != nil {
+				body = append(body, n)
+			}
+		default:
+			return nil, "", p.errorf("unexpected %s", t)
+		}
+	}
+}
+
+func (p *parser) parseStatement() (node, error) {
+	t := p.next()
+	switch t.val {
+	case "if":
+		return p.parseIf()
+	case "for":
+		return p.parseFor(t.line)
+	case "set":
+		return p.parseSet(t.line)
+	case "macro":
+		return p.parseMacro()
+	case "filter":
+		return p.parseFilterBlock()
+	case "with":
+		return p.parseWith()
+	case "break", "continue":
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
+		if t.val == "break" {
+			return &breakNode{}, nil
+		}
+		return &continueNode{}, nil
+	case "generation":
+		// transformers' AssistantTracker extension: renders its body.
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
+		body, _, err := p.parseBody([]string{"endgeneration"})
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
+		return &withNode{body: body}, nil
+	}
+	return nil, fmt.Errorf("line %d: unsupported statement %q", t.line, t.val)
+}
+
+func (p *parser) parseIf() (node, error) {
+	n := &ifNode{}
+	for {
+		cond, err := p.parseTuple(false, nil, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
+		body, end, err := p.parseBody([]string{"elif", "else", "endif"})
+		if err != nil {
+			return nil, err
+		}
+		n.conds = append(n.conds, cond)
+		n.bodies = append(n.bodies, body)
+		switch end {
+		case "elif":
+			continue
+		case "else":
+			if err := p.expectBlockEnd(); err != nil {
+				return nil, err
+			}
+			if n.els, _, err = p.parseBody([]string{"endif"}); err != nil {
+				return nil, err
+			}
+		}
+		return n, p.expectBlockEnd()
+	}
+}
+
+func (p *parser) parseFor(line int) (node, error) {
+	tgt, err := p.parseAssignTarget(false, []string{"in"})
+	if err != nil {
+		return nil, err
+	}
+	if !p.isName("in") {
+		return nil, p.errorf("expected 'in', got %s", p.cur())
+	}
+	p.next()
+	iter, err := p.parseTuple(false, []string{"recursive"}, false)
+	if err != nil {
+		return nil, err
+	}
+	n := &forNode{target: tgt, iter: iter, line: line}
+	if p.isName("if") {
+		p.next()
+		if n.cond, err = p.parseExpression(true); err != nil {
+			return nil, err
+		}
+	}
+	if p.isName("recursive") {
+		return nil, p.errorf("recursive for loops are not supported")
+	}
+	if err := p.expectBlockEnd(); err != nil {
+		return nil, err
+	}
+	body, end, err := p.parseBody([]string{"endfor", "else"})
+	if err != nil {
+		return nil, err
+	}
+	n.body = body
+	if end == "else" {
+		if err := p.expectBlockEnd(); err != nil {
+			return nil, err
+		}
+		if n.els, _, err = p.parseBody([]string{"endfor"}); err != nil {
+			return nil, err
+		}
+	}
+	return n, p.expectBlockEnd()
+}
+
+func (p *parser) parseSet(line int) (node, error) {
+	tgt, err := p.parseAssignTarget(true, nil)
+	if err != nil {
+		return nil, err
+	}
+	n := &setNode{target: tgt, line: line}
+	if p.isOp("=") {
+		p.next()
+		if n.value, err = p.parseTuple(true, nil, false); err != nil {
+			return nil, err
+		}
+		return n, p.expectBlockEnd()
+	}
+	for p.isOp("|") {
+		f, err := p.parseFilter(nil)
+		if err != nil {
+			return nil, err
+		}
+		n.filters = append(n.filters, f)
+	}
+	if err := p.expectBlockEnd(); err != nil {
+		return nil, err
+	}
+	if n.body, _, err = p.parseBody([]string{"endset"}); err != nil {
+		return nil, err
+	}
+	return n, p.expectBlockEnd()
+}
+
+func (p *parser) parseMacro() (node, error) {
+	name, err := p.expectName()
+	if err != nil {
+		return nil, err
+	}
+	n := &macroNode{name: name}
+	if err := p.expectOp("("); err != nil {
+		return nil, err
+	}
+	for !p.isOp(")") {
+		if len(n.params) > 0 {
+			if err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+			if p.isOp(")") {
+				break
+			}
+		}
+		param, err := p.expectName()
+		if err != nil {
+			return nil, err
+		}
+		n.params = append(n.params, param)
+		if p.isOp("=") {
+			p.next()
+			d, err := p.parseExpression(true)
+			if err != nil {
+				return nil, err
+			}
+			n.defaults = append(n.defaults, d)
+		} else if len(n.defaults) > 0 {
+			return nil, p.errorf("non-default argument %q follows default argument", param)
+		}
+	}
+	p.next()
+	if err := p.expectBlockEnd(); err != nil {
+		return nil, err
+	}
+	if n.body, _, err = p.parseBody([]string{"endmacro"}); err != nil {
+		return nil, err
+	}
+	return n, p.expectBlockEnd()
+}
+
+func (p *parser) parseFilterBlock() (node, error) {
+	n := &filterBlockNode{}
+	for {
+		f, err := p.parseFilterCall(nil)
+		if err != nil {
+			return nil, err
+		}
+		n.filters = append(n.filters, f)
+		if !p.isOp("|") {
+			break
+		}
+		p.next()
+	}
+	if err := p.expectBlockEnd(); err != nil {
+		return nil, err
+	}
+	var err error
+	if n.body, _, err = p.parseBody([]string{"endfilter"}); err != nil {
+		return nil, err
+	}
+	return n, p.expectBlockEnd()
+}
+
+func (p *parser) parseWith() (node, error) {
+	n := &withNode{}
+	for p.cur().kind != tBlockEnd {
+		if len(n.targets) > 0 {
+			if err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+		}
+		tgt, err := p.parseAssignTarget(false, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectOp("="); err != nil {
+			return nil, err
+		}
+		v, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		n.targets = append(n.targets, tgt)
+		n.values = append(n.values, v)
+	}
+	p.next()
+	var err error
+	if n.body, _, err = p.parseBody([]string{"endwith"}); err != nil {
+		return nil, err
+	}
+	return n, p.expectBlockEnd()
+}
+
+func (p *parser) parseAssignTarget(withNamespace bool, extraEnd []string) (target, error) {
+	if withNamespace && p.cur().kind == tName && p.peek().kind == tOp && p.peek().val == "." {
+		ns := p.next().val
+		p.next()
+		attr, err := p.expectName()
+		if err != nil {
+			return target{}, err
+		}
+		return target{names: []string{ns}, attr: attr}, nil
+	}
+	var tgt target
+	for {
+		name, err := p.expectName()
+		if err != nil {
+			return target{}, err
+		}
+		tgt.names = append(tgt.names, name)
+		if !p.isOp(",") {
+			break
+		}
+		p.next()
+		tgt.tuple = true
+		if p.cur().kind != tName || p.isEnd(extraEnd) {
+			break
+		}
+	}
+	for _, n := range tgt.names {
+		switch n {
+		case "true", "false", "none", "True", "False", "None":
+			return target{}, p.errorf("cannot assign to %q", n)
+		}
+	}
+	return tgt, nil
+}
+
+func (p *parser) isEnd(extra []string) bool {
+	t := p.cur()
+	switch {
+	case t.kind == tVarEnd || t.kind == tBlockEnd || t.kind == tEOF:
+		return true
+	case t.kind == tOp && t.val == ")":
+		return true
+	case t.kind == tName:
+		for _, e := range extra {
+			if t.val == e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// parseTuple is Parser.parse_tuple: one expression, or several separated by
+// commas (a tuple).
+func (p *parser) parseTuple(withCond bool, extraEnd []string, explicitParens bool) (expr, error) {
+	var items []expr
+	isTuple := false
+	for {
+		if len(items) > 0 {
+			if err := p.expectOp(","); err != nil {
+				return nil, err
+			}
+		}
+		if p.isEnd(extraEnd) {
+			break
+		}
+		e, err := p.parseExpression(withCond)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, e)
+		if !p.isOp(",") {
+			break
+		}
+		isTuple = true
+	}
+	if !isTuple {
+		if len(items) == 1 {
+			return items[0], nil
+		}
+		if !explicitParens {
+			return nil, p.errorf("expected an expression, got %s", p.cur())
+		}
+	}
+	return &tupleExpr{items: items}, nil
+}
+
+func (p *parser) parseExpression(withCond bool) (expr, error) {
+	if !withCond {
+		return p.parseOr()
+	}
+	e, err := p.parseOr()
+	if err != nil {
+		return nil, err
+	}
+	for p.isName("if") {
+		p.next()
+		test, err := p.parseOr()
+		if err != nil {
+			return nil, err
+		}
+		var no expr
+		if p.isName("else") {
+			p.next()
+			if no, err = p.parseExpression(true); err != nil {
+				return nil, err
+			}
+		}
+		e = &condExpr{test: test, yes: e, no: no}
+	}
+	return e, nil
+}
+
+func (p *parser) parseOr() (expr, error) {
+	l, err := p.parseAnd()
+	if err != nil {
+		return nil, err
+	}
+	for p.isName("or") {
+		line := p.next().line
+		r, err := p.parseAnd()
+		if err != nil {
+			return nil, err
+		}
+		l = &binExpr{op: "or", l: l, r: r, line: line}
+	}
+	return l, nil
+}
+
+func (p *parser) parseAnd() (expr, error) {
+	l, err := p.parseNot()
+	if err != nil {
+		return nil, err
+	}
+	for p.isName("and") {
+		line := p.next().line
+		r, err := p.parseNot()
+		if err != nil {
+			return nil, err
+		}
+		l = &binExpr{op: "and", l: l, r: r, line: line}
+	}
+	return l, nil
+}
+
+func (p *parser) parseNot() (expr, error) {
+	if p.isName("not") {
+		line := p.next().line
+		e, err := p.parseNot()
+		if err != nil {
+			return nil, err
+		}
+		return &unaryExpr{op: "not", e: e, line: line}, nil
+	}
+	return p.parseCompare()
+}
+
+func (p *parser) parseCompare() (expr, error) {
+	line := p.cur().line
+	first, err := p.parseMath1()
+	if err != nil {
+		return nil, err
+	}
+	c := &compareExpr{first: first, line: line}
+	for {
+		t := p.cur()
+		var op string
+		switch {
+		case t.kind == tOp && (t.val == "==" || t.val == "!=" || t.val == "<" || t.val == "<=" || t.val == ">" || t.val == ">="):
+			op = t.val
+			p.next()
+		case p.isName("in"):
+			op = "in"
+			p.next()
+		case p.isName("not") && p.peek().kind == tName && p.peek().val == "in":
+			op = "not in"
+			p.next()
+			p.next()
+		}
+		if op == "" {
+			break
+		}
+		r, err := p.parseMath1()
+		if err != nil {
+			return nil, err
+		}
+		c.ops = append(c.ops, op)
+		c.rest = append(c.rest, r)
+	}
+	if len(c.ops) == 0 {
+		return first, nil
+	}
+	return c, nil
+}
+
+func (p *parser) parseMath1() (expr, error) {
+	l, err := p.parseConcat()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("+") || p.isOp("-") {
+		t := p.next()
+		r, err := p.parseConcat()
+		if err != nil {
+			return nil, err
+		}
+		l = &binExpr{op: t.val, l: l, r: r, line: t.line}
+	}
+	return l, nil
+}
+
+func (p *parser) parseConcat() (expr, error) {
+	first, err := p.parseMath2()
+	if err != nil {
+		return nil, err
+	}
+	if !p.isOp("~") {
+		return first, nil
+	}
+	parts := []expr{first}
+	for p.isOp("~") {
+		p.next()
+		e, err := p.parseMath2()
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, e)
+	}
+	return &concatExpr{parts: parts}, nil
+}
+
+func (p *parser) parseMath2() (expr, error) {
+	l, err := p.parsePow()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
+		t := p.next()
+		r, err := p.parsePow()
+		if err != nil {
+			return nil, err
+		}
+		l = &binExpr{op: t.val, l: l, r: r, line: t.line}
+	}
+	return l, nil
+}
+
+func (p *parser) parsePow() (expr, error) {
+	l, err := p.parseUnary(true)
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("**") {
+		t := p.next()
+		r, err := p.parseUnary(true)
+		if err != nil {
+			return nil, err
+		}
+		l = &binExpr{op: "**", l: l, r: r, line: t.line}
+	}
+	return l, nil
+}
+
+func (p *parser) parseUnary(withFilter bool) (expr, error) {
+	var e expr
+	var err error
+	if p.isOp("-") || p.isOp("+") {
+		t := p.next()
+		inner, err := p.parseUnary(false)
+		if err != nil {
+			return nil, err
+		}
+		e = &unaryExpr{op: t.val, e: inner, line: t.line}
+	} else if e, err = p.parsePrimary(); err != nil {
+		return nil, err
+	}
+	if e, err = p.parsePostfix(e); err != nil {
+		return nil, err
+	}
+	if withFilter {
+		return p.parseFilterExpr(e)
+	}
+	return e, nil
+}
+
+func (p *parser) parsePrimary() (expr, error) {
+	t := p.cur()
+	switch t.kind {
+	case tName:
+		p.next()
+		switch t.val {
+		case "true", "True":
+			return &constExpr{true}, nil
+		case "false", "False":
+			return &constExpr{false}, nil
+		case "none", "None":
+			return &constExpr{nil}, nil
+		}
+		return &nameExpr{name: t.val, line: t.line}, nil
+	case tString:
+		s := p.next().val
+		for p.cur().kind == tString {
+			s += p.next().val
+		}
+		return &constExpr{s}, nil
+	case tInt:
+		p.next()
+		if v, err := strconv.ParseInt(t.val, 10, 64); err == nil {
+			return &constExpr{v}, nil
+		}
+		b, ok := new(big.Int).SetString(t.val, 10)
+		if !ok {
+			return nil, fmt.Errorf("line %d: bad integer %q", t.line, t.val)
+		}
+		return &constExpr{b}, nil
+	case tFloat:
+		p.next()
+		f, err := strconv.ParseFloat(t.val, 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: bad float %q", t.line, t.val)
+		}
+		return &constExpr{f}, nil
+	case tOp:
+		switch t.val {
+		case "(":
+			p.next()
+			e, err := p.parseTuple(true, nil, true)
+			if err != nil {
+				return nil, err
+			}
+			return e, p.expectOp(")")
+		case "[":
+			p.next()
+			l := &listExpr{}
+			for !p.isOp("]") {
+				if len(l.items) > 0 {
+					if err := p.expectOp(","); err != nil {
+						return nil, err
+					}
+					if p.isOp("]") {
+						break
+					}
+				}
+				e, err := p.parseExpression(true)
+				if err != nil {
+					return nil, err
+				}
+				l.items = append(l.items, e)
+			}
+			p.next()
+			return l, nil
+		case "{":
+			p.next()
+			d := &dictExpr{}
+			for !p.isOp("}") {
+				if len(d.keys) > 0 {
+					if err := p.expectOp(","); err != nil {
+						return nil, err
+					}
+					if p.isOp("}") {
+						break
+					}
+				}
+				k, err := p.parseExpression(true)
+				if err != nil {
+					return nil, err
+				}
+				if err := p.expectOp(":"); err != nil {
+					return nil, err
+				}
+				v, err := p.parseExpression(true)
+				if err != nil {
+					return nil, err
+				}
+				d.keys = append(d.keys, k)
+				d.vals = append(d.vals, v)
+			}
+			p.next()
+			return d, nil
+		}
+	}
+	return nil, p.errorf("unexpected %s", t)
+}
+
+func (p *parser) parsePostfix(e expr) (expr, error) {
+	for {
+		switch {
+		case p.isOp("."):
+			line := p.next().line
+			t := p.next()
+			switch t.kind {
+			case tName:
+				e = &getattrExpr{obj: e, attr: t.val, line: line}
+			case tInt:
+				v, _ := strconv.ParseInt(t.val, 10, 64)
+				e = &getitemExpr{obj: e, key: &constExpr{v}, line: line}
+			default:
+				return nil, fmt.Errorf("line %d: expected a name after '.', got %s", t.line, t)
+			}
+		case p.isOp("["):
+			line := p.next().line
+			var keys []expr
+			for !p.isOp("]") {
+				if len(keys) > 0 {
+					if err := p.expectOp(","); err != nil {
+						return nil, err
+					}
+					if p.isOp("]") {
+						break
+					}
+				}
+				k, err := p.parseSubscribed()
+				if err != nil {
+					return nil, err
+				}
+				keys = append(keys, k)
+			}
+			p.next()
+			var key expr
+			switch len(keys) {
+			case 0:
+				return nil, fmt.Errorf("line %d: empty subscript", line)
+			case 1:
+				key = keys[0]
+			default:
+				key = &tupleExpr{items: keys}
+			}
+			e = &getitemExpr{obj: e, key: key, line: line}
+		case p.isOp("("):
+			c, err := p.parseCall(e)
+			if err != nil {
+				return nil, err
+			}
+			e = c
+		default:
+			return e, nil
+		}
+	}
+}
+
+func (p *parser) parseSubscribed() (expr, error) {
+	var parts [3]expr
+	if p.isOp(":") {
+		p.next()
+	} else {
+		e, err := p.parseExpression(true)
+		if err != nil {
+			return nil, err
+		}
+		if !p.isOp(":") {
+			return e, nil
+		}
+		p.next()
+		parts[0] = e
+	}
+	var err error
+	if !p.isOp(":") && !p.isOp("]") && !p.isOp(",") {
+		if parts[1], err = p.parseExpression(true); err != nil {
+			return nil, err
+		}
+	}
+	if p.isOp(":") {
+		p.next()
+		if !p.isOp("]") && !p.isOp(",") {
+			if parts[2], err = p.parseExpression(true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &sliceExpr{start: parts[0], stop: parts[1], step: parts[2]}, nil
+}
+
+func (p *parser) parseArgs() ([]expr, []kwExpr, error) {
+	if err := p.expectOp("("); err != nil {
+		return nil, nil, err
+	}
+	var args []expr
+	var kwargs []kwExpr
+	for !p.isOp(")") {
+		if len(args)+len(kwargs) > 0 {
+			if err := p.expectOp(","); err != nil {
+				return nil, nil, err
+			}
+			if p.isOp(")") {
+				break
+			}
+		}
+		if p.isOp("*") || p.isOp("**") {
+			return nil, nil, p.errorf("*args and **kwargs in calls are not supported")
+		}
+		if p.cur().kind == tName && p.peek().kind == tOp && p.peek().val == "=" {
+			name := p.next().val
+			p.next()
+			e, err := p.parseExpression(true)
+			if err != nil {
+				return nil, nil, err
+			}
+			kwargs = append(kwargs, kwExpr{name, e})
+			continue
+		}
+		if len(kwargs) > 0 {
+			return nil, nil, p.errorf("positional argument follows keyword argument")
+		}
+		e, err := p.parseExpression(true)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, e)
+	}
+	p.next()
+	return args, kwargs, nil
+}
+
+func (p *parser) parseCall(fn expr) (expr, error) {
+	line := p.cur().line
+	args, kwargs, err := p.parseArgs()
+	if err != nil {
+		return nil, err
+	}
+	return &callExpr{fn: fn, args: args, kwargs: kwargs, line: line}, nil
+}
+
+func (p *parser) parseFilterExpr(e expr) (expr, error) {
+	for {
+		var err error
+		switch {
+		case p.isOp("|"):
+			e, err = p.parseFilter(e)
+		case p.isName("is"):
+			e, err = p.parseTest(e)
+		case p.isOp("("):
+			e, err = p.parseCall(e)
+		default:
+			return e, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// parseFilter parses "| name(args)" (the pipe is current).
+func (p *parser) parseFilter(arg expr) (*filterExpr, error) {
+	p.next()
+	return p.parseFilterCall(arg)
+}
+
+func (p *parser) parseFilterCall(arg expr) (*filterExpr, error) {
+	line := p.cur().line
+	name, err := p.expectName()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp(".") {
+		p.next()
+		part, err := p.expectName()
+		if err != nil {
+			return nil, err
+		}
+		name += "." + part
+	}
+	f := &filterExpr{arg: arg, name: name, line: line}
+	if p.isOp("(") {
+		if f.args, f.kwargs, err = p.parseArgs(); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (p *parser) parseTest(arg expr) (expr, error) {
+	line := p.next().line // "is"
+	negate := false
+	if p.isName("not") {
+		p.next()
+		negate = true
+	}
+	name, err := p.expectName()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp(".") {
+		p.next()
+		part, err := p.expectName()
+		if err != nil {
+			return nil, err
+		}
+		name += "." + part
+	}
+	t := &testExpr{arg: arg, name: name, line: line}
+	c := p.cur()
+	switch {
+	case p.isOp("("):
+		if t.args, t.kwargs, err = p.parseArgs(); err != nil {
+			return nil, err
+		}
+	case (c.kind == tName || c.kind == tString || c.kind == tInt || c.kind == tFloat || p.isOp("[") || p.isOp("{")) &&
+		!p.isName("else") && !p.isName("or") && !p.isName("and"):
+		if p.isName("is") {
+			return nil, p.errorf("you cannot chain multiple tests with 'is'")
+		}
+		a, err := p.parsePrimary()
+		if err != nil {
+			return nil, err
+		}
+		if a, err = p.parsePostfix(a); err != nil {
+			return nil, err
+		}
+		t.args = []expr{a}
+	}
+	if negate {
+		return &unaryExpr{op: "not", e: t, line: line}, nil
+	}
+	return t, nil
+}
