@@ -84,9 +84,7 @@ func LoadFS(fsys fs.FS) (*Tokenizer, error) {
 	tmpl, err := fs.ReadFile(fsys, ChatTemplateFile)
 	switch {
 	case err == nil:
-		if t.chat, err = parseChatTemplate(ChatTemplateFile, string(tmpl), t.config); err != nil {
-			return nil, err
-		}
+		t.chat, t.chatErr = parseChatTemplate(ChatTemplateFile, string(tmpl), t.config)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -427,38 +425,47 @@ type configTokens struct {
 	additional         []string
 }
 
-func (t *Tokenizer) applyConfig(data []byte) error {
-	var c tokenizerConfig
-	if err := json.Unmarshal(data, &c); err != nil {
-		return err
-	}
+func (c *tokenizerConfig) tokens() (configTokens, error) {
+	var tokens configTokens
 	var err error
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage
 		dst  **string
 	}{
-		{"bos_token", c.BOSToken, &t.config.bos},
-		{"eos_token", c.EOSToken, &t.config.eos},
-		{"pad_token", c.PADToken, &t.config.pad},
-		{"unk_token", c.UNKToken, &t.config.unk},
+		{"bos_token", c.BOSToken, &tokens.bos},
+		{"eos_token", c.EOSToken, &tokens.eos},
+		{"pad_token", c.PADToken, &tokens.pad},
+		{"unk_token", c.UNKToken, &tokens.unk},
 	} {
 		if *f.dst, err = tokenString(f.raw); err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
+			return tokens, fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
 	if len(c.Additional) > 0 && string(c.Additional) != "null" {
 		var list []json.RawMessage
 		if err := json.Unmarshal(c.Additional, &list); err != nil {
-			return fmt.Errorf("additional_special_tokens: %w", err)
+			return tokens, fmt.Errorf("additional_special_tokens: %w", err)
 		}
 		for i, raw := range list {
 			s, err := tokenString(raw)
 			if err != nil || s == nil {
-				return fmt.Errorf("additional_special_tokens[%d]: want a string or {\"content\": ...}", i)
+				return tokens, fmt.Errorf("additional_special_tokens[%d]: want a string or {\"content\": ...}", i)
 			}
-			t.config.additional = append(t.config.additional, *s)
+			tokens.additional = append(tokens.additional, *s)
 		}
+	}
+	return tokens, nil
+}
+
+func (t *Tokenizer) applyConfig(data []byte) error {
+	var c tokenizerConfig
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	var err error
+	if t.config, err = c.tokens(); err != nil {
+		return err
 	}
 	if e := t.config.eos; e != nil {
 		id, ok := t.vocab[*e]
@@ -472,9 +479,9 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 		return err
 	}
 	if src != "" {
-		if t.chat, err = parseChatTemplate(TokenizerConfigFile+" chat_template", src, t.config); err != nil {
-			return err
-		}
+		// A template this package cannot parse does not stop tokenisation;
+		// ChatTemplate reports it.
+		t.chat, t.chatErr = parseChatTemplate(TokenizerConfigFile+" chat_template", src, t.config)
 	}
 	return nil
 }

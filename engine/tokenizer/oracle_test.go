@@ -73,3 +73,41 @@ func TestOracleStrings(t *testing.T) {
 	}
 	t.Logf("%d of %d strings identical", pass, len(o.Strings))
 }
+
+func TestOracleChat(t *testing.T) {
+	tok := loadQwen(t)
+	tmpl, err := tok.ChatTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := readOracle(t, "oracle_dev.json")
+	if len(o.Chat) == 0 {
+		t.Fatal("no chat cases")
+	}
+	pass := 0
+	for i, c := range o.Chat {
+		in, err := json.Marshal(map[string]any{
+			"messages":              c.Messages,
+			"add_generation_prompt": c.AddGenerationPrompt,
+			"kwargs":                c.Kwargs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tmpl.RenderJSON(in)
+		if err != nil {
+			t.Errorf("chat[%d]: %v", i, err)
+			continue
+		}
+		if got != c.Rendered {
+			t.Errorf("chat[%d] rendering\n got  %q\n want %q", i, got, c.Rendered)
+			continue
+		}
+		if ids := tok.Encode(got); !slices.Equal(ids, c.IDs) {
+			t.Errorf("chat[%d] ids\n got  %v\n want %v", i, ids, c.IDs)
+			continue
+		}
+		pass++
+	}
+	t.Logf("%d of %d renderings identical (text and ids)", pass, len(o.Chat))
+}

@@ -32,9 +32,10 @@ type Tokenizer struct {
 	decOff []uint32 // decoded bytes of id i: decBuf[decOff[i]:decOff[i+1]]
 	decBuf []byte
 
-	config configTokens
-	eos    int // -1 when tokenizer_config.json names none
-	chat   *ChatTemplate
+	config  configTokens
+	eos     int // -1 when tokenizer_config.json names none
+	chat    *ChatTemplate
+	chatErr error
 
 	cache *wordCache
 }
@@ -69,8 +70,17 @@ func (t *Tokenizer) AddedTokens() []AddedToken { return append([]AddedToken(nil)
 // EOS returns the id of tokenizer_config.json's eos_token, if it names one.
 func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
 
-// ChatTemplate returns the chat template, or nil when the tokenizer has none.
-func (t *Tokenizer) ChatTemplate() *ChatTemplate { return t.chat }
+// ChatTemplate returns the chat template. It is an error when the tokenizer
+// has none, or has one this package cannot parse (the error names it).
+func (t *Tokenizer) ChatTemplate() (*ChatTemplate, error) {
+	if t.chatErr != nil {
+		return nil, fmt.Errorf("tokenizer: %w", t.chatErr)
+	}
+	if t.chat == nil {
+		return nil, fmt.Errorf("tokenizer: no chat template (neither %s nor a \"chat_template\" in %s)", ChatTemplateFile, TokenizerConfigFile)
+	}
+	return t.chat, nil
+}
 
 // Encode returns the ids of text exactly as Hugging Face tokenizers'
 // encode(text, add_special_tokens=True) does for this tokenizer family:
