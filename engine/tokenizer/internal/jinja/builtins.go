@@ -82,7 +82,7 @@ func undefinedAttrErr(u Undefined, attr string) error {
 	if u.Name == "" {
 		return fmt.Errorf("undefined value has no attribute '%s'", attr)
 	}
-	if strings.HasPrefix(u.Name, "'") {
+	if strings.HasPrefix(u.Name, "'") || strings.Contains(u.Name, " object has no ") {
 		return errors.New(u.Name)
 	}
 	return fmt.Errorf("'%s' is undefined", u.Name)
@@ -115,7 +115,7 @@ func getitem(obj Value, key Value) (Value, error) {
 	if s, ok := key.(string); ok {
 		return getattr(obj, s)
 	}
-	return Undefined{Name: fmt.Sprintf("'%s object' has no attribute %s", jinjaTypeName(obj), repr(key))}, nil
+	return Undefined{Name: fmt.Sprintf("%s object has no element %s", jinjaTypeName(obj), repr(key))}, nil
 }
 
 // index resolves a Python sequence index (negative from the end).
