@@ -54,3 +54,33 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestCanonicalLogits pins the exact bits of the logits at every position of
+// every reference prompt. Every build (GOAMD64=v1/v3, arm64, any thread
+// count) and every backend must reproduce them; a change of these digests is
+// a change of the canonical arithmetic (EXACTNESS.md), never noise.
+func TestCanonicalLogits(t *testing.T) {
+	got := map[string]string{}
+	for _, c := range conformance {
+		ref := readReference(t, c.fixture)
+		m := load(t, c.ckpt, 0, false)
+		var all [][]float32
+		for _, p := range ref.Prompts {
+			lg, err := m.NewSession().Forward(p, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, lg...)
+		}
+		got[c.ckpt] = logitsDigest(all)
+		if want := canonicalLogits[c.fixture]; got[c.ckpt] != want {
+			t.Errorf("%s: logits digest %s, want %s", c.ckpt, got[c.ckpt], want)
+		}
+	}
+}
+
+var canonicalLogits = map[string]string{
+	"qwen3moe-dev-a":       "18b2976889b3850c480ffcb10c0d85ff533dda0b1f107d5ed8544535e7927605",
+	"qwen35moe-dev-c":      "79a0bc3dccb2b7aa6f0ee2b4b499b335a41c8ed049decfe1369c4d4a09bcbf39",
+	"qwen35moe-dev-e-long": "822b4ae46ee1ae9257f8196c890df0f1754204e9b4b0e6a3ea5789a963802259",
+}

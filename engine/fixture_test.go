@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"os"
@@ -136,4 +138,17 @@ func bitsEqual(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// logitsDigest is the SHA-256 of the little-endian float32 bits of rows.
+func logitsDigest(rows [][]float32) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, r := range rows {
+		for _, f := range r {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(f))
+			h.Write(b[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -277,7 +277,7 @@ func (l *loader) fetch(name string, shape ...int) (jnf.TensorView, bool) {
 	}
 	v := vt.View()
 	if err := checkShape(v, shape); err != nil {
-		l.err = err
+		l.err = fmt.Errorf("engine: %w", err)
 		return jnf.TensorView{}, false
 	}
 	return v, true
@@ -289,10 +289,10 @@ func checkShape(v jnf.TensorView, want []int) error {
 		ok = v.Shape[i] == int64(want[i])
 	}
 	if !ok {
-		return fmt.Errorf("engine: tensor %s: shape %v, want %v", v.Name, v.Shape, want)
+		return fmt.Errorf("tensor %s: shape %v, want %v", v.Name, v.Shape, want)
 	}
 	if v.DType != jnf.BF16 && v.DType != jnf.F32 {
-		return fmt.Errorf("engine: tensor %s: dtype %s, want BF16 or F32", v.Name, v.DType)
+		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", v.Name, v.DType)
 	}
 	return nil
 }
