@@ -2,15 +2,35 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
 // modelDir resolves the model directory argument; without one, the embedded
-// default model is used (built on first use).
+// default model is used: built on first use into the user cache directory
+// (synth → convert → verify) and re-verified each time.
 func modelDir(cmd *cobra.Command, args []string) (string, error) {
 	if len(args) > 0 && args[0] != "" {
 		return args[0], nil
 	}
-	return "", fmt.Errorf("no model directory given (the embedded default model is not available yet)")
+	return defaultModel(cmd)
+}
+
+func defaultModel(cmd *cobra.Command) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no model directory given and no user cache directory for the default model: %w", err)
+	}
+	dir, built, err := synth.EnsureDefault(cmd.Context(), filepath.Join(cache, "tarfa"))
+	if err != nil {
+		return "", fmt.Errorf("embedded default model: %w", err)
+	}
+	if built {
+		fmt.Fprintf(cmd.ErrOrStderr(), "built the embedded default model (synth → convert --verify → verify) in %s\n", dir)
+	}
+	return dir, nil
 }

@@ -82,3 +82,25 @@ func TestRealPresetShapes(t *testing.T) {
 		t.Errorf("30B: expert %d bytes, %d layers", b, c.Layers)
 	}
 }
+
+func TestEnsureDefault(t *testing.T) {
+	cache := t.TempDir()
+	dir, built, err := EnsureDefault(context.Background(), cache)
+	if err != nil || !built {
+		t.Fatalf("first use: built %v, %v", built, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Error("default model ships no tokenizer.json")
+	}
+	dir2, built, err := EnsureDefault(context.Background(), cache)
+	if err != nil || built || dir2 != dir {
+		t.Fatalf("second use: built %v dir %s, %v", built, dir2, err)
+	}
+	// A damaged cache is rebuilt, not trusted.
+	b, _ := os.ReadFile(filepath.Join(dir, "layer-00002.jnf"))
+	b[len(b)-100] ^= 1
+	os.WriteFile(filepath.Join(dir, "layer-00002.jnf"), b, 0o644)
+	if _, built, err := EnsureDefault(context.Background(), cache); err != nil || !built {
+		t.Errorf("damaged cache: built %v, %v", built, err)
+	}
+}
