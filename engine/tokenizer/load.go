@@ -191,6 +191,7 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 	modelSize := len(m.Vocab)
 	nextAdded := -1
 	var raw, normalized []*AddedToken
+	fresh := map[int]bool{} // added tokens that are not model.vocab entries
 	t.added = make([]AddedToken, len(tj.AddedTokens))
 	copy(t.added, tj.AddedTokens)
 	for i := range t.added {
@@ -212,6 +213,7 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 			nextAdded = a.ID + 1
 			t.vocab[a.Content] = want
 			t.tokens[a.ID] = a.Content
+			fresh[a.ID] = true
 		}
 		if a.Special {
 			t.kind[a.ID] = kindSpecial
@@ -257,9 +259,17 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 		}
 	}
 
-	// Decoded bytes of every id, in one buffer.
+	// Decoded bytes of every id, in one buffer. A normalised added token
+	// decodes to its normalised content (tokenizers 0.23 decodes the
+	// added token "\u2126" as "\u03a9"), then through the ByteLevel decoder.
+	decodeAs := append([]string(nil), t.tokens...)
+	for _, a := range normalized {
+		if fresh[a.ID] {
+			decodeAs[a.ID] = a.Content
+		}
+	}
 	t.decOff = make([]uint32, len(t.tokens)+1)
-	for id, tok := range t.tokens {
+	for id, tok := range decodeAs {
 		t.decOff[id] = uint32(len(t.decBuf))
 		if t.kind[id] != kindHole {
 			t.decBuf = append(t.decBuf, byteLevelDecode(tok)...)
