@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/validation/conformance"
+)
+
+func init() { register(newValidateCommand) }
+
+func newValidateCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "validate", Short: "Conformance suites"}
+	var (
+		ckpt, ref string
+		threads   int
+		asJSON    bool
+	)
+	hf := &cobra.Command{
+		Use:   "hf --checkpoint HF_DIR --reference FIXTURE_DIR",
+		Short: "Compare the CPU reference with Hugging Face reference logits",
+		Long: `Validate hf converts the checkpoint to a temporary JNF directory, runs every
+prompt of FIXTURE_DIR/reference.json through the verified path and compares with
+FIXTURE_DIR/reference.safetensors: max |Δ| of the fp32 logits at every position,
+argmax agreement, the greedy continuation against greedy[promptI.fp32], and the
+bf16 figures for information.
+
+Exit statuses: 0 max |Δ| <= atol everywhere (reference.json "atol", else 5e-4) and
+every fp32 greedy continuation identical; 1 error; 3 out of tolerance.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if ckpt == "" || ref == "" {
+				return fmt.Errorf("--checkpoint and --reference are required")
+			}
+			rep, err := conformance.Run(cmd.Context(), ckpt, ref, conformance.Options{Threads: threads})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := json.NewEncoder(out).Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				var rows [][]string
+				for _, p := range rep.Prompts {
+					rows = append(rows, []string{strconv.Itoa(p.Index), strconv.Itoa(p.Tokens), fmt.Sprintf("%.3g", p.MaxAbs),
+						fmt.Sprintf("%d/%d", p.ArgmaxAgree, p.Tokens), fmt.Sprintf("%v", p.GreedyMatch),
+						fmt.Sprintf("%.3g", p.MaxAbsBF16), fmt.Sprintf("%d/%d", p.GreedyBF16OK, len(p.Greedy)), passWord(p.Pass)})
+				}
+				reports.Table(out, []string{"prompt", "tokens", "max |Δ| fp32", "argmax", "greedy = fp32", "max |Δ| bf16 (info)", "greedy = bf16 (info)", "result"}, rows)
+				fmt.Fprintf(out, "atol %g; routed experts per token = top-k in every MoE layer: %v; model root %s\n", rep.Atol, rep.ExpertEvalsOK, rep.Root)
+			}
+			if !rep.Pass {
+				return failVerification(fmt.Errorf("%s does not conform to %s", ckpt, ref))
+			}
+			return nil
+		},
+	}
+	hf.Flags().StringVar(&ckpt, "checkpoint", "", "Hugging Face checkpoint directory")
+	hf.Flags().StringVar(&ref, "reference", "", "directory with reference.json and reference.safetensors")
+	hf.Flags().IntVar(&threads, "threads", 0, "CPU threads")
+	hf.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.AddCommand(hf)
+	return cmd
+}
+
+func passWord(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}

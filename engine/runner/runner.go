@@ -1,0 +1,207 @@
+// Package runner puts a verified model, the engine and the tokenizer
+// together for the commands that generate: run, golden record and replay
+// (and later chat and serve). It turns prompts (text, chat messages or ids)
+// into tokens, generates, and records or replays golden runs.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/golden"
+)
+
+// Runner is an opened model ready to generate.
+type Runner struct {
+	Dir     string
+	Model   *attest.Model
+	Engine  *engine.Model
+	Tok     *tokenizer.Tokenizer // nil when the model directory has no tokenizer.json
+	Threads int
+}
+
+// Options configures Open.
+type Options struct {
+	Threads int // engine goroutines (0 = all cores); results never depend on it
+	// ExpertCacheBytes bounds the verified-expert cache (see engine.Options);
+	// 0 re-reads and re-hashes experts for every use.
+	ExpertCacheBytes int64
+}
+
+// Open opens a JNF directory (root-checked by attest.Open), loads the engine
+// and, when present, the tokenizer copied beside the weights.
+func Open(dir string, opt Options) (*Runner, error) {
+	m, err := attest.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	em, err := engine.Load(m.Config, m, engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	r := &Runner{Dir: dir, Model: m, Engine: em, Threads: em.Backend().Threads()}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+		if r.Tok, err = tokenizer.Load(dir); err != nil {
+			m.Close()
+			return nil, err
+		}
+		if r.Tok.VocabSize() > m.Config.Vocab {
+			m.Close()
+			return nil, fmt.Errorf("%s: tokenizer has %d tokens, the model's vocabulary is %d", dir, r.Tok.VocabSize(), m.Config.Vocab)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		m.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close releases the model files.
+func (r *Runner) Close() error { return r.Model.Close() }
+
+// DefaultStops are the end-of-sequence ids: the tokenizer's EOS token and the
+// config's eos_token_id list.
+func (r *Runner) DefaultStops() []int {
+	seen := map[int]bool{}
+	var out []int
+	if r.Tok != nil {
+		if id, ok := r.Tok.EOS(); ok {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, id := range r.Model.Config.EOS {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (r *Runner) needTokenizer(what string) error {
+	if r.Tok == nil {
+		return fmt.Errorf("%s needs a tokenizer, but %s has no tokenizer.json (give token ids instead)", what, r.Dir)
+	}
+	return nil
+}
+
+// EncodeText encodes plain text (no chat template).
+func (r *Runner) EncodeText(text string) ([]int, error) {
+	if err := r.needTokenizer("a text prompt"); err != nil {
+		return nil, err
+	}
+	return r.Tok.Encode(text), nil
+}
+
+// EncodeChat renders messages with the model's chat template (generation
+// prompt added) and encodes the result.
+func (r *Runner) EncodeChat(messages json.RawMessage, enableThinking *bool) ([]int, string, error) {
+	if err := r.needTokenizer("a chat prompt"); err != nil {
+		return nil, "", err
+	}
+	tpl, err := r.Tok.ChatTemplate()
+	if err != nil {
+		return nil, "", err
+	}
+	in := map[string]any{"messages": messages, "add_generation_prompt": true}
+	if enableThinking != nil {
+		in["enable_thinking"] = *enableThinking
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, "", err
+	}
+	text, err := tpl.RenderJSON(b)
+	if err != nil {
+		return nil, "", err
+	}
+	return r.Tok.Encode(text), text, nil
+}
+
+// PromptTokens turns a prompt-file line into token ids.
+func (r *Runner) PromptTokens(p golden.Prompt) ([]int, error) {
+	switch {
+	case p.Tokens != nil:
+		return p.Tokens, nil
+	case p.Text != nil:
+		return r.EncodeText(*p.Text)
+	default:
+		ids, _, err := r.EncodeChat(p.Messages, p.EnableThinking)
+		return ids, err
+	}
+}
+
+// GenOptions converts golden sampling settings.
+func GenOptions(maxTokens int, stop []int, s golden.Sampling) engine.GenOptions {
+	return engine.GenOptions{MaxTokens: maxTokens, Stop: stop, Temperature: float32(s.Temperature),
+		TopP: float32(s.TopP), TopK: s.TopK, Seed: s.Seed}
+}
+
+// Generate runs one prompt in a fresh session and returns the run with the
+// logits of every step.
+func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, onToken func(int) error) (golden.Run, error) {
+	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
+	sess := r.Engine.NewSession()
+	_, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
+		run.Generated = append(run.Generated, tok)
+		run.Logits = append(run.Logits, append([]float32(nil), logits...))
+		if onToken != nil {
+			return onToken(tok)
+		}
+		return nil
+	})
+	return run, err
+}
+
+// Record runs every prompt and returns the golden record.
+func (r *Runner) Record(ctx context.Context, prompts []golden.Prompt, version string) (*golden.Golden, []golden.Run, error) {
+	g := &golden.Golden{ModelRoot: r.Model.Manifest.Root, WeightsRoot: r.Model.Manifest.WeightsRoot,
+		Arch: string(r.Model.Config.Arch), Vocab: r.Model.Config.Vocab, Backend: r.Engine.Backend().Name(),
+		Threads: r.Threads, Tarfa: version}
+	var runs []golden.Run
+	for _, p := range prompts {
+		ids, err := r.PromptTokens(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("prompt line %d: %w", p.Line, err)
+		}
+		stop := p.Stop
+		if stop == nil {
+			stop = r.DefaultStops()
+		}
+		run, err := r.Generate(ctx, ids, p.MaxTokens, stop, p.Sampling, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("prompt line %d: %w", p.Line, err)
+		}
+		g.Prompts = append(g.Prompts, golden.PromptRecord{Source: p.Source})
+		runs = append(runs, run)
+	}
+	return g, runs, nil
+}
+
+// Replay regenerates every golden prompt with its recorded tokens and
+// settings and compares step by step.
+func (r *Runner) Replay(ctx context.Context, g *golden.Golden, runs []golden.Run) ([]golden.PromptDiff, error) {
+	if g.ModelRoot != r.Model.Manifest.Root {
+		return nil, fmt.Errorf("the golden record was made with model root %s, %s has root %s: not the same model", g.ModelRoot, r.Dir, r.Model.Manifest.Root)
+	}
+	var out []golden.PromptDiff
+	for i := range runs {
+		want := &runs[i]
+		got, err := r.Generate(ctx, want.PromptTokens, want.MaxTokens, want.Stop, want.Sampling, nil)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %d: %w", i, err)
+		}
+		out = append(out, golden.Compare(i, want, &got))
+	}
+	return out, nil
+}
