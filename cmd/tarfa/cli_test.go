@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const fixtures = "../../../shared/fixtures/"
+
+func TestConvertVerifyManifestSign(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	out, err := runCLI(t, "", "convert", fixtures+"qwen3moe-dev-a/checkpoint", "--out", dir, "--verify", "--workers", "3")
+	if err != nil || !strings.Contains(out, "compared byte for byte") {
+		t.Fatalf("convert: %v\n%s", err, out)
+	}
+	if out, err = runCLI(t, "", "verify", dir); err != nil || !strings.Contains(out, "ok: root") {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	js, err := runCLI(t, "", "manifest", "show", dir, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Root    string `json:"root"`
+		Entries []struct {
+			Name, File, SHA256 string
+			Offset, Length     int64
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(js), &m); err != nil || len(m.Root) != 64 || len(m.Entries) == 0 {
+		t.Fatalf("manifest show --json: %v", err)
+	}
+	for _, e := range m.Entries {
+		if e.Name == "" || e.File == "" || len(e.SHA256) != 64 || e.Length <= 0 {
+			t.Fatalf("entry %+v", e)
+		}
+	}
+	key := filepath.Join(t.TempDir(), "k")
+	if _, err := runCLI(t, "", "keys", "generate", "--out", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "", "manifest", "sign", dir, "--key", key); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub"); err != nil || !strings.Contains(out, "ok:") {
+		t.Fatalf("manifest verify: %v %s", err, out)
+	}
+	// Corrupt one expert byte: verify exits 3 naming layer, expert and offset; the signature check still
+	// passes (record data is not part of it) but `verify` does not.
+	p := filepath.Join(dir, "layer-00002.jnf")
+	b, _ := os.ReadFile(p)
+	b[len(b)-2000] ^= 0x10
+	os.WriteFile(p, b, 0o644)
+	_, err = runCLI(t, "", "verify", dir)
+	if exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "layer 2 expert 7") || !strings.Contains(err.Error(), "offset") {
+		t.Errorf("corrupted verify: exit %d, %v", exitCode(err), err)
+	}
+	if _, err := runCLI(t, "", "verify", dir, "--sample", "2"); exitCode(err) != exitError {
+		t.Errorf("bad --sample: %v", err)
+	}
+	// A manifest byte changed: manifest verify fails with exit 3.
+	mp := filepath.Join(dir, "manifest.json")
+	mb, _ := os.ReadFile(mp)
+	os.WriteFile(mp, []byte(strings.Replace(string(mb), `"complete": true`, `"complete": false`, 1)), 0o644)
+	if _, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub"); exitCode(err) != exitNotExact {
+		t.Errorf("edited manifest: exit %d (%v)", exitCode(err), err)
+	}
+}
+
+func TestConvertLayersFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	out, err := runCLI(t, "", "convert", fixtures+"qwen3moe-dev-a/checkpoint", "--out", dir, "--layers", "1-2")
+	if err != nil || !strings.Contains(out, "incomplete: layers present [1 2] of 4") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, bad := range []string{"2-1", "a-b", "-1"} {
+		if _, err := runCLI(t, "", "convert", fixtures+"qwen3moe-dev-a/checkpoint", "--out", dir, "--layers", bad); err == nil {
+			t.Errorf("--layers %s accepted", bad)
+		}
+	}
+}
+
+func TestInspectJSON(t *testing.T) {
+	out, err := runCLI(t, "", "inspect", fixtures+"qwen35moe-dev-c/checkpoint-official", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s["expert_layout"] != "fused" || s["bytes_per_expert"].(float64) != 12288 || s["ignored_tensors"].(float64) == 0 {
+		t.Errorf("inspect: %v", s)
+	}
+	if _, err := runCLI(t, "", "inspect", t.TempDir()); err == nil {
+		t.Error("inspect of an empty directory succeeded")
+	}
+}
+
+func TestGoldenRecordReplayAndValidate(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "m")
+	if _, err := runCLI(t, "", "convert", fixtures+"qwen35moe-dev-c/checkpoint", "--out", model); err != nil {
+		t.Fatal(err)
+	}
+	prompts := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(prompts, []byte(`{"tokens": [5, 9, 200], "max_tokens": 5}
+{"tokens": [17], "max_tokens": 4, "temperature": 0.8, "seed": 42}
+`), 0o644)
+	g := filepath.Join(t.TempDir(), "g")
+	if _, err := runCLI(t, "", "golden", "record", "--model", model, "--prompts", prompts, "--out", g, "--threads", "1"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "", "replay", "--model", model, "--golden", g, "--threads", "3")
+	if err != nil || !strings.Contains(out, "exact=true") || !strings.Contains(out, "5/5") {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	// A replay on another model (the fused official layout differs in F32 tensors) is refused.
+	other := filepath.Join(t.TempDir(), "o")
+	runCLI(t, "", "convert", fixtures+"qwen35moe-dev-c/checkpoint-official", "--out", other)
+	if _, err := runCLI(t, "", "replay", "--model", other, "--golden", g); err == nil || !strings.Contains(err.Error(), "not the same model") {
+		t.Errorf("replay on another model: %v", err)
+	}
+	if _, err := runCLI(t, "", "replay", "--model", model, "--golden", g, "--backend", "cuda"); err == nil {
+		t.Error("cuda backend accepted in a CPU-only build")
+	}
+	out, err = runCLI(t, "", "validate", "hf", "--checkpoint", fixtures+"qwen3moe-dev-a/checkpoint", "--reference", fixtures+"qwen3moe-dev-a", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Pass    bool
+		Prompts []struct {
+			MaxAbs float64 `json:"max_abs"`
+		}
+	}
+	if json.Unmarshal([]byte(out), &rep); !rep.Pass || len(rep.Prompts) != 3 {
+		t.Errorf("validate: %s", out)
+	}
+}
+
+func TestRunDefaultModel(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out, err := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Tokens []int  `json:"tokens"`
+		Mode   string `json:"mode"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Tokens) == 0 || len(r.Tokens) > 5 || r.Mode != "exact" {
+		t.Errorf("run: %v %s", err, out)
+	}
+	out2, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--threads", "1")
+	if out2 != out {
+		t.Errorf("1 thread and all threads differ:\n%s\n%s", out, out2)
+	}
+}
