@@ -15,7 +15,7 @@ import (
 func convertFixture(t *testing.T, name string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "m")
-	if _, err := convert.Convert(context.Background(), "../../shared/fixtures/"+name, dst, convert.Options{LastLayer: -1}); err != nil {
+	if _, err := convert.Convert(context.Background(), "../validation/testdata/fixtures/"+name, dst, convert.Options{LastLayer: -1}); err != nil {
 		t.Fatal(err)
 	}
 	return dst
@@ -68,7 +68,7 @@ func TestModelServesVerifiedBytes(t *testing.T) {
 
 func TestOpenRefusesIncompleteOrEditedModels(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
-	if _, err := convert.Convert(context.Background(), "../../shared/fixtures/qwen3moe-dev-a/checkpoint", dir, convert.Options{LastLayer: 1}); err != nil {
+	if _, err := convert.Convert(context.Background(), "../validation/testdata/fixtures/qwen3moe-dev-a/checkpoint", dir, convert.Options{LastLayer: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "incomplete") {

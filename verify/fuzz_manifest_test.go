@@ -12,7 +12,7 @@ import (
 
 func FuzzJNFManifest(f *testing.F) {
 	dir := filepath.Join(f.TempDir(), "m")
-	if _, err := convert.Convert(context.Background(), "../../shared/fixtures/qwen3moe-dev-a/checkpoint", dir, convert.Options{LastLayer: -1}); err != nil {
+	if _, err := convert.Convert(context.Background(), "../validation/testdata/fixtures/qwen3moe-dev-a/checkpoint", dir, convert.Options{LastLayer: -1}); err != nil {
 		f.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const fixtures = "../../../shared/fixtures/"
+const fixtures = "../../validation/testdata/fixtures/"
 
 func TestConvertVerifyManifestSign(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")

@@ -13,7 +13,7 @@ import (
 	"github.com/tarfa-ai/tarfa/verify"
 )
 
-const fixtures = "../../../shared/fixtures/"
+const fixtures = "../../validation/testdata/fixtures/"
 
 func convert(t *testing.T, src string, opt Options) (string, *Result) {
 	t.Helper()

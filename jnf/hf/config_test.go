@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-const fixtures = "../../../shared/fixtures/"
+const fixtures = "../../validation/testdata/fixtures/"
 
 func TestReadFixtureConfigs(t *testing.T) {
 	a, err := ReadConfig(fixtures + "qwen3moe-dev-a/checkpoint")

@@ -125,7 +125,7 @@ func TestRejections(t *testing.T) {
 }
 
 func TestFixtureShards(t *testing.T) {
-	paths, _ := filepath.Glob("../../../shared/fixtures/*/checkpoint*/*.safetensors")
+	paths, _ := filepath.Glob("../../validation/testdata/fixtures/*/checkpoint*/*.safetensors")
 	if len(paths) < 5 {
 		t.Fatalf("found only %d fixture shards", len(paths))
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 )
 
-const fixtures = "../../../shared/fixtures/"
+const fixtures = "../../validation/testdata/fixtures/"
 
 func TestFixturesConform(t *testing.T) {
 	for _, c := range []struct{ ckpt, ref string }{

@@ -6,7 +6,7 @@ import (
 )
 
 func TestRunOnFixture(t *testing.T) {
-	res, err := Run(context.Background(), "../../../shared/fixtures/qwen35moe-dev-e-long/checkpoint", t.TempDir(), 2)
+	res, err := Run(context.Background(), "../../validation/testdata/fixtures/qwen35moe-dev-e-long/checkpoint", t.TempDir(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
