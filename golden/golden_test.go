@@ -128,3 +128,29 @@ func TestParsePrompts(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParsePrompts(f *testing.F) {
+	f.Add([]byte(`{"prompt": "hello", "max_tokens": 4}` + "\n" + `{"tokens": [1, 2], "top_p": 0.5}`))
+	f.Add([]byte(`{"messages": [{"role": "user", "content": "hi"}], "seed": 1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ps, err := ParsePrompts(strings.NewReader(string(b)), "f.jsonl")
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			n := 0
+			if p.Text != nil {
+				n++
+			}
+			if len(p.Messages) > 0 {
+				n++
+			}
+			if p.Tokens != nil {
+				n++
+			}
+			if n != 1 || p.MaxTokens <= 0 || p.Sampling.Temperature < 0 || p.Sampling.TopP < 0 || p.Sampling.TopP > 1 {
+				t.Fatalf("accepted inconsistent prompt %+v", p)
+			}
+		}
+	})
+}

@@ -7,8 +7,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version and commit can be set at build time:
+//
+//	go build -ldflags "-X main.version=0.1.0 -X main.commit=$(git rev-parse HEAD)" ./cmd/tarfa
+//
+// Without -X main.commit the commit comes from the Go toolchain's VCS
+// stamping (absent under -buildvcs=false).
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
 
 func init() { register(newVersionCommand) }
 
@@ -27,6 +35,9 @@ func newVersionCommand() *cobra.Command {
 // gitCommit is the VCS revision recorded by the Go toolchain, or "unknown"
 // when the binary was built without VCS information (-buildvcs=false).
 func gitCommit() string {
+	if commit != "" {
+		return commit
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -85,4 +86,30 @@ func TestConfigRules(t *testing.T) {
 			t.Errorf("case %d: unexpected config %+v", i, c)
 		}
 	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, d := range []string{"qwen3moe-dev-a/checkpoint", "qwen35moe-dev-c/checkpoint", "qwen35moe-dev-c/checkpoint-official"} {
+		b, err := os.ReadFile(fixtures + d + "/config.json")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig(b)
+		if err != nil {
+			return
+		}
+		// Invariants every accepted config satisfies (the engine relies on them).
+		if c.Hidden <= 0 || c.Layers <= 0 || c.Heads%c.KVHeads != 0 || c.TopK > c.Experts || c.TopK <= 0 ||
+			c.RotaryDim <= 0 || c.RotaryDim%2 != 0 || len(c.LayerTypes) != c.Layers || len(c.Sparse) != c.Layers {
+			t.Fatalf("accepted inconsistent config %+v", c)
+		}
+		for l, lt := range c.LayerTypes {
+			if lt == LinearAttention && (c.LinearKeyHeads <= 0 || c.LinearValueHeads%c.LinearKeyHeads != 0 || c.ConvKernel <= 0) {
+				t.Fatalf("layer %d linear attention without valid dims: %+v", l, c)
+			}
+		}
+	})
 }
