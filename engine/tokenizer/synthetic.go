@@ -138,8 +138,11 @@ func trainBPE(corpus string, n int) ([]string, [][2]int32) {
 			words[k] = out
 		}
 	}
-	// The corpus is exhausted: fill with merges of two byte tokens.
-	for a := int32(0); a < 256 && len(tokens) < n; a++ {
+	// The corpus is exhausted: fill with merges of a token and a byte token,
+	// tokens in id order (the bytes first), which never runs out: each
+	// merge makes a longer token that later rounds extend in turn. This is
+	// how the real-shape presets (vocabularies of 150k-250k) get a tokenizer.
+	for a := int32(0); int(a) < len(tokens) && len(tokens) < n; a++ {
 		for b := int32(0); b < 256 && len(tokens) < n; b++ {
 			if _, ok := vocab[tokens[a]+tokens[b]]; !ok && !merged[[2]int32{a, b}] {
 				addMerge(a, b)
