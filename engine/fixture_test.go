@@ -19,9 +19,10 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 )
 
-// The conformance fixtures live beside the repository (CI has shared/ next
-// to it). They are required: a missing fixture fails the tests.
-const fixtures = "../../shared/fixtures/"
+// The conformance fixtures: copies of the Hugging Face outputs in
+// validation/testdata (see PROVENANCE.md there). They are required: a
+// missing fixture fails the tests.
+const fixtures = "../validation/testdata/fixtures/"
 
 var (
 	tmpRoot   string
@@ -70,12 +71,18 @@ func attested(t testing.TB, ckpt string) *attest.Model {
 // forceParallel splits every operation across goroutines however small.
 func load(t testing.TB, ckpt string, threads int, forceParallel bool) *Model {
 	t.Helper()
-	am := attested(t, ckpt)
 	be := cpu.New(threads)
 	if forceParallel {
 		be.SetMinParallelWork(0)
 	}
-	m, err := Load(am.Config, am, Options{Backend: be})
+	return loadWith(t, ckpt, Options{Backend: be})
+}
+
+// loadWith loads a fixture through the attestation layer with opt.
+func loadWith(t testing.TB, ckpt string, opt Options) *Model {
+	t.Helper()
+	am := attested(t, ckpt)
+	m, err := Load(am.Config, am, opt)
 	if err != nil {
 		t.Fatalf("load %s: %v", ckpt, err)
 	}

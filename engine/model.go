@@ -36,6 +36,11 @@ type Options struct {
 	// shapes and dtypes. Otherwise experts are checked each time they are
 	// fetched for use (always).
 	CheckExperts bool
+	// ExpertCacheBytes keeps up to this many bytes of verified experts in
+	// memory (least recently used first out), so that a hot expert is not
+	// re-read and re-hashed by the attestation layer for every token.
+	// 0 fetches from Weights on every use; < 0 caches without limit.
+	ExpertCacheBytes int64
 }
 
 // Model is a loaded model: configuration, non-expert weights (viewing the
@@ -57,6 +62,8 @@ type Model struct {
 
 	tokens, forwards atomic.Int64
 	evals, fetches   []atomic.Int64 // per layer
+	cacheHits        atomic.Int64
+	cache            *expertCache // nil: no cache
 }
 
 type layer struct {
@@ -97,9 +104,11 @@ type Stats struct {
 	// ExpertEvals[l] counts routed-expert evaluations (token × expert) in
 	// layer l: always TopK × tokens for a MoE layer, 0 for a dense one.
 	ExpertEvals []int64
-	// ExpertFetches[l] counts Weights.Expert calls for layer l (one per
-	// distinct expert per Forward chunk).
+	// ExpertFetches[l] counts Weights.Expert calls for layer l (at most one
+	// per distinct expert per Forward chunk; fewer with the expert cache).
 	ExpertFetches []int64
+	// ExpertCacheHits counts expert uses served by the expert cache.
+	ExpertCacheHits int64
 }
 
 // Config returns the model's configuration.
@@ -110,7 +119,7 @@ func (m *Model) Backend() backend.Backend { return m.be }
 
 // Stats returns a snapshot of the counters.
 func (m *Model) Stats() Stats {
-	s := Stats{Tokens: m.tokens.Load(), Forwards: m.forwards.Load(), TopK: m.cfg.TopK}
+	s := Stats{Tokens: m.tokens.Load(), Forwards: m.forwards.Load(), TopK: m.cfg.TopK, ExpertCacheHits: m.cacheHits.Load()}
 	s.ExpertEvals = make([]int64, len(m.evals))
 	s.ExpertFetches = make([]int64, len(m.fetches))
 	for i := range m.evals {
@@ -132,6 +141,9 @@ func Load(cfg *hf.Config, w Weights, opt Options) (*Model, error) {
 		be = cpu.New(opt.Threads)
 	}
 	m := &Model{cfg: cfg, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE}
+	if opt.ExpertCacheBytes != 0 {
+		m.cache = newExpertCache(opt.ExpertCacheBytes)
+	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)
 	ld := &loader{w: w, offset: m.offsetNorm}
@@ -379,16 +391,23 @@ func (l *loader) mlp(p string, I, H int) *mlpWeights {
 // expert fetches routed expert e of layer l from the attestation layer,
 // checks it and makes mats[0..2] view its gate, up and down projections.
 func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
-	m.fetches[l].Add(1)
-	ve, err := m.w.Expert(l, e)
-	if err != nil {
-		return fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
-	}
-	if ve == nil {
-		return fmt.Errorf("engine: layer %d expert %d: weights returned no expert", l, e)
-	}
-	if id := ve.ID(); id.Layer != l || id.Expert != e {
-		return fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
+	ve := m.cache.get(l, e)
+	hit := ve != nil
+	if hit {
+		m.cacheHits.Add(1)
+	} else {
+		m.fetches[l].Add(1)
+		var err error
+		ve, err = m.w.Expert(l, e)
+		if err != nil {
+			return fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
+		}
+		if ve == nil {
+			return fmt.Errorf("engine: layer %d expert %d: weights returned no expert", l, e)
+		}
+		if id := ve.ID(); id.Layer != l || id.Expert != e {
+			return fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
+		}
 	}
 	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
 	parts := [3]struct {
@@ -403,6 +422,9 @@ func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
 		if err := mats[i].Init(p.v, p.rows, p.cols); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
+	}
+	if !hit {
+		m.cache.put(l, e, ve)
 	}
 	return nil
 }

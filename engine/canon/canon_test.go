@@ -188,6 +188,16 @@ func TestReductionOrder(t *testing.T) {
 		check("Dot", Dot(wf, x))
 		check("DotF32", DotF32(wf, x))
 		check("DotBF16", DotBF16(wb, x))
+		x1, x2 := randVec(r, n), randVec(r, n)
+		r0, r1, r2, r3 := DotF32x4(wf, x, x1, x2, x)
+		check("DotF32x4[0]", r0)
+		check("DotF32x4[3]", r3)
+		if a, b := DotF32(wf, x1), r1; math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+			t.Fatalf("n=%d: DotF32x4[1] = %g, DotF32 %g", n, b, a)
+		}
+		if a, b := DotF32(wf, x2), r2; math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+			t.Fatalf("n=%d: DotF32x4[2] = %g, DotF32 %g", n, b, a)
+		}
 		if got, want := Sum(x), warpSum(x); math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 			t.Fatalf("n=%d: Sum = %g, warp order %g", n, got, want)
 		}

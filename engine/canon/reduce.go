@@ -100,9 +100,28 @@ func DotBF16(w []uint16, x []float32) float32 {
 			acc[l] = a
 		}
 	}
-	for ; k < n; k++ {
-		l := Lane(k)
-		acc[l] = acc[l] + float32(BF16(w[k])*x[k])
+	// The last, partial round: whole chunks, then the final partial chunk.
+	l := 0
+	for ; k+Chunk <= n; k, l = k+Chunk, l+1 {
+		ww := w[k : k+Chunk : k+Chunk]
+		xx := x[k : k+Chunk : k+Chunk]
+		a := acc[l]
+		a = a + float32(BF16(ww[0])*xx[0])
+		a = a + float32(BF16(ww[1])*xx[1])
+		a = a + float32(BF16(ww[2])*xx[2])
+		a = a + float32(BF16(ww[3])*xx[3])
+		a = a + float32(BF16(ww[4])*xx[4])
+		a = a + float32(BF16(ww[5])*xx[5])
+		a = a + float32(BF16(ww[6])*xx[6])
+		a = a + float32(BF16(ww[7])*xx[7])
+		acc[l] = a
+	}
+	if k < n {
+		a := acc[l]
+		for ; k < n; k++ {
+			a = a + float32(BF16(w[k])*x[k])
+		}
+		acc[l] = a
 	}
 	return CombineN(&acc, LanesUsed(n))
 }
@@ -130,11 +149,66 @@ func DotF32(w, x []float32) float32 {
 			acc[l] = a
 		}
 	}
-	for ; k < n; k++ {
-		l := Lane(k)
-		acc[l] = acc[l] + float32(w[k]*x[k])
+	// The last, partial round: whole chunks, then the final partial chunk.
+	l := 0
+	for ; k+Chunk <= n; k, l = k+Chunk, l+1 {
+		ww := w[k : k+Chunk : k+Chunk]
+		xx := x[k : k+Chunk : k+Chunk]
+		a := acc[l]
+		a = a + float32(ww[0]*xx[0])
+		a = a + float32(ww[1]*xx[1])
+		a = a + float32(ww[2]*xx[2])
+		a = a + float32(ww[3]*xx[3])
+		a = a + float32(ww[4]*xx[4])
+		a = a + float32(ww[5]*xx[5])
+		a = a + float32(ww[6]*xx[6])
+		a = a + float32(ww[7]*xx[7])
+		acc[l] = a
+	}
+	if k < n {
+		a := acc[l]
+		for ; k < n; k++ {
+			a = a + float32(w[k]*x[k])
+		}
+		acc[l] = a
 	}
 	return CombineN(&acc, LanesUsed(n))
+}
+
+// DotF32x4 computes Dot(w, x0..x3) for four vectors at once (sharing the
+// loads of w); each result has exactly the canonical order of DotF32.
+func DotF32x4(w, x0, x1, x2, x3 []float32) (r0, r1, r2, r3 float32) {
+	n := len(x0)
+	w, x1, x2, x3 = w[:n], x1[:n], x2[:n], x3[:n]
+	var c0, c1, c2, c3 [Lanes]float32
+	l := 0
+	for k := 0; k < n; {
+		e := min(k+Chunk, n)
+		a0, a1, a2, a3 := c0[l], c1[l], c2[l], c3[l]
+		if e-k == Chunk {
+			ww := w[k : k+Chunk : k+Chunk]
+			y0, y1, y2, y3 := x0[k:k+Chunk:k+Chunk], x1[k:k+Chunk:k+Chunk], x2[k:k+Chunk:k+Chunk], x3[k:k+Chunk:k+Chunk]
+			a0, a1, a2, a3 = a0+float32(ww[0]*y0[0]), a1+float32(ww[0]*y1[0]), a2+float32(ww[0]*y2[0]), a3+float32(ww[0]*y3[0])
+			a0, a1, a2, a3 = a0+float32(ww[1]*y0[1]), a1+float32(ww[1]*y1[1]), a2+float32(ww[1]*y2[1]), a3+float32(ww[1]*y3[1])
+			a0, a1, a2, a3 = a0+float32(ww[2]*y0[2]), a1+float32(ww[2]*y1[2]), a2+float32(ww[2]*y2[2]), a3+float32(ww[2]*y3[2])
+			a0, a1, a2, a3 = a0+float32(ww[3]*y0[3]), a1+float32(ww[3]*y1[3]), a2+float32(ww[3]*y2[3]), a3+float32(ww[3]*y3[3])
+			a0, a1, a2, a3 = a0+float32(ww[4]*y0[4]), a1+float32(ww[4]*y1[4]), a2+float32(ww[4]*y2[4]), a3+float32(ww[4]*y3[4])
+			a0, a1, a2, a3 = a0+float32(ww[5]*y0[5]), a1+float32(ww[5]*y1[5]), a2+float32(ww[5]*y2[5]), a3+float32(ww[5]*y3[5])
+			a0, a1, a2, a3 = a0+float32(ww[6]*y0[6]), a1+float32(ww[6]*y1[6]), a2+float32(ww[6]*y2[6]), a3+float32(ww[6]*y3[6])
+			a0, a1, a2, a3 = a0+float32(ww[7]*y0[7]), a1+float32(ww[7]*y1[7]), a2+float32(ww[7]*y2[7]), a3+float32(ww[7]*y3[7])
+		} else {
+			for i := k; i < e; i++ {
+				a0, a1, a2, a3 = a0+float32(w[i]*x0[i]), a1+float32(w[i]*x1[i]), a2+float32(w[i]*x2[i]), a3+float32(w[i]*x3[i])
+			}
+		}
+		c0[l], c1[l], c2[l], c3[l] = a0, a1, a2, a3
+		k = e
+		if l++; l == Lanes {
+			l = 0
+		}
+	}
+	nl := LanesUsed(n)
+	return CombineN(&c0, nl), CombineN(&c1, nl), CombineN(&c2, nl), CombineN(&c3, nl)
 }
 
 // SumSquares is the canonical sum of float32(x[k]*x[k]).

@@ -42,7 +42,12 @@ func (c *CPU) MatMul(y []float32, w *backend.Mat, x []float32, T int) {
 			} else {
 				row = w.F32[n*K : (n+1)*K]
 			}
-			for t := t0; t < t1; t++ {
+			t := t0
+			for ; t+4 <= t1; t += 4 {
+				y[t*N+n], y[(t+1)*N+n], y[(t+2)*N+n], y[(t+3)*N+n] = canon.DotF32x4(row,
+					x[t*K:(t+1)*K], x[(t+1)*K:(t+2)*K], x[(t+2)*K:(t+3)*K], x[(t+3)*K:(t+4)*K])
+			}
+			for ; t < t1; t++ {
 				y[t*N+n] = canon.DotF32(row, x[t*K:(t+1)*K])
 			}
 		}

@@ -1,0 +1,48 @@
+// Package engine runs the text models Tarfa supports, qwen3_moe (Qwen3-MoE)
+// and qwen3_5_moe (the Qwen3.5-MoE text tower with Gated DeltaNet layers),
+// exactly as ../shared/MODEL_SPEC.md describes, in fp32 arithmetic on the
+// exact BF16/F32 weights with the canonical reduction order of EXACTNESS.md.
+//
+// # API
+//
+//	m, err := engine.Load(cfg, weights, engine.Options{Threads: 0})
+//	s := m.NewSession()
+//	logits, err := s.Forward(tokens, all)        // [][]float32, one row per new position (all) or the last
+//	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: 64, Stop: cfg.EOS}, onToken)
+//	st := m.Stats()                              // tokens, expert evaluations per layer, ...
+//
+// Load takes the normalised *hf.Config and a Weights, the attestation
+// layer's view of the model (attest.Model implements it). Load fetches every
+// non-expert tensor once and checks its shape and dtype. Routed experts are
+// fetched through Weights.Expert when a token is routed to them, and are
+// checked every time. The engine gets weight bytes only as attest.VerifiedTensor
+// and attest.VerifiedExpert. Options.ExpertCacheBytes keeps recently used
+// verified experts in memory.
+//
+// A Session owns one sequence: the KV cache of full-attention layers and the
+// conv and recurrent state of Gated DeltaNet layers. Forward appends tokens.
+// Feeding a sequence in one call, token by token or in any chunks gives
+// bit-identical logits, and so does any Options.Threads. Token ids outside
+// the vocabulary, an empty call, or more positions than the model supports
+// are errors that leave the session unchanged. An error inside the model
+// (such as a failed expert fetch) makes the session unusable until Reset.
+//
+// Generate is greedy (temperature 0: argmax, ties to the lowest id) or
+// samples with a fixed, documented procedure (temperature, top-k, top-p,
+// math/rand/v2 PCG seeded with GenOptions.Seed). The same seed gives the
+// same tokens on every machine.
+//
+// Stats.ExpertEvals counts routed-expert evaluations where they happen. For
+// every MoE layer it equals num_experts_per_tok × tokens processed, and the
+// engine returns an error if any token of a layer were evaluated with a
+// different number of experts.
+//
+// # Structure
+//
+// The model code in this package is written once against backend.Backend
+// (engine/backend): matmul over BF16/F32 weights, norms, RoPE, attention,
+// conv, DeltaNet recurrence, activations, routing. engine/cpu is the pure-Go
+// reference implementation. engine/canon holds the scalar definitions that
+// every backend must reproduce bit for bit (reduction order, exp/sigmoid/
+// silu/softplus, RoPE table, torch's top-k order).
+package engine
