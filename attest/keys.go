@@ -12,7 +12,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // PublicKeyFileSuffix is appended to a key pair's name for the public key file.
@@ -203,60 +204,26 @@ func WriteKeyPair(name string, priv ed25519.PrivateKey, opt WriteKeyOptions) err
 		os.Remove(name)
 		return err
 	}
-	return syncDir(filepath.Dir(name))
+	return nil
 }
 
-func writeFileAtomic(path string, data []byte, mode os.FileMode, overwrite bool) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+func writeFileAtomic(path string, data []byte, mode os.FileMode, overwrite bool) error {
+	f, err := jnf.CreateAtomic(path, mode)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+		f.Abort()
 		return err
 	}
 	if overwrite {
-		return os.Rename(tmp, path)
+		return f.Commit()
 	}
-	// link(2) fails with EEXIST instead of replacing: no check-then-rename race.
-	if err := os.Link(tmp, path); err != nil {
+	if err := f.CommitNoReplace(); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%s: %w", path, ErrKeyExists)
 		}
 		return err
-	}
-	return os.Remove(tmp)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func SignManifest(dir, name string, priv ed25519.PrivateKey) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
-	return env, verify.WriteFileAtomic(filepath.Join(dir, verify.SignatureFile), append(b, '\n'), 0o644)
+	return env, jnf.WriteFileAtomic(filepath.Join(dir, verify.SignatureFile), append(b, '\n'), 0o644)
 }
 
 // VerifyManifest checks DIR/manifest.sig.json: a DSSE envelope signed by one

@@ -3,6 +3,7 @@ package golden
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // StepDiff compares one step.
@@ -47,7 +48,7 @@ func CompareStep(golden, replay []float32) StepDiff {
 		}
 		d.MaxAbs = math.Max(d.MaxAbs, math.Abs(float64(golden[i])-float64(replay[i])))
 	}
-	d.Top1Agree = argmax(golden) == argmax(replay)
+	d.Top1Agree = Argmax(golden) == Argmax(replay)
 	d.KL = kl(golden, replay)
 	return d
 }
@@ -56,8 +57,8 @@ func CompareStep(golden, replay []float32) StepDiff {
 // Steps are compared while the generated tokens agree; after the first
 // differing token the contexts differ and later steps are not comparable.
 func Compare(index int, golden, replay *Run) PromptDiff {
-	d := PromptDiff{Index: index, Steps: len(golden.Logits), FirstDivergent: -1, PromptEqual: equalInts(golden.PromptTokens, replay.PromptTokens)}
-	d.TokensEqual = equalInts(golden.Generated, replay.Generated)
+	d := PromptDiff{Index: index, Steps: len(golden.Logits), FirstDivergent: -1, PromptEqual: slices.Equal(golden.PromptTokens, replay.PromptTokens)}
+	d.TokensEqual = slices.Equal(golden.Generated, replay.Generated)
 	if !d.PromptEqual {
 		d.FirstDivergent = 0
 		d.Note = "prompt tokens differ (tokenizer or prompt file changed)"
@@ -91,19 +92,9 @@ func Compare(index int, golden, replay *Run) PromptDiff {
 	return d
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func argmax(v []float32) int {
+// Argmax is the index of the largest value, the lowest index among equal
+// maxima (Tarfa's greedy rule).
+func Argmax(v []float32) int {
 	best := 0
 	for i, x := range v {
 		if x > v[best] {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
-	"github.com/tarfa-ai/tarfa/verify"
 )
 
 // File names inside a golden directory.
@@ -71,7 +70,7 @@ func Write(dir string, g *Golden, runs []Run) error {
 	if err != nil {
 		return err
 	}
-	return verify.WriteFileAtomic(filepath.Join(dir, MetaFile), append(meta, '\n'), 0o644)
+	return jnf.WriteFileAtomic(filepath.Join(dir, MetaFile), append(meta, '\n'), 0o644)
 }
 
 // Read loads a golden directory and checks every stored step against its

@@ -187,32 +187,7 @@ func (m *Manifest) Write(dir string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, ManifestFile), b, 0o644)
-}
-
-// WriteFileAtomic writes path via a synced temporary file and a rename.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return jnf.WriteFileAtomic(filepath.Join(dir, ManifestFile), b, 0o644)
 }
 
 // LoadManifest reads DIR/manifest.json strictly and checks that its stored

@@ -284,7 +284,7 @@ func copyAux(ck *hf.Checkpoint, dst string) error {
 				return fmt.Errorf("%s holds a different config.json than %s: refusing to mix two models in one directory", dst, ck.Dir)
 			}
 		}
-		if err := verify.WriteFileAtomic(p, b, 0o644); err != nil {
+		if err := jnf.WriteFileAtomic(p, b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -354,14 +354,13 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 		return 0, 0, err
 	}
 	path := filepath.Join(dst, u.file)
-	tmp, err := os.CreateTemp(dst, "."+u.file+".tmp-*")
+	tmp, err := jnf.CreateAtomic(path, 0o644)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() {
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			tmp.Abort()
 		}
 	}()
 	buf := make([]byte, 4<<20)
@@ -396,25 +395,19 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 	if err = tmp.Truncate(size); err != nil {
 		return 0, 0, err
 	}
-	if err = tmp.Sync(); err != nil {
-		return 0, 0, err
-	}
-	if err = tmp.Close(); err != nil {
-		return 0, 0, err
-	}
 	if verifyBytes {
 		if verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file); err != nil {
 			return 0, 0, err
 		}
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err = tmp.Commit(); err != nil {
 		return 0, 0, err
 	}
 	return written, verified, nil
 }
 
 type offsetWriter struct {
-	f   *os.File
+	f   io.WriterAt
 	off int64
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -350,18 +351,6 @@ func (cfg *Config) ExpectedTensors() []struct {
 	return out
 }
 
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func floatDType(d jnf.DType) bool { return d == jnf.BF16 || d == jnf.F32 || d == jnf.F16 }
 
 func (c *Checkpoint) mapTensors(where map[string]string) error {
@@ -418,7 +407,7 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 				if pi == 2 {
 					want = []int64{H, I}
 				}
-				if !sameShape(t.Shape, want) {
+				if !slices.Equal(t.Shape, want) {
 					return fmt.Errorf("tensor %s (%s): shape %v, want %v", orig, where[orig], t.Shape, want)
 				}
 				k := partKey{l, e, pi}
@@ -435,7 +424,7 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 				}
 				sz := t.DType.Size()
 				if fm[1] == "gate_up_proj" {
-					if want := []int64{int64(E), 2 * I, H}; !sameShape(t.Shape, want) {
+					if want := []int64{int64(E), 2 * I, H}; !slices.Equal(t.Shape, want) {
 						return fmt.Errorf("tensor %s (%s): shape %v, want %v [experts, 2·moe_intermediate, hidden]", orig, where[orig], t.Shape, want)
 					}
 					per := 2 * I * H * sz
@@ -450,7 +439,7 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 						}
 					}
 				} else {
-					if want := []int64{int64(E), H, I}; !sameShape(t.Shape, want) {
+					if want := []int64{int64(E), H, I}; !slices.Equal(t.Shape, want) {
 						return fmt.Errorf("tensor %s (%s): shape %v, want %v [experts, hidden, moe_intermediate]", orig, where[orig], t.Shape, want)
 					}
 					per := H * I * sz
@@ -479,7 +468,7 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 		if !ok {
 			return fmt.Errorf("missing tensor %s (shape %v)", e.Name, e.Shape)
 		}
-		if !sameShape(t.Shape, e.Shape) {
+		if !slices.Equal(t.Shape, e.Shape) {
 			return fmt.Errorf("tensor %s (%s): shape %v, want %v", t.Orig, t.Source.File, t.Shape, e.Shape)
 		}
 		t.Layer = e.Layer

@@ -1,13 +1,12 @@
 package safetensors
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -110,31 +109,23 @@ func Write(w io.Writer, specs []Spec, metadata map[string]string, fill func(s Sp
 	return nil
 }
 
-// WriteFile writes path atomically (temp file in the same directory, fsync,
-// rename).
+// WriteFile writes path atomically (jnf.CreateAtomic: temporary file in the
+// same directory, fsync, rename).
 func WriteFile(path string, specs []Spec, metadata map[string]string, fill func(s Spec, w io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := jnf.CreateAtomic(path, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	bw := newBufWriter(tmp)
+	bw := bufio.NewWriterSize(f, 4<<20)
 	if err := Write(bw, specs, metadata, fill); err != nil {
-		tmp.Close()
+		f.Abort()
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := bw.Flush(); err != nil {
-		tmp.Close()
+		f.Abort()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return f.Commit()
 }
 
 type countWriter struct {

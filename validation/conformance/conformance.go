@@ -17,6 +17,7 @@ import (
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
@@ -168,7 +169,7 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 			if worst > pr.MaxAbs || worst != worst {
 				pr.MaxAbs = worst
 			}
-			if argmax(lg[pos]) == argmax(want) {
+			if golden.Argmax(lg[pos]) == golden.Argmax(want) {
 				pr.ArgmaxAgree++
 			}
 		}
@@ -202,14 +203,4 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 	}
 	rep.Pass = rep.Pass && rep.ExpertEvalsOK
 	return rep, nil
-}
-
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
