@@ -219,6 +219,9 @@ const wordCacheSize = 1 << 16
 func newWordCache() *wordCache { return &wordCache{m: make(map[string][]int32)} }
 
 func (c *wordCache) get(word string) ([]int32, bool) {
+	if c == nil {
+		return nil, false
+	}
 	c.mu.RLock()
 	ids, ok := c.m[word]
 	c.mu.RUnlock()
@@ -226,7 +229,7 @@ func (c *wordCache) get(word string) ([]int32, bool) {
 }
 
 func (c *wordCache) put(word string, ids []int32) {
-	if len(word) > 256 {
+	if c == nil || len(word) > 256 {
 		return
 	}
 	cp := append([]int32(nil), ids...)

@@ -1,0 +1,280 @@
+package tokenizer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2/v2"
+	"golang.org/x/text/unicode/norm"
+)
+
+// fuzzSeeds are adversarial inputs shared by the fuzz targets (the committed
+// corpus under testdata/fuzz has more).
+var fuzzSeeds = []string{
+	"", " ", "Hello, world!", "a\u3000\u3000b", "x  \n\n  y", "I'M you'LL 's", "'ſt", "\r\n\r\n",
+	"<|im_start|>user\nhi<|im_end|>", "<|im_start", "é e\u0301 \u212b", "😀👍🏽🇫🇷 👨‍👩‍👧", "\xff\xfe", "\xe2\x82",
+	"价格是 42 元。", "\t\tcode()  // comment\n", "\u00a0\u00a0x", "a\u0085b\u2028c",
+}
+
+// qwenRegexp2 is the Qwen pattern in regexp2's default (.NET, Unicode \s)
+// mode: an independent backtracking engine for the hand-written scanner.
+var qwenRegexp2 = func() *regexp2.Regexp {
+	re := regexp2.MustCompile(QwenPattern)
+	re.MatchTimeout = 2 * time.Second
+	return re
+}()
+
+func splitScanner(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		j := qwenNext(s, i)
+		out = append(out, s[i:j])
+		i = j
+	}
+	return out
+}
+
+func splitRegexp2(t testing.TB, s string) []string {
+	var out []string
+	m, err := qwenRegexp2.FindStringMatch(s)
+	for ; m != nil && err == nil; m, err = qwenRegexp2.FindNextMatch(m) {
+		out = append(out, m.String())
+	}
+	if err != nil {
+		t.Fatalf("regexp2 on %q: %v", s, err)
+	}
+	return out
+}
+
+// FuzzQwenSplit compares the scanner with regexp2 on the Qwen pattern and
+// checks that the pieces tile the input.
+func FuzzQwenSplit(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				panic(fmt.Sprintf("FuzzQwenSplit hangs on %q", s))
+			}
+		}()
+		if !utf8.ValidString(s) {
+			s = validUTF8String(s)
+		}
+		got := splitScanner(s)
+		if strings.Join(got, "") != s {
+			t.Fatalf("pieces %q do not tile %q", got, s)
+		}
+		// .NET folds case without U+017F -> s, Oniguruma (Hugging Face) with;
+		// that one difference is covered by TestQwenSplitLongS.
+		if strings.ContainsRune(s, 'ſ') {
+			return
+		}
+		if want := splitRegexp2(t, s); !slices.Equal(got, want) {
+			t.Fatalf("split(%q)\n scanner %q\n regexp2 %q", s, got, want)
+		}
+	})
+}
+
+func TestQwenSplitLongS(t *testing.T) {
+	// Oniguruma's case-insensitive 's also matches U+017F.
+	if got, want := splitScanner("'ſt x"), []string{"'ſ", "t", " x"}; !slices.Equal(got, want) {
+		t.Fatalf("split = %q; want %q", got, want)
+	}
+}
+
+func TestQwenSplitCases(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"Hello, world!", []string{"Hello", ",", " world", "!"}},
+		{"a\u3000\u3000b", []string{"a", "\u3000", "\u3000b"}},
+		{"a   b", []string{"a", "  ", " b"}},
+		{"x \n\n y", []string{"x", " \n\n", " y"}},
+		{"end  ", []string{"end", "  "}},
+		{"I'VE 's", []string{"I", "'VE", " '", "s"}},
+		{"12ab", []string{"1", "2", "ab"}},
+		{" !!\n\nx", []string{" !!\n\n", "x"}},
+		{"\t!", []string{"\t", "!"}},
+	} {
+		if got := splitScanner(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("split(%q) = %q; want %q", c.in, got, c.want)
+		}
+		if got := splitRegexp2(t, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("regexp2 split(%q) = %q; want %q (the test's expectation is wrong)", c.in, got, c.want)
+		}
+	}
+}
+
+// expectedRoundTrip is what Decode(Encode(s)) must give: added tokens kept,
+// the text between them NFC-normalised piece by piece (Qwen has no
+// normalised added tokens), invalid UTF-8 replaced first.
+func expectedRoundTrip(tok *Tokenizer, s string) string {
+	s = validUTF8String(s)
+	var sb strings.Builder
+	tok.rawMatcher.split(s, func(piece string, a *AddedToken) {
+		if a != nil {
+			sb.WriteString(a.Content)
+			return
+		}
+		sb.WriteString(norm.NFC.String(piece))
+	})
+	return sb.String()
+}
+
+// FuzzEncodeDecode checks on the real Qwen3 tokenizer that decode(encode(s))
+// gives s back (normalised), that every id is valid, that the word cache
+// changes nothing and that streaming decode equals Decode.
+func FuzzEncodeDecode(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	tok := loadQwen(f)
+	noCache := *tok
+	noCache.cache = nil
+	f.Fuzz(func(t *testing.T, s string) {
+		ids := tok.Encode(s)
+		if again := noCache.Encode(s); !slices.Equal(ids, again) {
+			t.Fatalf("Encode(%q) with cache %v, without %v", s, ids, again)
+		}
+		got, err := tok.Decode(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := expectedRoundTrip(tok, s); got != want {
+			t.Fatalf("Decode(Encode(%q)) = %q; want %q (ids %v)", s, got, want, ids)
+		}
+		if utf8.ValidString(s) && norm.NFC.IsNormalString(s) && got != s {
+			t.Fatalf("NFC input %q came back as %q", s, got)
+		}
+		d := tok.NewStreamDecoder()
+		var sb strings.Builder
+		for _, id := range ids {
+			part, err := d.Next(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.ContainsRune(part, utf8.RuneError) && !strings.ContainsRune(got, utf8.RuneError) {
+				t.Fatalf("stream emitted U+FFFD for valid text %q", got)
+			}
+			sb.WriteString(part)
+		}
+		sb.WriteString(d.Flush())
+		if sb.String() != got {
+			t.Fatalf("streamed %q; Decode %q", sb.String(), got)
+		}
+	})
+}
+
+// FuzzStreamDecoder feeds arbitrary byte-token sequences (any bytes, split
+// anywhere, with special tokens between) and checks the stream against
+// Decode and the Unicode replacement rules.
+func FuzzStreamDecoder(f *testing.F) {
+	f.Add([]byte("\xe2\x82\xac"), uint8(1))
+	f.Add([]byte("\xf0\x9f\x98\x80abc\xed\xa0\x80"), uint8(3))
+	f.Add([]byte("\xc0\x80\xf4\x90\x80\x80"), uint8(0))
+	tok := loadQwen(f)
+	imEnd, _ := tok.TokenID("<|im_end|>")
+	f.Fuzz(func(t *testing.T, raw []byte, specialEvery uint8) {
+		var ids []int
+		for i, b := range raw {
+			ids = append(ids, int(tok.byteID[b]))
+			if specialEvery > 0 && i%int(specialEvery) == 0 {
+				ids = append(ids, imEnd)
+			}
+		}
+		for _, skip := range []bool{false, true} {
+			want, err := tok.decode(ids, skip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tok.NewStreamDecoder()
+			d.SkipSpecial = skip
+			var sb strings.Builder
+			for _, id := range ids {
+				s, err := d.Next(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !utf8.ValidString(s) {
+					t.Fatalf("Next returned invalid UTF-8 %q", s)
+				}
+				sb.WriteString(s)
+			}
+			sb.WriteString(d.Flush())
+			if sb.String() != want {
+				t.Fatalf("skip %v: streamed %q; Decode %q", skip, sb.String(), want)
+			}
+		}
+		if utf8.Valid(raw) {
+			if got, _ := tok.DecodeSkipSpecial(ids); got != string(raw) {
+				t.Fatalf("valid bytes %q decoded as %q", raw, got)
+			}
+		}
+	})
+}
+
+func TestStreamDecoderHoldsSplitCharacters(t *testing.T) {
+	tok := loadQwen(t)
+	d := tok.NewStreamDecoder()
+	euro := []byte("€") // three bytes, three tokens
+	for i, b := range euro {
+		s, err := d.Next(int(tok.byteID[b]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 && (s != "" || !d.Pending()) {
+			t.Fatalf("after byte %d: emitted %q, pending %v; want nothing emitted yet", i, s, d.Pending())
+		}
+		if i == 2 && s != "€" {
+			t.Fatalf("after the last byte: %q; want €", s)
+		}
+	}
+	if _, err := d.Next(-1); err == nil || !strings.Contains(err.Error(), "id -1 out of range") {
+		t.Fatalf("Next(-1) error = %v", err)
+	}
+	if _, err := d.Next(tok.VocabSize()); err == nil {
+		t.Fatal("Next(VocabSize()) succeeded")
+	}
+	if _, err := tok.Decode([]int{1, 2, 1 << 40}); err == nil || !strings.Contains(err.Error(), "out of range [0, 151669)") {
+		t.Fatalf("Decode error = %v", err)
+	}
+	// An unfinished character at the end of the stream is one U+FFFD.
+	d.Next(int(tok.byteID[0xE2]))
+	if s := d.Flush(); s != "\uFFFD" {
+		t.Fatalf("Flush = %q", s)
+	}
+}
+
+// TestBPESmallMatchesHeap checks the quadratic path against the heap path.
+func TestBPESmallMatchesHeap(t *testing.T) {
+	tok := loadQwen(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("aeinorst lh\n!.e")
+	for range 3000 {
+		n := 2 + rng.IntN(smallWord-1)
+		syms := make([]int32, n)
+		for i := range syms {
+			syms[i] = tok.byteID[alphabet[rng.IntN(len(alphabet))]]
+		}
+		a := tok.bpe(slices.Clone(syms))
+		b := tok.bpeHeap(slices.Clone(syms))
+		if !slices.Equal(a, b) {
+			t.Fatalf("bpe %v, bpeHeap %v for %v", a, b, syms)
+		}
+	}
+	long := strings.Repeat("abracadabra", 1000) // one 11 kB word: the heap path
+	if got, _ := tok.Decode(tok.Encode(long)); got != long {
+		t.Fatal("long input does not round-trip")
+	}
+}
