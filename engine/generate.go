@@ -52,8 +52,8 @@ type GenResult struct {
 // math/rand/v2's PCG (seeded NewPCG(Seed, PCGStream)), target
 // u·Sum(e over kept), and the first kept candidate whose sequential
 // cumulative e exceeds the target is chosen.
-func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onToken func(tok int, logits []float32) error) (GenResult, error) {
-	res := GenResult{PromptTokens: len(prompt)}
+func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onToken func(tok int, logits []float32) error) (res GenResult, err error) {
+	res = GenResult{PromptTokens: len(prompt)}
 	if err := g.check(); err != nil {
 		return res, err
 	}
@@ -73,7 +73,7 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 	}
 	logits := lg[0]
 	t0 = time.Now()
-	defer func() { res.Decode = time.Since(t0) }()
+	defer func() { res.Decode = time.Since(t0) }() // res is the named result: the deferred write is returned
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err

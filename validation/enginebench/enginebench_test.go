@@ -17,7 +17,7 @@ func TestRunChecksBitIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		if !r.BitIdentical || r.PrefillTokS <= 0 || r.DecodeTokens != 4 || r.ExpertsPerTok != 2 || r.LogitsDigest != res[0].LogitsDigest {
+		if !r.BitIdentical || r.PrefillTokS <= 0 || r.DecodeTokS <= 0 || r.DecodeTokens != 4 || r.ExpertsPerTok != 2 || r.LogitsDigest != res[0].LogitsDigest {
 			t.Errorf("%+v", r)
 		}
 	}
