@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/tarfa-ai/tarfa/attest"
@@ -301,7 +302,7 @@ func checkShape(v jnf.TensorView, want []int) error {
 		ok = v.Shape[i] == int64(want[i])
 	}
 	if !ok {
-		return fmt.Errorf("tensor %s: shape %v, want %v", v.Name, v.Shape, want)
+		return fmt.Errorf("tensor %s: shape %v, want %v", v.Name, v.Shape, slices.Clone(want))
 	}
 	if v.DType != jnf.BF16 && v.DType != jnf.F32 {
 		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", v.Name, v.DType)
