@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/tarfa-ai/tarfa/jnf/convert"
@@ -65,11 +66,11 @@ func Run(ctx context.Context, src, dir string, workers int) (*Result, error) {
 	copyDir := filepath.Join(dir, "rawcopy")
 	os.MkdirAll(copyDir, 0o755)
 	t = time.Now()
-	n, err = copyAll(shards, copyDir)
+	n, err = copyAll(shards, copyDir, workers)
 	if err != nil {
 		return nil, err
 	}
-	add("raw copy (shards → files, fsync)", n, t)
+	add(fmt.Sprintf("raw copy (shards → files, fsync, %d workers)", workers), n, t)
 	os.RemoveAll(copyDir)
 
 	for _, v := range []bool{false, true} {
@@ -127,29 +128,59 @@ func readAll(paths []string) (int64, error) {
 	return n, nil
 }
 
-func copyAll(paths []string, dir string) (int64, error) {
-	buf := make([]byte, 4<<20)
-	var n int64
-	for _, p := range paths {
-		in, err := os.Open(p)
-		if err != nil {
-			return n, err
-		}
-		out, err := os.Create(filepath.Join(dir, filepath.Base(p)))
-		if err != nil {
-			in.Close()
-			return n, err
-		}
-		k, err := io.CopyBuffer(out, in, buf)
-		in.Close()
-		n += k
-		if err == nil {
-			err = out.Sync()
-		}
-		out.Close()
-		if err != nil {
-			return n, err
-		}
+// copyAll copies the shards into dir with the given number of parallel
+// workers (the same parallelism convert gets), each file fsynced.
+func copyAll(paths []string, dir string, workers int) (int64, error) {
+	if workers <= 0 {
+		workers = 1
 	}
-	return n, nil
+	var (
+		mu    sync.Mutex
+		total int64
+		first error
+		wg    sync.WaitGroup
+		ch    = make(chan string)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 4<<20)
+			for p := range ch {
+				n, err := copyFile(p, filepath.Join(dir, filepath.Base(p)), buf)
+				mu.Lock()
+				total += n
+				if err != nil && first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, p := range paths {
+		ch <- p
+	}
+	close(ch)
+	wg.Wait()
+	return total, first
+}
+
+func copyFile(src, dst string, buf []byte) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(out, in, buf)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
