@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/engine/cpu"
 )
 
 // invarianceCases are the checkpoints and token sequences the bit-identity
@@ -191,5 +193,31 @@ func TestExpertCounters(t *testing.T) {
 				t.Errorf("Stats.TopK = %d, want %d", st.TopK, cfg.TopK)
 			}
 		})
+	}
+}
+
+// TestDecodeAllocations: in steady state a decode step allocates only the
+// logits it returns (the row and the [][]float32 holding it).
+func TestDecodeAllocations(t *testing.T) {
+	for _, th := range []int{1, 3} {
+		be := cpu.New(th)
+		be.SetMinParallelWork(0)
+		m := loadWith(t, "qwen35moe-dev-e-long/checkpoint", Options{Backend: be, ExpertCacheBytes: -1, CheckExperts: true}) // every expert cached
+		s := m.NewSession()
+		toks := invarianceTokens(t, "qwen35moe-dev-e-long")
+		if _, err := s.Forward(toks[:40], false); err != nil {
+			t.Fatal(err)
+		}
+		i := 40
+		n := testing.AllocsPerRun(30, func() {
+			if _, err := s.Forward(toks[i:i+1], false); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		})
+		t.Logf("threads %d: %.1f allocations per decode step", th, n)
+		if n > 2 {
+			t.Errorf("threads %d: %.1f allocations per decode step, want <= 2", th, n)
+		}
 	}
 }

@@ -125,7 +125,11 @@ func (s *Session) Forward(tokens []int, all bool) ([][]float32, error) {
 			s.broken = err
 			return nil, err
 		}
-		out = append(out, lg...)
+		if out == nil {
+			out = lg
+		} else {
+			out = append(out, lg...)
+		}
 	}
 	m.forwards.Add(1)
 	return out, nil
@@ -216,8 +220,8 @@ func (s *Session) attention(L *layer, st *layerState, x, out []float32, T int) {
 	cos, sin := sc.cos[:T*n], sc.sin[:T*n]
 	be.RoPE(q, T, nq, hd, cos, sin)
 	be.RoPE(k, T, nkv, hd, cos, sin)
-	st.k = appendRows(st.k, k)
-	st.v = appendRows(st.v, v)
+	st.k = appendRows(st.k, k, kvRow)
+	st.v = appendRows(st.v, v, kvRow)
 	o := grow(&sc.o, T*nq*hd)
 	be.Attention(o, q, st.k, st.v, T, s.pos, nq, nkv, hd, m.attnScale)
 	if a.gated {
@@ -227,10 +231,11 @@ func (s *Session) attention(L *layer, st *layerState, x, out []float32, T int) {
 }
 
 // appendRows appends rows to a cache slice, growing its capacity by
-// doubling so that decode steps rarely allocate.
-func appendRows(dst, rows []float32) []float32 {
+// doubling (at least 256 rows of rowLen) so that decode steps rarely
+// allocate.
+func appendRows(dst, rows []float32, rowLen int) []float32 {
 	if len(dst)+len(rows) > cap(dst) {
-		nc := max(2*cap(dst), len(dst)+len(rows), 4096)
+		nc := max(2*cap(dst), len(dst)+len(rows), 256*rowLen)
 		nd := make([]float32, len(dst), nc)
 		copy(nd, dst)
 		dst = nd

@@ -10,6 +10,7 @@
 package cpu
 
 import (
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -135,7 +136,9 @@ var scratchPool = sync.Pool{New: func() any { return new([]float32) }}
 func getScratch(n int) *[]float32 {
 	p := scratchPool.Get().(*[]float32)
 	if cap(*p) < n {
-		*p = make([]float32, n)
+		// Round up so that a slowly growing need (attention over a growing
+		// context) reallocates only O(log n) times.
+		*p = make([]float32, n, 1<<bits.Len(uint(n-1)))
 	}
 	*p = (*p)[:n]
 	return p
