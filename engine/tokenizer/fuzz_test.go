@@ -278,3 +278,46 @@ func TestBPESmallMatchesHeap(t *testing.T) {
 		t.Fatal("long input does not round-trip")
 	}
 }
+
+// TestConcurrentEncode runs Encode and Decode from several goroutines on one
+// Tokenizer (run with -race) and checks every result against a serial one.
+func TestConcurrentEncode(t *testing.T) {
+	tok := loadQwen(t)
+	texts := append([]string{}, fuzzSeeds...)
+	for i := range 200 {
+		texts = append(texts, fmt.Sprintf("word%d and the %d-th sentence, again %d", i, i, i%7))
+	}
+	want := make([][]int, len(texts))
+	for i, s := range texts {
+		want[i] = encodeNoCache(tok, s)
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range texts {
+				j := (i + g*37) % len(texts)
+				if got := tok.Encode(texts[j]); !slices.Equal(got, want[j]) {
+					errs <- fmt.Errorf("goroutine %d: Encode(%q) = %v; want %v", g, texts[j], got, want[j])
+					return
+				}
+				if _, err := tok.Decode(want[j]); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// encodeNoCache encodes with a private, cache-less copy of tok.
+func encodeNoCache(tok *Tokenizer, s string) []int {
+	c := *tok
+	c.cache = nil
+	return c.Encode(s)
+}

@@ -40,7 +40,7 @@ type tokenizerJSON struct {
 		FuseUnk                 bool            `json:"fuse_unk"`
 		ByteFallback            bool            `json:"byte_fallback"`
 		IgnoreMerges            bool            `json:"ignore_merges"`
-		Vocab                   map[string]int  `json:"vocab"`
+		Vocab                   json.RawMessage `json:"vocab"`
 		Merges                  json.RawMessage `json:"merges"`
 	} `json:"model"`
 }
@@ -128,11 +128,15 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 	if m.ByteFallback {
 		return nil, errors.New("model.byte_fallback true is not supported (byte-level BPE needs none)")
 	}
-	if len(m.Vocab) == 0 {
+	vocab, err := parseVocab(m.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	if len(vocab) == 0 {
 		return nil, errors.New("model.vocab is empty")
 	}
 	t := &Tokenizer{
-		vocab:        make(map[string]int32, len(m.Vocab)+len(tj.AddedTokens)),
+		vocab:        vocab, // added tokens are inserted below
 		ignoreMerges: m.IgnoreMerges,
 		eos:          -1,
 		cache:        newWordCache(),
@@ -140,23 +144,19 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 
 	// Vocabulary.
 	maxID := -1
-	for tok, id := range m.Vocab {
-		if id < 0 || id > maxVocabID {
-			return nil, fmt.Errorf("model.vocab[%q]: id %d out of range [0, %d]", tok, id, maxVocabID)
-		}
-		maxID = max(maxID, id)
+	for _, id := range vocab {
+		maxID = max(maxID, int(id))
 	}
 	for _, a := range tj.AddedTokens {
 		maxID = max(maxID, a.ID)
 	}
 	t.tokens = make([]string, maxID+1)
 	t.kind = make([]uint8, maxID+1)
-	for tok, id := range m.Vocab {
+	for tok, id := range vocab {
 		if t.kind[id] != kindHole {
 			return nil, fmt.Errorf("model.vocab: id %d is given to both %q and %q", id, t.tokens[id], tok)
 		}
 		t.tokens[id], t.kind[id] = tok, kindModel
-		t.vocab[tok] = int32(id)
 	}
 	for b := range 256 {
 		s := string(byteToRune[b])
@@ -173,10 +173,12 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.merges = make(map[uint64]merge, len(pairs))
+	var buf []byte
 	for rank, p := range pairs {
 		a, okA := t.vocab[p[0]]
 		b, okB := t.vocab[p[1]]
-		c, okC := t.vocab[p[0]+p[1]]
+		buf = append(append(buf[:0], p[0]...), p[1]...)
+		c, okC := t.vocab[string(buf)] // no allocation for the lookup
 		if !okA || !okB || !okC {
 			return nil, fmt.Errorf("model.merges[%d] [%q, %q]: token not in model.vocab", rank, p[0], p[1])
 		}
@@ -188,7 +190,7 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 
 	// Added tokens get the ids Hugging Face would give them: their vocab id
 	// if the content is in the vocab, else the next free id after the model.
-	modelSize := len(m.Vocab)
+	modelSize := len(vocab)
 	nextAdded := -1
 	var raw, normalized []*AddedToken
 	fresh := map[int]bool{} // added tokens that are not model.vocab entries
@@ -280,30 +282,6 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 }
 
 const maxVocabID = 1<<31 - 2
-
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	// tokenizers >= 0.20 writes [["a", "b"], ...]; older files "a b".
-	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
-		return pairs, nil
-	}
-	var lines []string
-	if err := json.Unmarshal(raw, &lines); err != nil {
-		return nil, fmt.Errorf("model.merges: neither [[a, b], ...] nor [\"a b\", ...]: %w", err)
-	}
-	pairs = make([][2]string, len(lines))
-	for i, l := range lines {
-		a, b, ok := bytesCut(l)
-		if !ok {
-			return nil, fmt.Errorf("model.merges[%d] %q: want two tokens separated by one space", i, l)
-		}
-		pairs[i] = [2]string{a, b}
-	}
-	return pairs, nil
-}
 
 func bytesCut(l string) (string, string, bool) {
 	a, b, ok := strings.Cut(l, " ")

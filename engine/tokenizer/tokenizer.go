@@ -2,7 +2,9 @@ package tokenizer
 
 import (
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -98,8 +100,8 @@ func (t *Tokenizer) Encode(text string) []int {
 			ids = append(ids, tok.ID)
 			return
 		}
-		if t.normalize != nil {
-			piece = t.normalize(piece)
+		if t.normalize != nil && !isASCII(piece) {
+			piece = t.normalize(piece) // every normaliser here keeps ASCII as is
 		}
 		t.normMatcher.split(piece, func(piece string, tok *AddedToken) {
 			if tok != nil {
@@ -114,6 +116,24 @@ func (t *Tokenizer) Encode(text string) []int {
 		})
 	})
 	return ids
+}
+
+// isASCII reports whether s is all ASCII, eight bytes at a time.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if w&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeWord appends the BPE ids of one pre-tokenized word.
@@ -207,36 +227,46 @@ func (t *Tokenizer) decode(ids []int, skipSpecial bool) (string, error) {
 	return string(lossyUTF8(nil, buf)), nil
 }
 
-// wordCache memoises the BPE of frequent words. It is bounded: when full it
-// is emptied and refilled.
+// wordCache memoises the BPE of frequent words. Reads are lock-free; it is
+// bounded: when full it is replaced by an empty one.
 type wordCache struct {
-	mu sync.RWMutex
-	m  map[string][]int32
+	m atomic.Pointer[cacheMap]
+}
+
+type cacheMap struct {
+	sync.Map // string -> []int32
+	n        atomic.Int32
 }
 
 const wordCacheSize = 1 << 16
 
-func newWordCache() *wordCache { return &wordCache{m: make(map[string][]int32)} }
+func newWordCache() *wordCache {
+	c := &wordCache{}
+	c.m.Store(&cacheMap{})
+	return c
+}
 
 func (c *wordCache) get(word string) ([]int32, bool) {
 	if c == nil {
 		return nil, false
 	}
-	c.mu.RLock()
-	ids, ok := c.m[word]
-	c.mu.RUnlock()
-	return ids, ok
+	v, ok := c.m.Load().Load(word)
+	if !ok {
+		return nil, false
+	}
+	return v.([]int32), true
 }
 
 func (c *wordCache) put(word string, ids []int32) {
 	if c == nil || len(word) > 256 {
 		return
 	}
-	cp := append([]int32(nil), ids...)
-	c.mu.Lock()
-	if len(c.m) >= wordCacheSize {
-		clear(c.m)
+	m := c.m.Load()
+	if m.n.Add(1) > wordCacheSize {
+		c.m.CompareAndSwap(m, &cacheMap{})
+		return
 	}
-	c.m[word] = cp
-	c.mu.Unlock()
+	// Clone the key: word is a substring of the caller's text, which the
+	// cache must not keep alive.
+	m.Store(strings.Clone(word), append([]int32(nil), ids...))
 }
