@@ -3,10 +3,13 @@ package hf
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 )
 
 func open(t *testing.T, dir string) *Checkpoint {
@@ -201,4 +204,40 @@ func headerBytes(c *Checkpoint) int64 {
 		n += f.DataStart
 	}
 	return n
+}
+
+func TestSingleFileCheckpoint(t *testing.T) {
+	// Merge dev-a's shards into one model.safetensors without an index.
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	per := open(t, src)
+	d := t.TempDir()
+	b, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	os.WriteFile(filepath.Join(d, "config.json"), b, 0o644)
+	var specs []safetensors.Spec
+	data := map[string][]byte{}
+	for _, sh := range per.Shards {
+		f, _ := per.ShardFile(sh.File)
+		for _, tt := range f.Tensors {
+			specs = append(specs, safetensors.Spec{Name: tt.Name, DType: tt.DType, Shape: tt.Shape})
+			_, data[tt.Name], _ = f.ReadTensor(tt.Name)
+		}
+	}
+	err := safetensors.WriteFile(filepath.Join(d, "model.safetensors"), specs, nil, func(s safetensors.Spec, w io.Writer) error {
+		_, err := w.Write(data[s.Name])
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := open(t, d)
+	if len(one.Shards) != 1 || len(one.Tensors) != len(per.Tensors) {
+		t.Fatalf("single file: %d shards, %d tensors", len(one.Shards), len(one.Tensors))
+	}
+	for l := range one.Experts {
+		for e := range one.Experts[l] {
+			if !bytes.Equal(read(t, one, one.Experts[l][e].Parts[1].Source), read(t, per, per.Experts[l][e].Parts[1].Source)) {
+				t.Fatalf("layer %d expert %d differs", l, e)
+			}
+		}
+	}
 }
