@@ -106,7 +106,7 @@ func (m *matcher) split(s string, emit func(text string, tok *AddedToken)) {
 // isWordRune is Rust regex's Unicode \w: Alphabetic, marks, decimal digits,
 // connector punctuation and the joiners.
 func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r) ||
+	return unicode.Is(letter16, r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r) ||
 		unicode.IsMark(r) || unicode.Is(unicode.Nd, r) || unicode.Is(unicode.Pc, r) || unicode.Is(unicode.Join_Control, r)
 }
 

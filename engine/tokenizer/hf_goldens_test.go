@@ -156,6 +156,21 @@ func TestHFGoldensAddedTokenFlags(t *testing.T) {
 	checkStrings(t, "flags", tok, s.Strings)
 }
 
+// TestHFGoldensLongS uses a tokenizer with the merge "ſ"+"t": Hugging Face
+// does not apply it to "'ſt", so (?i:'s) matched the long s there.
+func TestHFGoldensLongS(t *testing.T) {
+	g := readHFGoldens(t)
+	data, err := os.ReadFile(filepath.Join(qwenDir, "longs-tokenizer", TokenizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Parse(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStrings(t, "longs", tok, g.Synthetic["longs"].Strings)
+}
+
 func TestHFGoldensChat(t *testing.T) {
 	tok := loadQwen(t)
 	tmpl, err := tok.ChatTemplate()

@@ -301,13 +301,13 @@ func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	}
 	switch c.Type {
 	case "NFC":
-		return norm.NFC.String, nil
+		return hfNormalizer(norm.NFC), nil
 	case "NFD":
-		return norm.NFD.String, nil
+		return hfNormalizer(norm.NFD), nil
 	case "NFKC":
-		return norm.NFKC.String, nil
+		return hfNormalizer(norm.NFKC), nil
 	case "NFKD":
-		return norm.NFKD.String, nil
+		return hfNormalizer(norm.NFKD), nil
 	case "Sequence":
 		var fns []func(string) string
 		for _, sub := range c.Normalizers {

@@ -10,8 +10,10 @@ import (
 // hand-written matcher for it, because Go's regexp has no lookahead.
 const QwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
-// Character classes of the pattern. \s is Unicode White_Space, as in
-// Oniguruma (which Hugging Face tokenizers uses): U+00A0 and U+3000 count.
+// Character classes of the pattern, with Oniguruma 6.9.10's Unicode 16.0
+// tables (Hugging Face tokenizers 0.23 uses them; Go 1.26's unicode package
+// is Unicode 15.0, whose \p{L} lacks e.g. CJK Extension I and Todhri). \s is
+// Unicode White_Space: U+00A0 and U+3000 count.
 const (
 	clsL = 1 << iota // \p{L}
 	clsN             // \p{N}
@@ -28,14 +30,13 @@ func init() {
 
 func slowClass(r rune) uint8 {
 	var c uint8
-	if unicode.IsLetter(r) {
+	if unicode.Is(letter16, r) {
 		c |= clsL
 	}
-	if unicode.IsNumber(r) {
+	if unicode.Is(number16, r) {
 		c |= clsN
 	}
-	// unicode.IsSpace is exactly the White_Space property.
-	if unicode.IsSpace(r) {
+	if unicode.Is(whiteSpace16, r) {
 		c |= clsS
 	}
 	return c

@@ -7,9 +7,10 @@ Run where transformers and tokenizers are installed (they were 5.17.0 and
     python3 validation/testdata/qwen3-tokenizer/gen_hf_goldens.py QWEN_DIR SYNTH_ROOT OUT.json
 
 QWEN_DIR is this directory. SYNTH_ROOT holds synth-300, synth-512, synth-1024,
-synth-2500 (tokenizer.SyntheticFiles output) and flags (synth-512 with extra
+synth-2500 (tokenizer.SyntheticFiles output), flags (synth-512 with extra
 added tokens carrying every lstrip / rstrip / single_word / normalized
-combination). Every case records its input, so the Go tests need nothing
+combination) and longs (synth-512 plus the merges Å+¿ and Å¿+t, to see
+whether (?i:'s) matches U+017F). Every case records its input, so the Go tests need nothing
 but the JSON.
 """
 import json
@@ -47,7 +48,82 @@ HAND = [
     "a<think>b</think>c", " <think>\n\n</think>\n\n", "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<tool_response>x</tool_response>",
     "<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>", "<|vision_start|><|image_pad|><|vision_end|>", "<|box_start|>(1,2)<|box_end|>",
     "< |im_start| >", "<|IM_START|>", "<<|im_end|>>", "<|im_end|>\u0338", "x<|im_start|>\u0301",
+    # Oniguruma folds U+017F (long s) to s in (?i:'s).
+    "'\u017ft", "'\u017f", "x'\u017fy z", "'\u017f'\u017f",
+    # Letters assigned after Unicode 15.0 (CJK Ext. I is 15.1; Todhri, Ol Onal, Sunuwar, Kirat Rai are 16.0).
+    "a\U000105C0b", "\U0002EBF0\U0002EBF1", "x \U0001E5D0y", " \U00011BC0\U00011BC1", "\U00016D43 1", "\U0001CC00!",
+    # Letters assigned in Unicode 17.0 (Sidetic, Tolong Siki, CJK Ext. J): Oniguruma 6.9.10 is 16.0.
+    "x\U00010940'a", "x\U00011DB0'a", "x\U000323B0'a",
+    # Canonical compositions added in Unicode 13.0 (Dives Akuru) and 16.0 (Kirat Rai, Tulu-Tigalari).
+    "\U00011935\U00011930", "\U00016D67\U00016D67", "\U000113C2\U000113C2", "a\U00011935\U00011930b",
+    # Canonical reordering with a combining mark (ccc >= 230) first assigned in Unicode 6.1, 7.0, ..., 14.0
+    # followed by U+0316 (ccc 220): NFC swaps them only if the normaliser knows the mark.
+    "a\u08e4\u0316", "a\u08ff\u0316", "a\ua69e\u0316", "a\u08d4\u0316", "a\u1df6\u0316", "a\U00010D24\u0316",
+    "a\U0001E130\u0316", "a\U00010EAB\u0316", "a\u0898\u0316",
 ]
+
+# Code points from many blocks, for the Unicode tables behind \p{L}, \p{N}, \s.
+BLOCKS = [(0x20, 0x7E), (0xA0, 0x24F), (0x300, 0x36F), (0x370, 0x3FF), (0x400, 0x4FF), (0x530, 0x58F), (0x590, 0x5FF),
+          (0x600, 0x6FF), (0x900, 0x97F), (0x980, 0x9FF), (0xE00, 0xE7F), (0x10A0, 0x10FF), (0x1100, 0x11FF),
+          (0x1680, 0x169F), (0x1E00, 0x1EFF), (0x2000, 0x206F), (0x2070, 0x209F), (0x20A0, 0x20CF), (0x2100, 0x218F),
+          (0x2190, 0x21FF), (0x2460, 0x24FF), (0x2E80, 0x2EFF), (0x3000, 0x303F), (0x3040, 0x30FF), (0x3100, 0x312F),
+          (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA000, 0xA4CF), (0xA980, 0xA9DF), (0xAC00, 0xD7A3),
+          (0xF900, 0xFAFF), (0xFB00, 0xFB4F), (0xFE00, 0xFE6F), (0xFF00, 0xFFEF), (0x10000, 0x1007F), (0x10400, 0x1044F),
+          (0x105C0, 0x105FF), (0x11BC0, 0x11BFF), (0x16D40, 0x16D7F), (0x1CC00, 0x1CEBF), (0x1D400, 0x1D7FF), (0x1E5D0, 0x1E5FF),
+          (0x1F300, 0x1FAFF), (0x20000, 0x2A6DF), (0x2EBF0, 0x2EE5F), (0x30000, 0x3134F), (0xE0000, 0xE007F)]
+
+
+def random_unicode(n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.randint(1, 30)):
+            if rng.random() < 0.3:
+                chars.append(rng.choice(" \n\t'abc"))
+                continue
+            lo, hi = rng.choice(BLOCKS)
+            c = rng.randint(lo, hi)
+            if 0xD800 <= c <= 0xDFFF:
+                continue
+            chars.append(chr(c))
+        out.append("".join(chars))
+    return out
+
+
+CONTENTS = ["Hi", "", "\n", "What is 2+2?", "<think>\nplan\n</think>\n\nanswer", "a</think>b", "\n\n<think>x</think>",
+            "<tool_response>r</tool_response>", "<tool_response>partial", "multi\nline\n\ncontent  ", "日本語 😀",
+            "  spaced  ", "<|im_end|>", "{\"json\": true}", "tab\tsep", "</think>", "<think>", "quote ' and \" and \\"]
+
+
+def random_chats(n, seed):
+    rng = random.Random(seed)
+    tool = {"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object", "properties": {"x": {"type": "number"}}}}}
+    chats = []
+    for _ in range(n):
+        msgs = []
+        if rng.random() < 0.4:
+            msgs.append({"role": "system", "content": rng.choice(CONTENTS)})
+        for _ in range(rng.randint(1, 6)):
+            role = rng.choice(["user", "user", "assistant", "assistant", "tool", "system"])
+            m = {"role": role, "content": rng.choice(CONTENTS)}
+            if role == "assistant" and rng.random() < 0.3:
+                m["reasoning_content"] = rng.choice(CONTENTS + [None])
+            if role == "assistant" and rng.random() < 0.3:
+                args = rng.choice([{"x": 1.5}, "{\"x\": 2}", {}, {"s": "é\n", "l": [True, None]}])
+                m["tool_calls"] = [rng.choice([{"type": "function", "function": {"name": "t", "arguments": args}}, {"name": "flat", "arguments": args}])
+                                   for _ in range(rng.randint(1, 2))]
+            msgs.append(m)
+        c = {"messages": msgs, "add_generation_prompt": rng.random() < 0.6}
+        if rng.random() < 0.3:
+            c["tools"] = [tool]
+        r = rng.random()
+        if r < 0.3:
+            c["enable_thinking"] = False
+        elif r < 0.5:
+            c["enable_thinking"] = True
+        chats.append(c)
+    return chats
 
 ALPHABET = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
             + list(" \t\n\r!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -137,7 +213,7 @@ def main():
 
     hf = AutoTokenizer.from_pretrained(QWEN_DIR)
     raw = Tokenizer.from_file(QWEN_DIR + "/tokenizer.json")
-    strings = HAND + random_strings(400, 20251129)
+    strings = HAND + random_strings(400, 20251129) + random_unicode(400, 7)
     rows, mismatch = [], 0
     for s in strings:
         ids = hf(s)["input_ids"]
@@ -176,9 +252,12 @@ def main():
 
     # Synthetic tokenizers and the added-token flag tokenizer.
     synth = {}
-    for name in ["synth-300", "synth-512", "synth-1024", "synth-2500", "flags"]:
+    for name in ["synth-300", "synth-512", "synth-1024", "synth-2500", "flags", "longs"]:
         t = Tokenizer.from_file(f"{SYNTH_ROOT}/{name}/tokenizer.json")
         texts = (FLAG_STRINGS if name == "flags" else []) + HAND[:60] + random_strings(100, 7)
+        if name == "longs":
+            # A merge of U+017F with "t" shows whether (?i:'s) took the long s.
+            texts = ["'\u017ft", "x'\u017ftop", "'\u017f", "\u017ft", "'st", "'St", "a'\u017ft b"]
         synth[name] = {
             "vocab_size": t.get_vocab_size(with_added_tokens=True),
             "added": [{"content": a.content, "id": t.token_to_id(a.content)} for a in t.get_added_tokens_decoder().values()],
@@ -190,7 +269,7 @@ def main():
     env = jinja_env()
     tmpl = env.from_string(hf.chat_template)
     chats = []
-    for c in qwen_chats():
+    for c in qwen_chats() + random_chats(200, 11):
         kwargs = {k: v for k, v in c.items() if k not in ("messages", "tools", "add_generation_prompt")}
         row = dict(c)
         try:
