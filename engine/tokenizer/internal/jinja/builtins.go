@@ -937,8 +937,8 @@ func init() {
 		}
 		out := &List{}
 		for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
-			if len(out.Items) >= maxIterations {
-				return nil, fmt.Errorf("range() longer than %d", maxIterations)
+			if len(out.Items) >= maxRange {
+				return nil, fmt.Errorf("range() longer than %d", maxRange)
 			}
 			out.Items = append(out.Items, int64(i))
 		}

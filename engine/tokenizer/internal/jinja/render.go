@@ -48,6 +48,7 @@ const (
 	maxOutput     = 64 << 20
 	maxIterations = 10_000_000
 	maxDepth      = 200
+	maxRange      = 1 << 20 // items of one range() or repeated list
 )
 
 // Env is what a render sees: variables, and the current time for
@@ -866,7 +867,7 @@ func repeat(s Value, n int64) (Value, error) {
 		}
 		return strings.Repeat(s, int(n)), nil
 	case *List:
-		if int64(len(s.Items))*n > maxIterations {
+		if int64(len(s.Items))*n > maxRange {
 			return nil, errors.New("repeated list too long")
 		}
 		out := &List{Tuple: s.Tuple}
