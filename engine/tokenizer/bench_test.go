@@ -43,6 +43,16 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeEnglish measures plain English prose (the synthetic corpus).
+func BenchmarkEncodeEnglish(b *testing.B) {
+	tok := loadQwen(b)
+	tok.Encode(syntheticCorpus)
+	b.SetBytes(int64(len(syntheticCorpus)))
+	for b.Loop() {
+		tok.Encode(syntheticCorpus)
+	}
+}
+
 // BenchmarkEncodeNoCache measures encode throughput with BPE on every word.
 func BenchmarkEncodeNoCache(b *testing.B) {
 	tok := *loadQwen(b)

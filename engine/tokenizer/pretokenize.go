@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -42,9 +43,22 @@ func slowClass(r rune) uint8 {
 	return c
 }
 
+// bmpClass caches slowClass for the BMP; it is built on first use (about a
+// millisecond) rather than at init.
+var bmpClass = sync.OnceValue(func() *[1 << 16]uint8 {
+	var t [1 << 16]uint8
+	for r := range rune(1 << 16) {
+		t[r] = slowClass(r)
+	}
+	return &t
+})
+
 func classOf(r rune) uint8 {
 	if r < utf8.RuneSelf {
 		return asciiClass[r]
+	}
+	if r < 1<<16 {
+		return bmpClass()[r]
 	}
 	return slowClass(r)
 }
