@@ -405,6 +405,7 @@ type tokenizerConfig struct {
 	PADToken     json.RawMessage `json:"pad_token"`
 	UNKToken     json.RawMessage `json:"unk_token"`
 	Additional   json.RawMessage `json:"additional_special_tokens"`
+	CleanUp      *bool           `json:"clean_up_tokenization_spaces"`
 }
 
 // configTokens are the special-token strings handed to the chat template.
@@ -450,6 +451,9 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 	var c tokenizerConfig
 	if err := json.Unmarshal(data, &c); err != nil {
 		return err
+	}
+	if c.CleanUp != nil && *c.CleanUp {
+		return errors.New("clean_up_tokenization_spaces true is not supported (Decode returns the tokens' text unchanged, as with false)")
 	}
 	var err error
 	if t.config, err = c.tokens(); err != nil {
