@@ -20,9 +20,15 @@ type ChatTemplate struct {
 	source string
 	tmpl   *jinja.Template
 	tokens configTokens
-	// Now, when non-zero, is the time strftime_now() sees (for reproducible
-	// renderings of templates that print the date).
-	Now time.Time
+	now    time.Time // zero: the clock
+}
+
+// WithNow returns a copy of c whose strftime_now() sees t instead of the
+// clock, for reproducible renderings of templates that print the date.
+func (c *ChatTemplate) WithNow(t time.Time) *ChatTemplate {
+	cp := *c
+	cp.now = t
+	return &cp
 }
 
 // parseChatTemplate parses src; origin names the file it came from.
@@ -197,7 +203,7 @@ func (c *ChatTemplate) RenderJSON(input []byte) (string, error) {
 	if _, ok := vars["messages"].(*jinja.List); !ok {
 		return "", errors.New("tokenizer: chat input: \"messages\" must be a list")
 	}
-	out, err := c.tmpl.Render(jinja.Env{Vars: vars, Now: c.Now})
+	out, err := c.tmpl.Render(jinja.Env{Vars: vars, Now: c.now})
 	if err != nil {
 		return "", fmt.Errorf("tokenizer: rendering %s: %w", c.origin, err)
 	}

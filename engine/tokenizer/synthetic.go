@@ -9,11 +9,11 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Qwen3ChatTemplate is the chat template of the Qwen3 tokenizer_config.json,
+// qwen3ChatTemplate is the chat template of the Qwen3 tokenizer_config.json,
 // byte for byte. SyntheticFiles ships it.
 //
 //go:embed qwen3_chat_template.jinja
-var Qwen3ChatTemplate string
+var qwen3ChatTemplate string
 
 //go:embed synthetic_corpus.txt
 var syntheticCorpus string
@@ -22,11 +22,11 @@ var syntheticCorpus string
 // 256 byte tokens, the 5 special tokens and a few merges.
 const MinSyntheticVocab = 300
 
-// SyntheticSpecialTokens are the added tokens of a synthetic tokenizer, in
+// syntheticSpecialTokens are the added tokens of a synthetic tokenizer, in
 // id order: with vocabulary size V, "<|endoftext|>" has id V-5 and "</think>"
 // id V-1. The first three are special (as in Qwen3); <think> and </think>
 // are plain added tokens (as in Qwen3).
-var SyntheticSpecialTokens = [5]string{"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"}
+var syntheticSpecialTokens = [5]string{"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"}
 
 // SyntheticFiles returns a small but real byte-level BPE tokenizer in the
 // Hugging Face format of Qwen3 (tokenizer.json with NFC, the Qwen Split
@@ -38,7 +38,9 @@ var SyntheticSpecialTokens = [5]string{"<|endoftext|>", "<|im_start|>", "<|im_en
 //     (synthetic_corpus.txt; most frequent pair first, ties to the smaller
 //     pair of ids) until every corpus word is one token, then, for larger
 //     vocabularies, merges of byte pairs in id order;
-//   - vocabSize-5..vocabSize-1: SyntheticSpecialTokens.
+//   - vocabSize-5..vocabSize-1: the added tokens "<|endoftext|>",
+//     "<|im_start|>", "<|im_end|>" (special, and the eos_token), "<think>",
+//     "</think>" (not special, as in Qwen3).
 //
 // The output depends only on vocabSize. vocabSize must be at least
 // MinSyntheticVocab.
@@ -49,7 +51,7 @@ func SyntheticFiles(vocabSize int) (tokenizerJSON, tokenizerConfigJSON []byte, e
 	if vocabSize > 1<<20 {
 		return nil, nil, fmt.Errorf("tokenizer: synthetic vocabulary size %d is above the maximum %d", vocabSize, 1<<20)
 	}
-	nModel := vocabSize - len(SyntheticSpecialTokens)
+	nModel := vocabSize - len(syntheticSpecialTokens)
 	tokens, merges := trainBPE(syntheticCorpus, nModel)
 	if len(tokens) != nModel {
 		return nil, nil, fmt.Errorf("tokenizer: synthetic vocabulary: made %d model tokens, want %d", len(tokens), nModel)
@@ -163,7 +165,7 @@ func jsonString(buf *bytes.Buffer, s string) {
 func syntheticTokenizerJSON(tokens []string, merges [][2]int32) []byte {
 	var b bytes.Buffer
 	b.WriteString("{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [")
-	for i, s := range SyntheticSpecialTokens {
+	for i, s := range syntheticSpecialTokens {
 		if i > 0 {
 			b.WriteString(",")
 		}
@@ -203,7 +205,7 @@ func syntheticTokenizerJSON(tokens []string, merges [][2]int32) []byte {
 func syntheticConfigJSON(firstAdded int) []byte {
 	var b bytes.Buffer
 	b.WriteString("{\n  \"add_bos_token\": false,\n  \"add_prefix_space\": false,\n  \"added_tokens_decoder\": {")
-	for i, s := range SyntheticSpecialTokens {
+	for i, s := range syntheticSpecialTokens {
 		if i > 0 {
 			b.WriteString(",")
 		}
@@ -212,7 +214,7 @@ func syntheticConfigJSON(firstAdded int) []byte {
 		fmt.Fprintf(&b, ", \"lstrip\": false, \"normalized\": false, \"rstrip\": false, \"single_word\": false, \"special\": %v}", i < 3)
 	}
 	b.WriteString("\n  },\n  \"additional_special_tokens\": [\"<|im_start|>\", \"<|im_end|>\"],\n  \"bos_token\": null,\n  \"chat_template\": ")
-	jsonString(&b, Qwen3ChatTemplate)
+	jsonString(&b, qwen3ChatTemplate)
 	b.WriteString(",\n  \"clean_up_tokenization_spaces\": false,\n  \"eos_token\": \"<|im_end|>\",\n  \"errors\": \"replace\",\n")
 	b.WriteString("  \"model_max_length\": 131072,\n  \"pad_token\": \"<|endoftext|>\",\n  \"split_special_tokens\": false,\n  \"tokenizer_class\": \"Qwen2Tokenizer\",\n  \"unk_token\": null\n}\n")
 	return b.Bytes()

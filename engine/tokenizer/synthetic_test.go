@@ -28,8 +28,8 @@ func TestSyntheticTemplateIsQwen3(t *testing.T) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ChatTemplate != Qwen3ChatTemplate {
-		t.Fatalf("embedded Qwen3ChatTemplate (%d bytes) differs from the fixture's chat_template (%d bytes)", len(Qwen3ChatTemplate), len(cfg.ChatTemplate))
+	if cfg.ChatTemplate != qwen3ChatTemplate {
+		t.Fatalf("embedded qwen3ChatTemplate (%d bytes) differs from the fixture's chat_template (%d bytes)", len(qwen3ChatTemplate), len(cfg.ChatTemplate))
 	}
 }
 
@@ -56,7 +56,7 @@ func TestSyntheticTokenizer(t *testing.T) {
 				t.Fatalf("vocab %d: id %d has no token: %v", v, id, err)
 			}
 		}
-		for i, s := range SyntheticSpecialTokens {
+		for i, s := range syntheticSpecialTokens {
 			if id, ok := tok.TokenID(s); !ok || id != v-5+i {
 				t.Errorf("vocab %d: %s has id %d (%v); want %d", v, s, id, ok, v-5+i)
 			}
