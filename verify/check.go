@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/tarfa-ai/tarfa/jnf"
 )
@@ -66,14 +68,10 @@ func CheckFileData(ctx context.Context, f *jnf.File, onRecord func(*jnf.Record))
 // checkFile checks the records selected by pick (nil = all); it stops after
 // max problems.
 func checkFile(ctx context.Context, f *jnf.File, pick func(i int) bool, onRecord func(*jnf.Record), max int) ([]Problem, error) {
-	var ps []Problem
 	buf := make([]byte, 4<<20)
-	// Padding between the table and the first record.
-	tableEnd := int64(jnf.PreambleSize + len(f.TableBytes))
-	if p, ok, err := checkZero(f, tableEnd, jnf.DataStart(len(f.TableBytes)), buf); err != nil {
+	ps, err := checkTablePadding(f, buf)
+	if err != nil {
 		return nil, err
-	} else if !ok {
-		ps = append(ps, Problem{File: f.Name, Layer: f.Table.Layer, Expert: -1, Offset: p, What: "non-zero byte in the padding after the record table"})
 	}
 	for i := range f.Table.Records {
 		if len(ps) >= max {
@@ -85,29 +83,49 @@ func checkFile(ctx context.Context, f *jnf.File, pick func(i int) bool, onRecord
 		if err := ctx.Err(); err != nil {
 			return ps, err
 		}
-		r := &f.Table.Records[i]
-		want, err := r.Digests()
+		rps, err := checkRecord(f, &f.Table.Records[i], buf)
 		if err != nil {
 			return nil, err
 		}
-		h := jnf.NewHasher()
-		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, r.Offset, r.Length), buf); err != nil {
-			return nil, fmt.Errorf("%s: record %s at offset %d: %w", f.Path, r.Name, r.Offset, err)
-		}
-		got := h.Sum()
-		if !got.SHA256.Equal(want.SHA256) {
-			ps = append(ps, recordProblem(f.Name, r, r.Offset, "sha256 mismatch: got %s, want %s", got.SHA256.Hex(), want.SHA256.Hex()))
-		} else if !got.BLAKE3.Equal(want.BLAKE3) {
-			ps = append(ps, recordProblem(f.Name, r, r.Offset, "blake3 mismatch: got %s, want %s", got.BLAKE3.Hex(), want.BLAKE3.Hex()))
-		}
-		if p, ok, err := checkZero(f, r.Offset+r.Length, jnf.AlignUp(r.Offset+r.Length), buf); err != nil {
-			return nil, err
-		} else if !ok {
-			ps = append(ps, recordProblem(f.Name, r, p, "non-zero byte in the padding after the record"))
-		}
+		ps = append(ps, rps...)
 		if onRecord != nil {
-			onRecord(r)
+			onRecord(&f.Table.Records[i])
 		}
+	}
+	return ps, nil
+}
+
+// checkTablePadding checks the zero padding between the table and the first record.
+func checkTablePadding(f *jnf.File, buf []byte) ([]Problem, error) {
+	tableEnd := int64(jnf.PreambleSize + len(f.TableBytes))
+	p, ok, err := checkZero(f, tableEnd, jnf.DataStart(len(f.TableBytes)), buf)
+	if err != nil || ok {
+		return nil, err
+	}
+	return []Problem{{File: f.Name, Layer: f.Table.Layer, Expert: -1, Offset: p, What: "non-zero byte in the padding after the record table"}}, nil
+}
+
+// checkRecord re-hashes one record and checks the padding after it.
+func checkRecord(f *jnf.File, r *jnf.Record, buf []byte) ([]Problem, error) {
+	want, err := r.Digests()
+	if err != nil {
+		return nil, err
+	}
+	h := jnf.NewHasher()
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(f, r.Offset, r.Length), buf); err != nil {
+		return nil, fmt.Errorf("%s: record %s at offset %d: %w", f.Path, r.Name, r.Offset, err)
+	}
+	var ps []Problem
+	got := h.Sum()
+	if !got.SHA256.Equal(want.SHA256) {
+		ps = append(ps, recordProblem(f.Name, r, r.Offset, "sha256 mismatch: got %s, want %s", got.SHA256.Hex(), want.SHA256.Hex()))
+	} else if !got.BLAKE3.Equal(want.BLAKE3) {
+		ps = append(ps, recordProblem(f.Name, r, r.Offset, "blake3 mismatch: got %s, want %s", got.BLAKE3.Hex(), want.BLAKE3.Hex()))
+	}
+	if p, ok, err := checkZero(f, r.Offset+r.Length, jnf.AlignUp(r.Offset+r.Length), buf); err != nil {
+		return nil, err
+	} else if !ok {
+		ps = append(ps, recordProblem(f.Name, r, p, "non-zero byte in the padding after the record"))
 	}
 	return ps, nil
 }
@@ -137,8 +155,12 @@ type CheckOptions struct {
 	Seed   uint64
 	// MaxProblems stops after this many problems (default 100).
 	MaxProblems int
-	// OnRecord is called after each checked record (for progress).
+	// OnRecord is called after each checked record (for progress), from
+	// one goroutine at a time.
 	OnRecord func(file string, r *jnf.Record)
+	// Workers hash records in parallel (0 = GOMAXPROCS). The report does
+	// not depend on it.
+	Workers int
 }
 
 // Report is the outcome of Check.
@@ -192,36 +214,100 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 	sort.Strings(names)
 	rep.Files = len(names)
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x7461726661))
+	// Jobs in canonical order: per file, the table padding (record −1) and
+	// the selected records. Workers hash them in parallel; problems are
+	// sorted back into job order, so the report does not depend on timing.
+	type job struct {
+		f   *jnf.File
+		rec int // −1: table padding
+		seq int
+	}
+	var jobs []job
+	var openProblems []Problem
 	for _, name := range names {
 		f, err := jnf.OpenFile(filepath.Join(dir, name))
 		if err != nil {
-			rep.Problems = append(rep.Problems, Problem{File: name, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
+			openProblems = append(openProblems, Problem{File: name, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
 			continue
 		}
-		var pick func(int) bool
-		if opt.Sample > 0 && opt.Sample < 1 {
-			sel := make([]bool, len(f.Table.Records))
-			for i := range sel {
-				sel[i] = rng.Float64() < opt.Sample
-			}
-			pick = func(i int) bool { return sel[i] }
-		}
+		defer f.Close()
 		rep.Records += len(f.Table.Records)
-		ps, err := checkFile(ctx, f, pick, func(r *jnf.Record) {
-			rep.RecordsChecked++
-			rep.BytesChecked += r.Length
-			if opt.OnRecord != nil {
-				opt.OnRecord(name, r)
+		jobs = append(jobs, job{f: f, rec: -1, seq: len(jobs)})
+		for i := range f.Table.Records {
+			if opt.Sample > 0 && opt.Sample < 1 && rng.Float64() >= opt.Sample {
+				continue
 			}
-		}, opt.MaxProblems-len(rep.Problems))
-		f.Close()
-		if err != nil {
-			return rep, err
+			jobs = append(jobs, job{f: f, rec: i, seq: len(jobs)})
 		}
-		rep.Problems = append(rep.Problems, ps...)
-		if len(rep.Problems) >= opt.MaxProblems {
+	}
+	rep.Problems = append(rep.Problems, openProblems...)
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var (
+		mu       sync.Mutex
+		found    = map[int][]Problem{}
+		nFound   int
+		firstErr error
+		wg       sync.WaitGroup
+		ch       = make(chan job)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 4<<20)
+			for j := range ch {
+				var ps []Problem
+				var err error
+				if j.rec < 0 {
+					ps, err = checkTablePadding(j.f, buf)
+				} else {
+					ps, err = checkRecord(j.f, &j.f.Table.Records[j.rec], buf)
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if len(ps) > 0 {
+					found[j.seq] = ps
+					nFound += len(ps)
+				}
+				if j.rec >= 0 && err == nil {
+					r := &j.f.Table.Records[j.rec]
+					rep.RecordsChecked++
+					rep.BytesChecked += r.Length
+					if opt.OnRecord != nil {
+						opt.OnRecord(j.f.Name, r)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		mu.Lock()
+		stop := firstErr != nil || nFound+len(rep.Problems) >= opt.MaxProblems
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
 			break
 		}
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	if firstErr != nil {
+		return rep, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	for _, j := range jobs {
+		rep.Problems = append(rep.Problems, found[j.seq]...)
+	}
+	if len(rep.Problems) > opt.MaxProblems {
+		rep.Problems = rep.Problems[:opt.MaxProblems]
 	}
 	// Files in the directory that the manifest does not know.
 	ents, err := os.ReadDir(dir)

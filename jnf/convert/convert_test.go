@@ -289,3 +289,33 @@ func copyDir(t *testing.T, src, dst string) {
 		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
 	}
 }
+
+func TestCheckReportIndependentOfWorkers(t *testing.T) {
+	dir, _ := convert(t, fixtures+"qwen35moe-dev-e-long/checkpoint", Options{LastLayer: 0})
+	for _, l := range []int{1, 4, 6} {
+		flipByte(t, filepath.Join(dir, jnf.FileName(l)), -5000)
+	}
+	var reports []string
+	for _, w := range []int{1, 2, 5} {
+		rep, err := verify.Check(context.Background(), dir, verify.CheckOptions{Workers: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(rep)
+		reports = append(reports, string(b))
+		if len(rep.Problems) != 3 || rep.RecordsChecked != rep.Records {
+			t.Errorf("%d workers: %d problems, %d of %d records", w, len(rep.Problems), rep.RecordsChecked, rep.Records)
+		}
+	}
+	if reports[0] != reports[1] || reports[0] != reports[2] {
+		t.Errorf("reports differ with the worker count:\n%s\n%s", reports[0], reports[2])
+	}
+	rep, _ := verify.Check(context.Background(), dir, verify.CheckOptions{MaxProblems: 2})
+	if len(rep.Problems) != 2 {
+		t.Errorf("MaxProblems 2: %d problems", len(rep.Problems))
+	}
+	rep, _ = verify.Check(context.Background(), dir, verify.CheckOptions{Sample: 0.3, Seed: 9})
+	if rep.RecordsChecked == 0 || rep.RecordsChecked >= rep.Records {
+		t.Errorf("sample 0.3: %d of %d records", rep.RecordsChecked, rep.Records)
+	}
+}
