@@ -321,3 +321,27 @@ func encodeNoCache(tok *Tokenizer, s string) []int {
 	c.cache = nil
 	return c.Encode(s)
 }
+
+// FuzzParse feeds mutated tokenizer.json / tokenizer_config.json bytes to
+// Parse: errors are expected, panics are bugs, and whatever loads must
+// encode to ids that decode.
+func FuzzParse(f *testing.F) {
+	tj, cj, err := SyntheticFiles(300)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(tj, cj)
+	f.Add(tj, []byte(`{"chat_template": "{{ messages }}", "eos_token": {"content": "<|im_end|>"}}`))
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a\u0041": 1}, "merges": ["a b"]}}`), []byte(nil))
+	f.Fuzz(func(t *testing.T, tj, cj []byte) {
+		tok, err := Parse(tj, cj)
+		if err != nil {
+			return
+		}
+		for _, s := range []string{"Hello, world! 123", "<|im_start|>x\u00e9\u3000 y"} {
+			if _, err := tok.Decode(tok.Encode(s)); err != nil {
+				t.Fatalf("Encode(%q) gave ids that do not decode: %v", s, err)
+			}
+		}
+	})
+}

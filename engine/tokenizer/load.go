@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"sort"
-	"strings"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -43,6 +42,50 @@ type tokenizerJSON struct {
 		Vocab                   json.RawMessage `json:"vocab"`
 		Merges                  json.RawMessage `json:"merges"`
 	} `json:"model"`
+}
+
+// decodeTokenizerJSON splits tokenizer.json into members without decoding
+// the big ones (model.vocab, model.merges), which build reads directly, and
+// decodes the rest with encoding/json.
+func decodeTokenizerJSON(data []byte) (*tokenizerJSON, error) {
+	top, err := splitObject(data, "model")
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := top["model"]; !ok {
+		return nil, errors.New("no \"model\"")
+	}
+	model := top // its members are "model.type", "model.vocab", ...
+	var tj tokenizerJSON
+	m := &tj.Model
+	for _, f := range []struct {
+		members map[string]json.RawMessage
+		prefix  string
+		name    string
+		dst     any
+	}{
+		{top, "", "added_tokens", &tj.AddedTokens},
+		{top, "", "normalizer", &tj.Normalizer},
+		{top, "", "pre_tokenizer", &tj.PreTokenizer},
+		{top, "", "post_processor", &tj.PostProcessor},
+		{top, "", "decoder", &tj.Decoder},
+		{model, "", "model.type", &m.Type},
+		{model, "", "model.dropout", &m.Dropout},
+		{model, "", "model.unk_token", &m.UnkToken},
+		{model, "", "model.continuing_subword_prefix", &m.ContinuingSubwordPrefix},
+		{model, "", "model.end_of_word_suffix", &m.EndOfWordSuffix},
+		{model, "", "model.fuse_unk", &m.FuseUnk},
+		{model, "", "model.byte_fallback", &m.ByteFallback},
+		{model, "", "model.ignore_merges", &m.IgnoreMerges},
+	} {
+		if raw, ok := f.members[f.name]; ok {
+			if err := json.Unmarshal(raw, f.dst); err != nil {
+				return nil, fmt.Errorf("%s%s: %w", f.prefix, f.name, err)
+			}
+		}
+	}
+	m.Vocab, m.Merges = model["model.vocab"], model["model.merges"]
+	return &tj, nil
 }
 
 type component struct {
@@ -95,11 +138,11 @@ func LoadFS(fsys fs.FS) (*Tokenizer, error) {
 // tokenizer_config.json (which may be nil: then there is no chat template and
 // no EOS token).
 func Parse(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
-	var tj tokenizerJSON
-	if err := json.Unmarshal(tokenizerJSONBytes, &tj); err != nil {
+	tj, err := decodeTokenizerJSON(tokenizerJSONBytes)
+	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerFile, err)
 	}
-	t, err := build(&tj)
+	t, err := build(tj)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerFile, err)
 	}
@@ -167,25 +210,25 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 		t.byteID[b] = id
 	}
 
-	// Merges, in rank order.
-	pairs, err := parseMerges(m.Merges)
-	if err != nil {
-		return nil, err
-	}
-	t.merges = make(map[uint64]merge, len(pairs))
+	// Merges, in rank order. Map lookups with string(bytes) do not allocate.
+	t.merges = make(map[uint64]merge, len(m.Merges)/24)
 	var buf []byte
-	for rank, p := range pairs {
-		a, okA := t.vocab[p[0]]
-		b, okB := t.vocab[p[1]]
-		buf = append(append(buf[:0], p[0]...), p[1]...)
-		c, okC := t.vocab[string(buf)] // no allocation for the lookup
+	err = eachMerge(m.Merges, func(rank int, pa, pb []byte) error {
+		a, okA := t.vocab[string(pa)]
+		b, okB := t.vocab[string(pb)]
+		buf = append(append(buf[:0], pa...), pb...)
+		c, okC := t.vocab[string(buf)]
 		if !okA || !okB || !okC {
-			return nil, fmt.Errorf("model.merges[%d] [%q, %q]: token not in model.vocab", rank, p[0], p[1])
+			return fmt.Errorf("[%q, %q]: token not in model.vocab", pa, pb)
 		}
 		k := pairKey(a, b)
 		if _, dup := t.merges[k]; !dup { // the first (lowest-rank) occurrence wins
 			t.merges[k] = merge{rank: int32(rank), id: c}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	// Added tokens get the ids Hugging Face would give them: their vocab id
@@ -282,14 +325,6 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 }
 
 const maxVocabID = 1<<31 - 2
-
-func bytesCut(l string) (string, string, bool) {
-	a, b, ok := strings.Cut(l, " ")
-	if !ok || a == "" || b == "" || strings.Contains(b, " ") {
-		return "", "", false
-	}
-	return a, b, true
-}
 
 func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
