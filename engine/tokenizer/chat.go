@@ -43,7 +43,11 @@ func parseChatTemplate(origin, src string, tokens configTokens) (*ChatTemplate, 
 // LoadChatTemplate reads only the chat template of a tokenizer directory
 // (chat_template.jinja, else tokenizer_config.json's "chat_template").
 func LoadChatTemplate(dir string) (*ChatTemplate, error) {
-	return LoadChatTemplateFS(os.DirFS(dir))
+	c, err := LoadChatTemplateFS(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, dir)
+	}
+	return c, nil
 }
 
 // LoadChatTemplateFS is LoadChatTemplate over a file system.

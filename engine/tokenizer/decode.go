@@ -1,9 +1,6 @@
 package tokenizer
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // StreamDecoder turns ids into text one id at a time, as a model produces
 // them. A character whose UTF-8 bytes are split across tokens is returned
@@ -139,7 +136,5 @@ func validUTF8String(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}
-	var sb strings.Builder
-	sb.Write(lossyUTF8(nil, []byte(s)))
-	return sb.String()
+	return string(lossyUTF8(nil, []byte(s)))
 }

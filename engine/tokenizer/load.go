@@ -48,43 +48,41 @@ type tokenizerJSON struct {
 // the big ones (model.vocab, model.merges), which build reads directly, and
 // decodes the rest with encoding/json.
 func decodeTokenizerJSON(data []byte) (*tokenizerJSON, error) {
-	top, err := splitObject(data, "model")
+	// Members of "model" come back as "model.type", "model.vocab", ...
+	members, err := splitObject(data, "model")
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := top["model"]; !ok {
+	if _, ok := members["model"]; !ok {
 		return nil, errors.New("no \"model\"")
 	}
-	model := top // its members are "model.type", "model.vocab", ...
 	var tj tokenizerJSON
 	m := &tj.Model
 	for _, f := range []struct {
-		members map[string]json.RawMessage
-		prefix  string
-		name    string
-		dst     any
+		name string
+		dst  any
 	}{
-		{top, "", "added_tokens", &tj.AddedTokens},
-		{top, "", "normalizer", &tj.Normalizer},
-		{top, "", "pre_tokenizer", &tj.PreTokenizer},
-		{top, "", "post_processor", &tj.PostProcessor},
-		{top, "", "decoder", &tj.Decoder},
-		{model, "", "model.type", &m.Type},
-		{model, "", "model.dropout", &m.Dropout},
-		{model, "", "model.unk_token", &m.UnkToken},
-		{model, "", "model.continuing_subword_prefix", &m.ContinuingSubwordPrefix},
-		{model, "", "model.end_of_word_suffix", &m.EndOfWordSuffix},
-		{model, "", "model.fuse_unk", &m.FuseUnk},
-		{model, "", "model.byte_fallback", &m.ByteFallback},
-		{model, "", "model.ignore_merges", &m.IgnoreMerges},
+		{"added_tokens", &tj.AddedTokens},
+		{"normalizer", &tj.Normalizer},
+		{"pre_tokenizer", &tj.PreTokenizer},
+		{"post_processor", &tj.PostProcessor},
+		{"decoder", &tj.Decoder},
+		{"model.type", &m.Type},
+		{"model.dropout", &m.Dropout},
+		{"model.unk_token", &m.UnkToken},
+		{"model.continuing_subword_prefix", &m.ContinuingSubwordPrefix},
+		{"model.end_of_word_suffix", &m.EndOfWordSuffix},
+		{"model.fuse_unk", &m.FuseUnk},
+		{"model.byte_fallback", &m.ByteFallback},
+		{"model.ignore_merges", &m.IgnoreMerges},
 	} {
-		if raw, ok := f.members[f.name]; ok {
+		if raw, ok := members[f.name]; ok {
 			if err := json.Unmarshal(raw, f.dst); err != nil {
-				return nil, fmt.Errorf("%s%s: %w", f.prefix, f.name, err)
+				return nil, fmt.Errorf("%s: %w", f.name, err)
 			}
 		}
 	}
-	m.Vocab, m.Merges = model["model.vocab"], model["model.merges"]
+	m.Vocab, m.Merges = members["model.vocab"], members["model.merges"]
 	return &tj, nil
 }
 
@@ -107,7 +105,11 @@ type splitPattern struct {
 // Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
 // and dir/chat_template.jinja.
 func Load(dir string) (*Tokenizer, error) {
-	return LoadFS(os.DirFS(dir))
+	t, err := LoadFS(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, dir)
+	}
+	return t, nil
 }
 
 // LoadFS is Load over a file system (the directory is its root).
