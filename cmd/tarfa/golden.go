@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/reports"
 )
@@ -47,17 +46,11 @@ manifest root of the model.`,
 			if err != nil {
 				return err
 			}
-			if model == "" {
-				if model, err = defaultModel(cmd); err != nil {
-					return err
-				}
-			}
-			r, err := runner.Open(model, runner.Options{Threads: threads, ExpertCacheBytes: 1 << 30})
+			r, err := openRunner(cmd, model, threads, 1<<30)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			banner(cmd, r)
 			g, runs, err := r.Record(cmd.Context(), ps, version)
 			if err != nil {
 				return err
@@ -109,17 +102,11 @@ Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
 			if err != nil {
 				return failVerification(err)
 			}
-			if model == "" {
-				if model, err = defaultModel(cmd); err != nil {
-					return err
-				}
-			}
-			r, err := runner.Open(model, runner.Options{Threads: threads, ExpertCacheBytes: 1 << 30})
+			r, err := openRunner(cmd, model, threads, 1<<30)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			banner(cmd, r)
 			diffs, err := r.Replay(cmd.Context(), g, runs)
 			if err != nil {
 				return err

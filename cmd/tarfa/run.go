@@ -39,14 +39,24 @@ func (g *genFlags) add(cmd *cobra.Command) {
 }
 
 func (g *genFlags) open(cmd *cobra.Command) (*runner.Runner, error) {
-	dir := g.model
+	return openRunner(cmd, g.model, g.threads, g.cacheMiB<<20)
+}
+
+// openRunner opens dir (the embedded default model when empty) for
+// generation and prints the banner.
+func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (*runner.Runner, error) {
 	if dir == "" {
 		var err error
 		if dir, err = defaultModel(cmd); err != nil {
 			return nil, err
 		}
 	}
-	return runner.Open(dir, runner.Options{Threads: g.threads, ExpertCacheBytes: g.cacheMiB << 20})
+	r, err := runner.Open(dir, runner.Options{Threads: threads, ExpertCacheBytes: cacheBytes})
+	if err != nil {
+		return nil, err
+	}
+	banner(cmd, r)
+	return r, nil
 }
 
 // banner states what runs: the mode (always exact here), the model root and the backend.
@@ -93,7 +103,6 @@ deterministically.`,
 				return err
 			}
 			defer r.Close()
-			banner(cmd, r)
 			var ids []int
 			switch {
 			case tokens != "":
