@@ -18,7 +18,7 @@ func TestSignAndVerifyManifest(t *testing.T) {
 	if _, err := SignManifest(dir, "dev-a", priv); err != nil {
 		t.Fatal(err)
 	}
-	res, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub})
+	res, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub}, VerifyManifestOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,10 +26,10 @@ func TestSignAndVerifyManifest(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	otherPub, _, _ := GenerateKey()
-	if _, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{otherPub}); !errors.Is(err, ErrVerification) {
+	if _, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{otherPub}, VerifyManifestOptions{}); !errors.Is(err, ErrVerification) {
 		t.Errorf("wrong key: %v", err)
 	}
-	if _, err := VerifyManifest(dir, "dev-b", []ed25519.PublicKey{pub}); !errors.Is(err, ErrVerification) {
+	if _, err := VerifyManifest(dir, "dev-b", []ed25519.PublicKey{pub}, VerifyManifestOptions{}); !errors.Is(err, ErrVerification) {
 		t.Errorf("wrong name: %v", err)
 	}
 
@@ -38,11 +38,11 @@ func TestSignAndVerifyManifest(t *testing.T) {
 		p := filepath.Join(dir, name)
 		orig, _ := os.ReadFile(p)
 		os.WriteFile(p, f(append([]byte(nil), orig...)), 0o644)
-		if _, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub}); err == nil {
+		if _, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub}, VerifyManifestOptions{}); err == nil {
 			t.Errorf("tampered %s verified", name)
 		}
 		os.WriteFile(p, orig, 0o644)
-		if _, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub}); err != nil {
+		if _, err := VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub}, VerifyManifestOptions{}); err != nil {
 			t.Fatalf("restored %s: %v", name, err)
 		}
 	}
@@ -66,4 +66,16 @@ func TestSignAndVerifyManifest(t *testing.T) {
 	})
 	// A byte of a record table (the files no longer hash to the signed root).
 	tamper("layer-00001.jnf", func(b []byte) []byte { b[100] ^= 0x01; return b })
+	// A byte of an expert record: caught by the data check, missed only when it is skipped on purpose.
+	tamper("layer-00002.jnf", func(b []byte) []byte { b[len(b)-100] ^= 0x01; return b })
+	p := filepath.Join(dir, "layer-00002.jnf")
+	orig, _ := os.ReadFile(p)
+	b := append([]byte(nil), orig...)
+	b[len(b)-100] ^= 0x01
+	os.WriteFile(p, b, 0o644)
+	res, err = VerifyManifest(dir, "dev-a", []ed25519.PublicKey{pub}, VerifyManifestOptions{UnsafeSkipData: true})
+	if err != nil || len(res.Unsafe) != 1 || res.Unsafe[0] != "skip-data" {
+		t.Errorf("skip-data: %v %+v", err, res)
+	}
+	os.WriteFile(p, orig, 0o644)
 }

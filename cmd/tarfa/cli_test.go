@@ -48,8 +48,7 @@ func TestConvertVerifyManifestSign(t *testing.T) {
 	if out, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub"); err != nil || !strings.Contains(out, "ok:") {
 		t.Fatalf("manifest verify: %v %s", err, out)
 	}
-	// Corrupt one expert byte: verify exits 3 naming layer, expert and offset; the signature check still
-	// passes (record data is not part of it) but `verify` does not.
+	// Corrupt one expert byte: verify and manifest verify exit 3, verify naming layer, expert and offset.
 	p := filepath.Join(dir, "layer-00002.jnf")
 	b, _ := os.ReadFile(p)
 	b[len(b)-2000] ^= 0x10
@@ -57,6 +56,12 @@ func TestConvertVerifyManifestSign(t *testing.T) {
 	_, err = runCLI(t, "", "verify", dir)
 	if exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "layer 2 expert 7") || !strings.Contains(err.Error(), "offset") {
 		t.Errorf("corrupted verify: exit %d, %v", exitCode(err), err)
+	}
+	if _, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub"); exitCode(err) != exitNotExact {
+		t.Errorf("manifest verify of a corrupted record: exit %d (%v)", exitCode(err), err)
+	}
+	if out, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub", "--unsafe-skip-data"); err != nil || !strings.Contains(out, "UNSAFE") {
+		t.Errorf("--unsafe-skip-data: %v %s", err, out)
 	}
 	if _, err := runCLI(t, "", "verify", dir, "--sample", "2"); exitCode(err) != exitError {
 		t.Errorf("bad --sample: %v", err)

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/verify"
 )
 
 func init() {
@@ -66,15 +68,16 @@ root as its sha256 digest. The manifest is first checked against the files.`,
 func newManifestVerifyCommand() *cobra.Command {
 	var pubs []string
 	var name string
-	var asJSON bool
+	var asJSON, skipData bool
 	cmd := &cobra.Command{
 		Use:   "verify DIR --pub NAME.pub",
 		Short: "Check the manifest signature and that the root matches the files",
 		Long: `Verify checks DIR/manifest.sig.json against the trusted public key(s): the DSSE
 signature, the statement (predicate type, subject name and digest = manifest root),
-that the signed predicate describes this manifest byte for byte, and that the
-record tables and copied files still hash to the signed root. Use ` + "`tarfa verify`" + `
-to re-hash all record data as well.
+that the signed predicate describes this manifest byte for byte, and that the files
+still hash to the signed root: record tables, copied config/tokenizer files, and
+every record's bytes and padding (as ` + "`tarfa verify`" + `). --unsafe-skip-data leaves
+out the record bytes (a changed expert byte then goes unnoticed).
 
 Exit statuses: 0 verified, 1 error, 3 verification failed.`,
 		Args: cobra.ExactArgs(1),
@@ -94,7 +97,16 @@ Exit statuses: 0 verified, 1 error, 3 verification failed.`,
 			if err != nil {
 				return err
 			}
-			res, err := attest.VerifyManifest(args[0], n, keys)
+			update, finish := byteProgress(cmd.ErrOrStderr(), "verifying")
+			var done, total int64
+			if m, _, err := verify.LoadManifest(args[0]); err == nil {
+				for _, e := range m.Entries {
+					total += e.Length
+				}
+			}
+			res, err := attest.VerifyManifest(args[0], n, keys, attest.VerifyManifestOptions{Context: cmd.Context(), UnsafeSkipData: skipData,
+				OnRecord: func(_ string, r *jnf.Record) { done += r.Length; update(done, total) }})
+			finish()
 			if err != nil {
 				return failVerification(err)
 			}
@@ -102,11 +114,15 @@ Exit statuses: 0 verified, 1 error, 3 verification failed.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ok: %s is %q, root %s, signed by key %s\n", args[0], n, res.ModelManifest.Root.Hex(), res.KeyID)
+			if skipData {
+				fmt.Fprintln(cmd.OutOrStdout(), "UNSAFE: record data was not re-hashed (--unsafe-skip-data)")
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringSliceVar(&pubs, "pub", nil, "trusted SPKI PEM public key (repeatable)")
 	cmd.Flags().StringVar(&name, "name", "", "expected model name (default: the directory name)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verification result as JSON")
+	cmd.Flags().BoolVar(&skipData, "unsafe-skip-data", false, "do not re-hash record data (UNSAFE: misses changed weights)")
 	return cmd
 }
