@@ -19,6 +19,7 @@ func newValidateCommand() *cobra.Command {
 		ckpt, ref string
 		threads   int
 		asJSON    bool
+		positions bool
 	)
 	hf := &cobra.Command{
 		Use:   "hf --checkpoint HF_DIR --reference FIXTURE_DIR",
@@ -27,7 +28,8 @@ func newValidateCommand() *cobra.Command {
 prompt of FIXTURE_DIR/reference.json through the verified path and compares with
 FIXTURE_DIR/reference.safetensors: max |Δ| of the fp32 logits at every position,
 argmax agreement, the greedy continuation against greedy[promptI.fp32], and the
-bf16 figures for information.
+bf16 figures for information. --positions adds a table per prompt with every
+position's max |Δ|; --json carries them too.
 
 Exit statuses: 0 max |Δ| <= atol everywhere (reference.json "atol", else 5e-4) and
 every fp32 greedy continuation identical; 1 error; 3 out of tolerance.`,
@@ -53,6 +55,16 @@ every fp32 greedy continuation identical; 1 error; 3 out of tolerance.`,
 						fmt.Sprintf("%.3g", p.MaxAbsBF16), fmt.Sprintf("%d/%d", p.GreedyBF16OK, len(p.Greedy)), passWord(p.Pass)})
 				}
 				reports.Table(out, []string{"prompt", "tokens", "max |Δ| fp32", "argmax", "greedy = fp32", "max |Δ| bf16 (info)", "greedy = bf16 (info)", "result"}, rows)
+				if positions {
+					for _, p := range rep.Prompts {
+						var prow [][]string
+						for i, d := range p.MaxAbsAt {
+							prow = append(prow, []string{strconv.Itoa(i), fmt.Sprintf("%.3g", d), fmt.Sprint(p.ArgmaxAt[i]), passWord(d <= rep.Atol)})
+						}
+						fmt.Fprintf(out, "prompt %d:\n", p.Index)
+						reports.Table(out, []string{"position", "max |Δ| fp32", "argmax agrees", "within atol"}, prow)
+					}
+				}
 				fmt.Fprintf(out, "atol %g; routed experts per token = top-k in every MoE layer: %v; model root %s\n", rep.Atol, rep.ExpertEvalsOK, rep.Root)
 			}
 			if !rep.Pass {
@@ -65,6 +77,7 @@ every fp32 greedy continuation identical; 1 error; 3 out of tolerance.`,
 	hf.Flags().StringVar(&ref, "reference", "", "directory with reference.json and reference.safetensors")
 	hf.Flags().IntVar(&threads, "threads", 0, "CPU threads")
 	hf.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	hf.Flags().BoolVar(&positions, "positions", false, "also print max |Δ| at every position of every prompt")
 	cmd.AddCommand(hf)
 	return cmd
 }

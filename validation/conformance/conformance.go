@@ -89,6 +89,7 @@ type PromptResult struct {
 	Tokens       int       `json:"tokens"`
 	MaxAbs       float64   `json:"max_abs"` // over every position, vs fp32
 	MaxAbsAt     []float64 `json:"max_abs_per_position"`
+	ArgmaxAt     []bool    `json:"argmax_agree_per_position"`
 	ArgmaxAgree  int       `json:"argmax_agree"`      // positions whose argmax matches fp32
 	Greedy       []int     `json:"greedy"`            // our 12 tokens
 	GreedyFP32   []int     `json:"greedy_fp32"`       // reference
@@ -169,7 +170,9 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 			if worst > pr.MaxAbs || worst != worst {
 				pr.MaxAbs = worst
 			}
-			if golden.Argmax(lg[pos]) == golden.Argmax(want) {
+			agree := golden.Argmax(lg[pos]) == golden.Argmax(want)
+			pr.ArgmaxAt = append(pr.ArgmaxAt, agree)
+			if agree {
 				pr.ArgmaxAgree++
 			}
 		}
