@@ -18,6 +18,10 @@ func TestFixturesConform(t *testing.T) {
 		{"qwen35moe-dev-c/checkpoint", "qwen35moe-dev-c"},
 		{"qwen35moe-dev-c/checkpoint-official", "qwen35moe-dev-c"},
 		{"qwen35moe-dev-e-long/checkpoint", "qwen35moe-dev-e-long"},
+		// Synthetic checkpoints with HF references (validation/testdata/synthref/PROVENANCE.md).
+		{"../synthref/q3-dense-tied-norenorm/checkpoint", "../synthref/q3-dense-tied-norenorm"},
+		{"../synthref/q3-heap-topk-sparse-step/checkpoint", "../synthref/q3-heap-topk-sparse-step"},
+		{"../synthref/q35-ratio3-hd40-tied/checkpoint", "../synthref/q35-ratio3-hd40-tied"},
 	} {
 		t.Run(c.ckpt, func(t *testing.T) {
 			rep, err := Run(context.Background(), fixtures+c.ckpt, fixtures+c.ref, Options{Threads: 2})

@@ -40,6 +40,11 @@ type Options struct {
 	ShardBytes int64
 	// Extra files written beside the weights (e.g. tokenizer.json).
 	Extra map[string][]byte
+	// Set overrides text-config fields after the preset (e.g.
+	// "mlp_only_layers": [1], "tie_word_embeddings": true, "layer_types":
+	// [...]): every knob of the general config can be exercised. The tensors
+	// written follow the resulting config.
+	Set map[string]any
 }
 
 type shape = []int64
@@ -93,6 +98,9 @@ func preset(o Options) (map[string]any, int64, error) {
 	if o.ShardBytes > 0 {
 		shard = o.ShardBytes
 	}
+	for k, v := range o.Set {
+		c[k] = v
+	}
 	return c, shard, nil
 }
 
@@ -135,7 +143,7 @@ func config(o Options) ([]byte, *hf.Config, int64, error) {
 		raw["model_type"] = "qwen3_5_moe_text"
 		top := map[string]any{"architectures": []string{"Qwen3_5MoeForConditionalGeneration"}, "model_type": "qwen3_5_moe",
 			"text_config": raw, "vision_config": map[string]any{"model_type": "qwen3_5_moe", "depth": 1, "hidden_size": 16},
-			"tie_word_embeddings": false}
+			"tie_word_embeddings": raw["tie_word_embeddings"]}
 		cfgJSON, _ = json.MarshalIndent(top, "", "  ")
 	case o.Arch == hf.Qwen35MoE:
 		raw["model_type"] = "qwen3_5_moe_text"
@@ -297,7 +305,9 @@ func tensorSpecs(cfg *hf.Config, fused bool) []tensorSpec {
 		}
 	}
 	add("model.norm.weight", jnf.BF16, shape{H}, normInit, normScale)
-	add("lm_head.weight", jnf.BF16, shape{V, H}, initNormal, std)
+	if !cfg.Tied {
+		add("lm_head.weight", jnf.BF16, shape{V, H}, initNormal, std)
+	}
 	if fused {
 		// Tensors a text engine must ignore, as in the official releases.
 		out = append(out, tensorSpec{"mtp.fc.weight", jnf.BF16, shape{H, 2 * H}, initNormal, std})

@@ -104,3 +104,27 @@ func TestEnsureDefault(t *testing.T) {
 		t.Errorf("damaged cache: built %v, %v", built, err)
 	}
 }
+
+func TestSynthConfigOverrides(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v")
+	err := Write(dir, Options{Arch: hf.Qwen3MoE, Preset: "tiny", Seed: 3, Set: map[string]any{
+		"tie_word_embeddings": true, "mlp_only_layers": []int{1}, "norm_topk_prob": false, "num_attention_heads": 6, "head_dim": 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := hf.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	c := ck.Config
+	if !c.Tied || c.Sparse[1] || !c.Sparse[0] || c.NormTopKProb || c.Heads != 6 || c.HeadDim != 40 || c.RotaryDim != 40 {
+		t.Errorf("config %+v", c)
+	}
+	if _, ok := ck.Tensor("lm_head.weight"); ok {
+		t.Error("tied model has an lm_head tensor")
+	}
+	if _, ok := ck.Tensor("model.layers.1.mlp.gate_proj.weight"); !ok || ck.Experts[1] != nil {
+		t.Error("dense layer 1 lacks its MLP or has experts")
+	}
+}
