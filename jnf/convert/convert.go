@@ -6,6 +6,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,6 +42,9 @@ type Result struct {
 	Resumed  []string // files already present, re-verified and kept
 	Bytes    int64    // record bytes written in this run
 	Verified int64    // bytes compared with the source (Verify)
+	// ShardsHashed counts source shards read for their whole-file SHA-256
+	// in this run (only shards that files written in this run draw from).
+	ShardsHashed int
 }
 
 type unit struct {
@@ -163,37 +167,9 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	}
 
 	res := &Result{}
-	// Which files are already finished? They are re-verified completely.
-	var todo []*unit
-	for _, u := range units {
-		path := filepath.Join(dst, u.file)
-		if _, err := os.Stat(path); err != nil {
-			todo = append(todo, u)
-			continue
-		}
-		if err := reverify(ctx, path, u, cfgSum, progress); err != nil {
-			log.Warn("existing file does not check out; rewriting it", "file", u.file, "err", err)
-			if err := os.Remove(path); err != nil {
-				return nil, err
-			}
-			todo = append(todo, u)
-			continue
-		}
-		res.Resumed = append(res.Resumed, u.file)
-	}
-
-	// Whole-file SHA-256 of every source shard the files still to write draw from.
-	need := map[string]bool{}
-	for _, u := range todo {
-		for _, s := range u.shards() {
-			need[s] = true
-		}
-	}
-	shardSums, err := hashShards(ctx, ck, need, opt.Workers)
-	if err != nil {
-		return nil, err
-	}
-
+	// Whole-file SHA-256 of the source shards, computed once on first need:
+	// files kept by a resumed conversion never cause a shard to be hashed.
+	sums := &shardSums{ck: ck, m: map[string]*shardSum{}}
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = 2
@@ -211,7 +187,30 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 		go func() {
 			defer wg.Done()
 			for u := range ch {
-				n, verified, err := writeUnit(ctx, ck, dst, u, cfgSum, shardSums, ignored, opt.Verify, progress)
+				// A file already there (an earlier run) is re-verified completely
+				// and kept, or removed and written again.
+				path := filepath.Join(dst, u.file)
+				if _, err := os.Stat(path); err == nil {
+					err := reverify(ctx, path, u, cfgSum, progress)
+					if err == nil {
+						mu.Lock()
+						res.Resumed = append(res.Resumed, u.file)
+						mu.Unlock()
+						continue
+					}
+					if ctx.Err() != nil {
+						continue
+					}
+					log.Warn("existing file does not check out; rewriting it", "file", u.file, "err", err)
+					if err := os.Remove(path); err != nil {
+						mu.Lock()
+						firstErr = cmp.Or(firstErr, err)
+						mu.Unlock()
+						cancel()
+						continue
+					}
+				}
+				n, verified, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, progress)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -226,7 +225,7 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 			}
 		}()
 	}
-	for _, u := range todo {
+	for _, u := range units {
 		select {
 		case ch <- u:
 		case <-ctx.Done():
@@ -241,6 +240,8 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 		return nil, err
 	}
 	sort.Strings(res.Written)
+	sort.Strings(res.Resumed)
+	res.ShardsHashed = len(sums.m)
 	m, err := verify.Build(dst)
 	if err != nil {
 		return nil, err
@@ -291,35 +292,42 @@ func copyAux(ck *hf.Checkpoint, dst string) error {
 	return nil
 }
 
-func hashShards(ctx context.Context, ck *hf.Checkpoint, need map[string]bool, workers int) (map[string]jnf.SourceFile, error) {
-	if workers <= 0 {
-		workers = 2
+// shardSums computes each source shard's whole-file SHA-256 once, on first
+// request, however many files draw from it.
+type shardSums struct {
+	ck *hf.Checkpoint
+	mu sync.Mutex
+	m  map[string]*shardSum
+}
+
+type shardSum struct {
+	once sync.Once
+	sf   jnf.SourceFile
+	err  error
+}
+
+func (s *shardSums) get(ctx context.Context, name string) (jnf.SourceFile, error) {
+	s.mu.Lock()
+	e, ok := s.m[name]
+	if !ok {
+		e = &shardSum{}
+		s.m[name] = e
 	}
-	out := map[string]jnf.SourceFile{}
-	var mu sync.Mutex
-	var firstErr error
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
-	for name := range need {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f, _ := ck.ShardFile(name)
-			d, n, err := jnf.SumReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, f.Size)})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("hashing %s: %w", filepath.Join(ck.Dir, name), err)
-				}
-				return
-			}
-			out[name] = jnf.SourceFile{File: name, Size: n, SHA256: d.SHA256.Hex()}
-		}()
-	}
-	wg.Wait()
-	return out, firstErr
+	s.mu.Unlock()
+	e.once.Do(func() {
+		f, ok := s.ck.ShardFile(name)
+		if !ok {
+			e.err = fmt.Errorf("no shard %s", name)
+			return
+		}
+		d, n, err := jnf.SumReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, f.Size)})
+		if err != nil {
+			e.err = fmt.Errorf("hashing %s: %w", filepath.Join(s.ck.Dir, name), err)
+			return
+		}
+		e.sf = jnf.SourceFile{File: name, Size: n, SHA256: d.SHA256.Hex()}
+	})
+	return e.sf, e.err
 }
 
 type ctxReader struct {
@@ -337,11 +345,15 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 var zeroDigest = strings.Repeat("0", 64)
 
 // writeUnit writes one JNF file to a temporary name and renames it into place.
-func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgSum string, shardSums map[string]jnf.SourceFile,
+func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgSum string, sums *shardSums,
 	ignored []jnf.Ignored, verifyBytes bool, progress func(int64)) (written, verified int64, err error) {
 	t := &jnf.Table{Format: jnf.FormatName, Version: jnf.Version, File: u.file, Layer: u.layer, ConfigSHA256: cfgSum, Records: u.records()}
 	for _, s := range u.shards() {
-		t.Sources = append(t.Sources, shardSums[s])
+		sf, err := sums.get(ctx, s)
+		if err != nil {
+			return 0, 0, err
+		}
+		t.Sources = append(t.Sources, sf)
 	}
 	if u.layer < 0 {
 		t.Layout, t.Ignored = ck.Layout, ignored

@@ -121,6 +121,11 @@ func TestDeterministicAndResumable(t *testing.T) {
 	if res.Manifest.Root != ra.Manifest.Root {
 		t.Error("resumed conversion has a different root")
 	}
+	// Nothing left to write: every file is re-verified and kept, no source shard is hashed again.
+	res, err = Convert(context.Background(), src, b, Options{LastLayer: -1})
+	if err != nil || len(res.Written) != 0 || len(res.Resumed) != 5 || res.ShardsHashed != 0 {
+		t.Errorf("second resume: written %v, resumed %v, %d shards hashed, %v", res.Written, res.Resumed, res.ShardsHashed, err)
+	}
 	if _, err := os.Stat(filepath.Join(b, ".layer-00002.jnf.tmp-123")); !os.IsNotExist(err) {
 		t.Error("stale temp file left behind")
 	}
