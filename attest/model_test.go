@@ -1,8 +1,10 @@
 package attest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +80,34 @@ func TestOpenRefusesIncompleteOrEditedModels(t *testing.T) {
 	os.WriteFile(filepath.Join(full, "generation_config.json"), []byte("{}"), 0o644)
 	if _, err := Open(full); err == nil || !strings.Contains(err.Error(), "hash to root") {
 		t.Errorf("edited aux file: %v", err)
+	}
+}
+
+func TestAuxFilesAreVerified(t *testing.T) {
+	dir := convertFixture(t, "qwen3moe-dev-a/checkpoint")
+	m, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	fsys, err := m.AuxFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.ReadFile(fsys, "config.json")
+	if err != nil || !bytes.Equal(b, m.ConfigBytes) {
+		t.Errorf("config.json from AuxFS: %v", err)
+	}
+	if _, err := m.AuxFile("layer-00000.jnf"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a JNF file served as an auxiliary file: %v", err)
+	}
+	// Changed after Open: refused.
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte("{}"), 0o644)
+	var mm *jnf.MismatchError
+	if _, err := m.AuxFile("generation_config.json"); !errors.As(err, &mm) {
+		t.Errorf("changed aux file: %v", err)
+	}
+	if _, err := m.AuxFS(); err == nil {
+		t.Error("AuxFS served a changed file")
 	}
 }

@@ -7,11 +7,8 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine"
@@ -37,7 +34,8 @@ type Options struct {
 }
 
 // Open opens a JNF directory (root-checked by attest.Open), loads the engine
-// and, when present, the tokenizer copied beside the weights.
+// and, when the manifest lists one, the tokenizer copied beside the weights
+// (read through attest's verified auxiliary files).
 func Open(dir string, opt Options) (*Runner, error) {
 	m, err := attest.Open(dir)
 	if err != nil {
@@ -49,18 +47,22 @@ func Open(dir string, opt Options) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{Dir: dir, Model: m, Engine: em, Threads: em.Backend().Threads()}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
-		if r.Tok, err = tokenizer.Load(dir); err != nil {
+	// The tokenizer and chat template are read from the verified auxiliary
+	// files: what is parsed is what the manifest root attests.
+	aux, err := m.AuxFS()
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	if _, err := fs.Stat(aux, tokenizer.TokenizerFile); err == nil {
+		if r.Tok, err = tokenizer.LoadFS(aux); err != nil {
 			m.Close()
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
 		if r.Tok.VocabSize() > m.Config.Vocab {
 			m.Close()
 			return nil, fmt.Errorf("%s: tokenizer has %d tokens, the model's vocabulary is %d", dir, r.Tok.VocabSize(), m.Config.Vocab)
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		m.Close()
-		return nil, err
 	}
 	return r, nil
 }
