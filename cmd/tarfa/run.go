@@ -45,7 +45,8 @@ func (g *genFlags) open(cmd *cobra.Command) (*runner.Runner, error) {
 // openRunner opens dir (the embedded default model when empty) for
 // generation and prints the banner.
 func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (*runner.Runner, error) {
-	if dir == "" {
+	isDefault := dir == ""
+	if isDefault {
 		var err error
 		if dir, err = defaultModel(cmd); err != nil {
 			return nil, err
@@ -56,6 +57,9 @@ func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (
 		return nil, err
 	}
 	banner(cmd, r)
+	if isDefault {
+		fmt.Fprintln(cmd.ErrOrStderr(), "embedded default model: a tiny Qwen3.5-MoE with random weights — the text is noise; what it shows is the verified pipeline (--model DIR for a converted checkpoint)")
+	}
 	return r, nil
 }
 
