@@ -77,6 +77,19 @@ func (r *Record) Digests() (Digests, error) {
 	return Digests{SHA256: s, BLAKE3: b}, nil
 }
 
+// SourceRanges lists where the record's bytes came from, in record byte
+// order: the tensor's range, or the three parts' ranges of an expert.
+func (r *Record) SourceRanges() []SourceRange {
+	if r.Kind == KindExpert {
+		out := make([]SourceRange, len(r.Parts))
+		for i, p := range r.Parts {
+			out[i] = p.Source
+		}
+		return out
+	}
+	return r.Source
+}
+
 // SourceFile is a source checkpoint shard a JNF file draws bytes from, with
 // its whole-file SHA-256 (the Hugging Face Hub LFS oid).
 type SourceFile struct {

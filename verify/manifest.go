@@ -25,21 +25,12 @@ const (
 )
 
 // Entry is one leaf of the manifest: an auxiliary file, a tensor or an expert
-// record.
+// record. Tensor and expert entries are their record-table records plus the
+// JNF file holding them; a file entry has kind "file", layer and expert −1,
+// offset 0 and the file's length and digests.
 type Entry struct {
-	Kind   string            `json:"kind"` // file, tensor, expert
-	Name   string            `json:"name"`
-	Layer  int               `json:"layer"`  // -1 for files and global tensors
-	Expert int               `json:"expert"` // -1 unless kind == expert
-	File   string            `json:"file"`   // relative to the directory
-	Offset int64             `json:"offset"`
-	Length int64             `json:"length"`
-	SHA256 string            `json:"sha256"`
-	BLAKE3 string            `json:"blake3"`
-	DType  jnf.DType         `json:"dtype,omitempty"`
-	Shape  []int64           `json:"shape,omitempty"`
-	Parts  []jnf.Part        `json:"parts,omitempty"`
-	Source []jnf.SourceRange `json:"source,omitempty"`
+	jnf.Record
+	File string `json:"file"` // relative to the directory
 }
 
 // Manifest describes a JNF directory completely. Its roots are recomputed
@@ -82,7 +73,7 @@ func (e *Entry) FullLeaf() []byte {
 	b.WriteString("file=" + e.File + "\n")
 	b.WriteString("offset=" + strconv.FormatInt(e.Offset, 10) + "\n")
 	var src []string
-	for _, s := range e.sources() {
+	for _, s := range e.SourceRanges() {
 		src = append(src, fmt.Sprintf("%s:%d+%d", s.File, s.Offset, s.Length))
 	}
 	b.WriteString("source=" + strings.Join(src, ";") + "\n")
@@ -109,30 +100,6 @@ func (e *Entry) layoutString() string {
 		return strings.Join(p, ";")
 	}
 	return ""
-}
-
-func (e *Entry) sources() []jnf.SourceRange {
-	if e.Kind == jnf.KindExpert {
-		out := make([]jnf.SourceRange, len(e.Parts))
-		for i, p := range e.Parts {
-			out[i] = p.Source
-		}
-		return out
-	}
-	return e.Source
-}
-
-// Digests parses the entry's digests.
-func (e *Entry) Digests() (jnf.Digests, error) {
-	s, err := jnf.ParseHex(jnf.SHA256, e.SHA256)
-	if err != nil {
-		return jnf.Digests{}, fmt.Errorf("entry %s: %w", e.Name, err)
-	}
-	b, err := jnf.ParseHex(jnf.BLAKE3, e.BLAKE3)
-	if err != nil {
-		return jnf.Digests{}, fmt.Errorf("entry %s: %w", e.Name, err)
-	}
-	return jnf.Digests{SHA256: s, BLAKE3: b}, nil
 }
 
 // LeafHashes returns the RFC 6962 leaf hashes of the full leaves, in entry order.
@@ -277,7 +244,8 @@ func Build(dir string) (*Manifest, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		m.Entries = append(m.Entries, Entry{Kind: jnf.KindFile, Name: a, Layer: -1, Expert: -1, File: a, Length: n, SHA256: d.SHA256.Hex(), BLAKE3: d.BLAKE3.Hex()})
+		m.Entries = append(m.Entries, Entry{File: a, Record: jnf.Record{Kind: jnf.KindFile, Name: a, Layer: -1, Expert: -1,
+			Length: n, SHA256: d.SHA256.Hex(), BLAKE3: d.BLAKE3.Hex()}})
 	}
 	sort.Slice(m.Entries, func(i, j int) bool { return m.Entries[i].Name < m.Entries[j].Name })
 
@@ -312,8 +280,7 @@ func Build(dir string) (*Manifest, error) {
 			sources[s.File] = s
 		}
 		for _, r := range t.Records {
-			m.Entries = append(m.Entries, Entry{Kind: r.Kind, Name: r.Name, Layer: r.Layer, Expert: r.Expert, File: t.File,
-				Offset: r.Offset, Length: r.Length, SHA256: r.SHA256, BLAKE3: r.BLAKE3, DType: r.DType, Shape: r.Shape, Parts: r.Parts, Source: r.Source})
+			m.Entries = append(m.Entries, Entry{Record: r, File: t.File})
 		}
 	}
 	for _, s := range sources {

@@ -73,18 +73,6 @@ func (u *unit) records() []jnf.Record {
 	return recs
 }
 
-// ranges lists the source ranges of record r in record byte order.
-func ranges(r *jnf.Record) []jnf.SourceRange {
-	if r.Kind == jnf.KindExpert {
-		out := make([]jnf.SourceRange, len(r.Parts))
-		for i, p := range r.Parts {
-			out[i] = p.Source
-		}
-		return out
-	}
-	return r.Source
-}
-
 func (u *unit) shards() []string {
 	set := map[string]bool{}
 	for _, t := range u.tensors {
@@ -380,7 +368,7 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 		r := &t.Records[i]
 		h := jnf.NewHasher()
 		w := io.MultiWriter(&offsetWriter{f: tmp, off: r.Offset}, h)
-		for _, s := range ranges(r) {
+		for _, s := range r.SourceRanges() {
 			f, ok := ck.ShardFile(s.File)
 			if !ok {
 				return 0, 0, fmt.Errorf("no shard %s", s.File)
@@ -443,7 +431,7 @@ func compareWithSource(ctx context.Context, ck *hf.Checkpoint, path, name string
 	for i := range f.Table.Records {
 		r := &f.Table.Records[i]
 		pos := r.Offset
-		for _, s := range ranges(r) {
+		for _, s := range r.SourceRanges() {
 			sf, ok := ck.ShardFile(s.File)
 			if !ok {
 				return n, fmt.Errorf("no shard %s", s.File)
