@@ -134,7 +134,7 @@ deterministically.`,
 			}
 			start := time.Now()
 			run, err := r.Generate(cmd.Context(), ids, g.maxTokens, r.DefaultStops(),
-				golden.Sampling{Temperature: g.temperature, TopP: g.topP, TopK: g.topK, Seed: g.seed},
+				golden.Sampling{Temperature: g.temperature, TopP: g.topP, TopK: g.topK, Seed: g.seed}, false,
 				func(tok int) error {
 					if dec == nil {
 						return nil

@@ -149,14 +149,17 @@ func GenOptions(maxTokens int, stop []int, s golden.Sampling) engine.GenOptions 
 		TopP: float32(s.TopP), TopK: s.TopK, Seed: s.Seed}
 }
 
-// Generate runs one prompt in a fresh session and returns the run with the
-// logits of every step.
-func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, onToken func(int) error) (golden.Run, error) {
+// Generate runs one prompt in a fresh session and returns the run; with
+// keepLogits it holds a copy of every step's logits (golden record and
+// replay), otherwise none are copied (plain generation).
+func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, keepLogits bool, onToken func(int) error) (golden.Run, error) {
 	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
 	sess := r.Engine.NewSession()
 	_, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
 		run.Generated = append(run.Generated, tok)
-		run.Logits = append(run.Logits, append([]float32(nil), logits...))
+		if keepLogits {
+			run.Logits = append(run.Logits, append([]float32(nil), logits...))
+		}
 		if onToken != nil {
 			return onToken(tok)
 		}
@@ -180,7 +183,7 @@ func (r *Runner) Record(ctx context.Context, prompts []golden.Prompt, version st
 		if stop == nil {
 			stop = r.DefaultStops()
 		}
-		run, err := r.Generate(ctx, ids, p.MaxTokens, stop, p.Sampling, nil)
+		run, err := r.Generate(ctx, ids, p.MaxTokens, stop, p.Sampling, true, nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("prompt line %d: %w", p.Line, err)
 		}
@@ -199,7 +202,7 @@ func (r *Runner) Replay(ctx context.Context, g *golden.Golden, runs []golden.Run
 	var out []golden.PromptDiff
 	for i := range runs {
 		want := &runs[i]
-		got, err := r.Generate(ctx, want.PromptTokens, want.MaxTokens, want.Stop, want.Sampling, nil)
+		got, err := r.Generate(ctx, want.PromptTokens, want.MaxTokens, want.Stop, want.Sampling, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("prompt %d: %w", i, err)
 		}
