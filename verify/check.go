@@ -55,44 +55,31 @@ func recordProblem(file string, r *jnf.Record, off int64, format string, a ...an
 // returns the first problem as an error. onRecord, if set, is called after
 // each record.
 func CheckFileData(ctx context.Context, f *jnf.File, onRecord func(*jnf.Record)) error {
-	ps, err := checkFile(ctx, f, nil, onRecord, 1)
+	buf := make([]byte, 4<<20)
+	ps, err := checkTablePadding(f, buf)
 	if err != nil {
 		return err
 	}
 	if len(ps) > 0 {
 		return ps[0]
 	}
-	return nil
-}
-
-// checkFile checks the records selected by pick (nil = all); it stops after
-// max problems.
-func checkFile(ctx context.Context, f *jnf.File, pick func(i int) bool, onRecord func(*jnf.Record), max int) ([]Problem, error) {
-	buf := make([]byte, 4<<20)
-	ps, err := checkTablePadding(f, buf)
-	if err != nil {
-		return nil, err
-	}
 	for i := range f.Table.Records {
-		if len(ps) >= max {
-			break
-		}
-		if pick != nil && !pick(i) {
-			continue
-		}
 		if err := ctx.Err(); err != nil {
-			return ps, err
+			return err
 		}
-		rps, err := checkRecord(f, &f.Table.Records[i], buf)
+		r := &f.Table.Records[i]
+		ps, err := checkRecord(f, r, buf)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		ps = append(ps, rps...)
+		if len(ps) > 0 {
+			return ps[0]
+		}
 		if onRecord != nil {
-			onRecord(&f.Table.Records[i])
+			onRecord(r)
 		}
 	}
-	return ps, nil
+	return nil
 }
 
 // checkTablePadding checks the zero padding between the table and the first record.

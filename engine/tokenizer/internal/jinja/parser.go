@@ -588,34 +588,23 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 	return e, nil
 }
 
-func (p *parser) parseOr() (expr, error) {
-	l, err := p.parseAnd()
-	if err != nil {
-		return nil, err
-	}
-	for p.isName("or") {
-		line := p.next().line
-		r, err := p.parseAnd()
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{op: "or", l: l, r: r, line: line}
-	}
-	return l, nil
-}
+func (p *parser) parseOr() (expr, error) { return p.parseLeftAssoc("or", p.parseAnd) }
 
-func (p *parser) parseAnd() (expr, error) {
-	l, err := p.parseNot()
+func (p *parser) parseAnd() (expr, error) { return p.parseLeftAssoc("and", p.parseNot) }
+
+// parseLeftAssoc parses operand (op operand)*, grouping to the left.
+func (p *parser) parseLeftAssoc(op string, operand func() (expr, error)) (expr, error) {
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for p.isName("and") {
+	for p.isName(op) {
 		line := p.next().line
-		r, err := p.parseNot()
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		l = &binExpr{op: "and", l: l, r: r, line: line}
+		l = &binExpr{op: op, l: l, r: r, line: line}
 	}
 	return l, nil
 }
