@@ -518,25 +518,17 @@ func (r *renderer) eval(e expr) (Value, error) {
 		}
 		return r.eval(e.no)
 	case *listExpr:
-		l := &List{Items: make([]Value, len(e.items))}
-		for i, it := range e.items {
-			v, err := r.eval(it)
-			if err != nil {
-				return nil, err
-			}
-			l.Items[i] = v
+		items, err := r.evalAll(e.items)
+		if err != nil {
+			return nil, err
 		}
-		return l, nil
+		return &List{Items: items}, nil
 	case *tupleExpr:
-		l := &List{Items: make([]Value, len(e.items)), Tuple: true}
-		for i, it := range e.items {
-			v, err := r.eval(it)
-			if err != nil {
-				return nil, err
-			}
-			l.Items[i] = v
+		items, err := r.evalAll(e.items)
+		if err != nil {
+			return nil, err
 		}
-		return l, nil
+		return &List{Items: items, Tuple: true}, nil
 	case *dictExpr:
 		d := NewDict()
 		for i := range e.keys {
@@ -944,4 +936,17 @@ func numArith(op string, a, b number) (Value, error) {
 		return pyPow(x, y)
 	}
 	return nil, fmt.Errorf("unknown operator %s", op)
+}
+
+// evalAll evaluates expressions in order.
+func (r *renderer) evalAll(es []expr) ([]Value, error) {
+	out := make([]Value, len(es))
+	for i, e := range es {
+		v, err := r.eval(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
 }
