@@ -36,6 +36,42 @@ func CreateAtomic(path string, mode os.FileMode) (*AtomicFile, error) {
 	return &AtomicFile{File: f, path: path}, nil
 }
 
+// PartialSuffix names the temporary of a file opened with OpenPartial.
+const PartialSuffix = ".partial"
+
+// PartialName is the temporary name OpenPartial uses for path.
+func PartialName(path string) string {
+	dir, base := filepath.Split(path)
+	return filepath.Join(dir, "."+base+PartialSuffix)
+}
+
+// OpenPartial is CreateAtomic with a fixed temporary name (PartialName) that
+// is opened without truncation, so that work interrupted by a kill can be
+// continued by a later process: the caller decides which of the bytes
+// already there it can prove good. Suspend leaves the temporary for that
+// later process; Commit and Abort work as for CreateAtomic.
+func OpenPartial(path string, mode os.FileMode) (*AtomicFile, error) {
+	f, err := os.OpenFile(PartialName(path), os.O_RDWR|os.O_CREATE, mode)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &AtomicFile{File: f, path: path}, nil
+}
+
+// Suspend closes the temporary file and leaves it in place for a later
+// OpenPartial; it is a no-op after Commit or Abort.
+func (a *AtomicFile) Suspend() error {
+	if a.done {
+		return nil
+	}
+	a.done = true
+	return a.Close()
+}
+
 // Commit syncs the data, renames the file into place (replacing any file of
 // that name) and syncs the directory.
 func (a *AtomicFile) Commit() error { return a.commit(true) }

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf/convert"
 )
 
 const fixtures = "../../validation/testdata/fixtures/"
@@ -162,5 +166,44 @@ func TestRunDefaultModel(t *testing.T) {
 	out2, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--threads", "1")
 	if out2 != out {
 		t.Errorf("1 thread and all threads differ:\n%s\n%s", out, out2)
+	}
+}
+
+func TestConvertResumesInterruptedFile(t *testing.T) {
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	dir := filepath.Join(t.TempDir(), "m")
+	// Interrupt a conversion about two thirds in, as Ctrl-C would.
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := convert.Convert(ctx, src, dir, convert.Options{LastLayer: -1, Workers: 1, Progress: func(done, total int64) {
+		if done > total*2/3 {
+			cancel()
+		}
+	}})
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted conversion: %v", err)
+	}
+	partials, _ := filepath.Glob(filepath.Join(dir, ".*.partial"))
+	if len(partials) != 1 {
+		t.Fatalf("partial files after the interruption: %v", partials)
+	}
+	out, err := runCLI(t, "", "convert", src, "--out", dir, "--verify", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Resumed         []string `json:"resumed"`
+		SalvagedRecords int      `json:"salvaged_records"`
+		SalvagedBytes   int64    `json:"salvaged_bytes"`
+		Root            string   `json:"root"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.SalvagedRecords == 0 || res.SalvagedBytes == 0 || len(res.Resumed) == 0 {
+		t.Fatalf("resumed conversion: %v %s", err, out)
+	}
+	if out, err := runCLI(t, "", "verify", dir); err != nil || !strings.Contains(out, "ok: root "+res.Root) {
+		t.Fatalf("verify after resume: %v\n%s", err, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }

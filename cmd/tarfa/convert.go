@@ -55,7 +55,8 @@ the Merkle root.
 
 Conversion is parallel (--workers files at once), bounded in memory, atomic per
 file, deterministic, and resumable: rerun the same command after an interruption
-and finished files are re-verified, not trusted. --layers A-B converts a subset;
+and finished files, and the finished records of interrupted ones, are re-hashed
+and kept, not trusted. --layers A-B converts a subset;
 convert the rest later into the same --out. --verify re-reads every written byte
 and compares it with the source.
 
@@ -85,11 +86,15 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 				return json.NewEncoder(out).Encode(map[string]any{
 					"out": o.out, "root": res.Manifest.Root, "weights_root": res.Manifest.WeightsRoot,
 					"complete": res.Manifest.Complete, "written": res.Written, "resumed": res.Resumed,
-					"bytes": res.Bytes, "verified_bytes": res.Verified, "seconds": secs,
+					"bytes": res.Bytes, "salvaged_bytes": res.Salvaged, "salvaged_records": res.SalvagedRecords,
+					"verified_bytes": res.Verified, "seconds": secs,
 				})
 			}
 			fmt.Fprintf(out, "converted %s → %s: %d files written (%s, %s), %d kept after re-verification\n",
 				args[0], o.out, len(res.Written), reports.Bytes(res.Bytes), reports.Rate(res.Bytes, secs), len(res.Resumed))
+			if res.SalvagedRecords > 0 {
+				fmt.Fprintf(out, "resumed: %d records (%s) of interrupted files kept after re-hashing\n", res.SalvagedRecords, reports.Bytes(res.Salvaged))
+			}
 			if o.verify {
 				fmt.Fprintf(out, "verified: %s compared byte for byte with the source\n", reports.Bytes(res.Verified))
 			}

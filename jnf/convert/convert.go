@@ -1,6 +1,7 @@
 // Package convert turns a Hugging Face checkpoint into a JNF directory:
 // streaming (bounded memory), parallel over files, atomic per file (temp +
-// rename), resumable (finished files are re-verified, not trusted) and
+// rename), resumable per record (finished files and the finished records of
+// interrupted ones are re-verified, not trusted; see journal.go) and
 // deterministic (same input → byte-identical output and the same root).
 package convert
 
@@ -40,8 +41,13 @@ type Result struct {
 	Manifest *verify.Manifest
 	Written  []string // files written in this run
 	Resumed  []string // files already present, re-verified and kept
-	Bytes    int64    // record bytes written in this run
-	Verified int64    // bytes compared with the source (Verify)
+	Bytes    int64    // record bytes copied from the source in this run
+	// Salvaged counts the record bytes (SalvagedRecords the records) of
+	// files interrupted in an earlier run that this run kept after
+	// re-hashing them against the interrupted run's journal.
+	Salvaged        int64
+	SalvagedRecords int
+	Verified        int64 // bytes compared with the source (Verify)
 	// ShardsHashed counts source shards read for their whole-file SHA-256
 	// in this run (only shards that files written in this run draw from).
 	ShardsHashed int
@@ -181,6 +187,11 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 				if _, err := os.Stat(path); err == nil {
 					err := reverify(ctx, path, u, cfgSum, progress)
 					if err == nil {
+						// A kill between the rename and the journal's removal
+						// leaves a journal behind.
+						err = removePartial(path)
+					}
+					if err == nil {
 						mu.Lock()
 						res.Resumed = append(res.Resumed, u.file)
 						mu.Unlock()
@@ -198,7 +209,7 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 						continue
 					}
 				}
-				n, verified, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, progress)
+				ur, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, progress, log.Warn)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -206,8 +217,10 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 				}
 				if err == nil {
 					res.Written = append(res.Written, u.file)
-					res.Bytes += n
-					res.Verified += verified
+					res.Bytes += ur.written
+					res.Salvaged += ur.salvaged
+					res.SalvagedRecords += ur.records
+					res.Verified += ur.verified
 				}
 				mu.Unlock()
 			}
@@ -332,14 +345,24 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 
 var zeroDigest = strings.Repeat("0", 64)
 
-// writeUnit writes one JNF file to a temporary name and renames it into place.
+// unitResult counts the record bytes of one written file.
+type unitResult struct {
+	written  int64 // copied from the source in this run
+	salvaged int64 // kept from an interrupted run after re-hashing
+	records  int   // records salvaged
+	verified int64 // compared with the source (Options.Verify)
+}
+
+// writeUnit writes one JNF file to its partial name, continuing an
+// interrupted earlier run where the journal proves it can, and renames it
+// into place.
 func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgSum string, sums *shardSums,
-	ignored []jnf.Ignored, verifyBytes bool, progress func(int64)) (written, verified int64, err error) {
+	ignored []jnf.Ignored, verifyBytes bool, progress func(int64), warn func(string, ...any)) (res unitResult, err error) {
 	t := &jnf.Table{Format: jnf.FormatName, Version: jnf.Version, File: u.file, Layer: u.layer, ConfigSHA256: cfgSum, Records: u.records()}
 	for _, s := range u.shards() {
 		sf, err := sums.get(ctx, s)
 		if err != nil {
-			return 0, 0, err
+			return unitResult{}, err
 		}
 		t.Sources = append(t.Sources, sf)
 	}
@@ -351,59 +374,82 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 	}
 	tableLen, size, err := jnf.PlanTable(t)
 	if err != nil {
-		return 0, 0, err
+		return unitResult{}, err
+	}
+	planned, err := jnf.EncodeTable(t)
+	if err != nil {
+		return unitResult{}, err
 	}
 	path := filepath.Join(dst, u.file)
-	tmp, err := jnf.CreateAtomic(path, 0o644)
+	tmp, err := jnf.OpenPartial(path, 0o644)
 	if err != nil {
-		return 0, 0, err
+		return unitResult{}, err
 	}
+	discard := false
 	defer func() {
-		if err != nil {
+		// An interrupted file stays for the next run to resume, unless its
+		// bytes were shown to differ from the source.
+		if err != nil && discard {
 			tmp.Abort()
+			removePartial(path)
+		} else if err != nil {
+			tmp.Suspend()
 		}
 	}()
+	j, kept, err := resumeJournal(ctx, path, jnf.SHA256Bytes(planned).Hex(), tmp.File, t.Records, progress, warn)
+	if err != nil {
+		return unitResult{}, err
+	}
+	defer j.close()
+	res.records = kept
+	for i := range kept {
+		res.salvaged += t.Records[i].Length
+	}
 	buf := make([]byte, 4<<20)
-	for i := range t.Records {
+	for i := kept; i < len(t.Records); i++ {
 		r := &t.Records[i]
 		h := jnf.NewHasher()
 		w := io.MultiWriter(&offsetWriter{f: tmp, off: r.Offset}, h)
 		for _, s := range r.SourceRanges() {
 			f, ok := ck.ShardFile(s.File)
 			if !ok {
-				return 0, 0, fmt.Errorf("no shard %s", s.File)
+				return unitResult{}, fmt.Errorf("no shard %s", s.File)
 			}
 			if _, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, s.Offset, s.Length)}, buf); err != nil {
-				return 0, 0, fmt.Errorf("%s: record %s from %s@%d: %w", u.file, r.Name, s.File, s.Offset, err)
+				return unitResult{}, fmt.Errorf("%s: record %s from %s@%d: %w", u.file, r.Name, s.File, s.Offset, err)
 			}
 			progress(s.Length)
 		}
 		d := h.Sum()
 		r.SHA256, r.BLAKE3 = d.SHA256.Hex(), d.BLAKE3.Hex()
-		written += r.Length
+		if err := j.record(i, r); err != nil {
+			return unitResult{}, err
+		}
+		res.written += r.Length
 	}
 	final, err := jnf.EncodeTable(t)
 	if err != nil {
-		return 0, 0, err
+		return unitResult{}, err
 	}
 	if len(final) != tableLen {
-		return 0, 0, fmt.Errorf("internal error: table length changed from %d to %d", tableLen, len(final))
+		return unitResult{}, fmt.Errorf("internal error: table length changed from %d to %d", tableLen, len(final))
 	}
 	if _, err = tmp.WriteAt(append(jnf.Preamble(final), final...), 0); err != nil {
-		return 0, 0, err
+		return unitResult{}, err
 	}
 	if err = tmp.Truncate(size); err != nil {
-		return 0, 0, err
+		return unitResult{}, err
 	}
 	if verifyBytes {
-		if verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file); err != nil {
-			return 0, 0, err
+		if res.verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file); err != nil {
+			discard = ctx.Err() == nil
+			return unitResult{}, err
 		}
 	}
 	if err = tmp.Commit(); err != nil {
-		return 0, 0, err
+		return unitResult{}, err
 	}
-	return written, verified, nil
+	return res, removePartial(path)
 }
 
 type offsetWriter struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -323,4 +324,189 @@ func TestCheckReportIndependentOfWorkers(t *testing.T) {
 	if rep.RecordsChecked == 0 || rep.RecordsChecked >= rep.Records {
 		t.Errorf("sample 0.3: %d of %d records", rep.RecordsChecked, rep.Records)
 	}
+}
+
+// interrupt converts src into dst with one worker and cancels the conversion
+// once stopAfter record bytes are done, like a kill part-way through a file.
+func interrupt(t *testing.T, src, dst string, stopAfter int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := Convert(ctx, src, dst, Options{LastLayer: -1, Workers: 1, Progress: func(done, total int64) {
+		if done >= stopAfter {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted conversion: %v", err)
+	}
+}
+
+// fileRecords is the record table of file in a finished conversion.
+func fileRecords(t *testing.T, dir, file string) []jnf.Record {
+	t.Helper()
+	f, err := jnf.OpenFile(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return f.Table.Records
+}
+
+func sumLengths(recs []jnf.Record) (n int64) {
+	for _, r := range recs {
+		n += r.Length
+	}
+	return n
+}
+
+func sameFiles(t *testing.T, want, got string) {
+	t.Helper()
+	ents, err := os.ReadDir(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEnts, _ := os.ReadDir(want)
+	if len(ents) != len(wantEnts) {
+		t.Errorf("%d entries, want %d: %v", len(ents), len(wantEnts), ents)
+	}
+	for _, e := range wantEnts {
+		x, _ := os.ReadFile(filepath.Join(want, e.Name()))
+		y, err := os.ReadFile(filepath.Join(got, e.Name()))
+		if err != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s differs from a clean conversion (%v)", e.Name(), err)
+		}
+	}
+}
+
+func TestResumeInsideAFile(t *testing.T) {
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	clean, ref := convert(t, src, Options{LastLayer: 0, Workers: 1})
+	layer1 := fileRecords(t, clean, "layer-00001.jnf")
+	if len(layer1) < 6 {
+		t.Fatalf("layer 1 has only %d records", len(layer1))
+	}
+	// Stop inside layer-00001.jnf, after about half its records.
+	stop := sumLengths(fileRecords(t, clean, "global.jnf")) + sumLengths(fileRecords(t, clean, "layer-00000.jnf")) +
+		sumLengths(layer1[:len(layer1)/2])
+	partial := func(dir string) string { return jnf.PartialName(filepath.Join(dir, "layer-00001.jnf")) }
+	journalLines := func(dir string) int {
+		b, err := os.ReadFile(journalName(filepath.Join(dir, "layer-00001.jnf")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Count(b, []byte("\n"))
+	}
+
+	for _, c := range []struct {
+		name string
+		harm func(t *testing.T, dir string, journaled int)
+		keep func(journaled int) int // records a resume must salvage
+	}{
+		{"as interrupted", func(*testing.T, string, int) {}, func(j int) int { return j }},
+		{"flipped byte in a journaled record", func(t *testing.T, dir string, _ int) {
+			flipByte(t, partial(dir), layer1[2].Offset+layer1[2].Length-1)
+		}, func(int) int { return 2 }},
+		{"torn journal tail", func(t *testing.T, dir string, _ int) {
+			f, _ := os.OpenFile(journalName(filepath.Join(dir, "layer-00001.jnf")), os.O_WRONLY|os.O_APPEND, 0)
+			f.WriteString(`{"record":99,"sha2`)
+			f.Close()
+		}, func(j int) int { return j }},
+		{"journal of another plan", func(t *testing.T, dir string, _ int) {
+			p := journalName(filepath.Join(dir, "layer-00001.jnf"))
+			b, _ := os.ReadFile(p)
+			i := bytes.Index(b, []byte(`"plan_sha256":"`)) + len(`"plan_sha256":"`)
+			b[i] ^= 1
+			os.WriteFile(p, b, 0o644)
+		}, func(int) int { return 0 }},
+		{"partial file truncated", func(t *testing.T, dir string, _ int) {
+			os.Truncate(partial(dir), layer1[1].Offset+1)
+		}, func(int) int { return 1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "jnf")
+			interrupt(t, src, dst, stop)
+			if _, err := os.Stat(filepath.Join(dst, "layer-00001.jnf")); !os.IsNotExist(err) {
+				t.Fatalf("interrupted file exists under its final name: %v", err)
+			}
+			journaled := journalLines(dst) - 1
+			if journaled < 3 || journaled >= len(layer1) {
+				t.Fatalf("%d of %d records journaled; the test wants an interruption in the middle", journaled, len(layer1))
+			}
+			c.harm(t, dst, journaled)
+			res, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Verify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.keep(journaled)
+			if res.SalvagedRecords != want || res.Salvaged != sumLengths(layer1[:want]) {
+				t.Errorf("salvaged %d records (%d bytes), want %d (%d bytes)", res.SalvagedRecords, res.Salvaged, want, sumLengths(layer1[:want]))
+			}
+			if strings.Join(res.Resumed, ",") != "global.jnf,layer-00000.jnf" {
+				t.Errorf("kept whole files %v", res.Resumed)
+			}
+			if res.Bytes+res.Salvaged+sumLengths(fileRecords(t, clean, "global.jnf"))+sumLengths(fileRecords(t, clean, "layer-00000.jnf")) != sumLengths(layerRecords(t, clean)) {
+				t.Errorf("copied %d + salvaged %d bytes do not add up to the rest of the model", res.Bytes, res.Salvaged)
+			}
+			if res.Verified != res.Bytes+res.Salvaged {
+				t.Errorf("--verify compared %d bytes, want every byte of the written files (%d)", res.Verified, res.Bytes+res.Salvaged)
+			}
+			if res.Manifest.Root != ref.Manifest.Root {
+				t.Error("resumed conversion has a different root")
+			}
+			sameFiles(t, clean, dst) // also: no partial file or journal left behind
+		})
+	}
+}
+
+// layerRecords lists every record of a finished conversion.
+func layerRecords(t *testing.T, dir string) []jnf.Record {
+	t.Helper()
+	var out []jnf.Record
+	m, _, err := verify.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range m.Entries {
+		if e.Kind != jnf.KindFile {
+			out = append(out, e.Record)
+		}
+	}
+	return out
+}
+
+// A journaled record whose bytes match its journal but not the source (the
+// source changed, or memory flipped a bit while copying): --verify refuses the
+// file and discards the partial, so the next run starts that file afresh.
+func TestResumeVerifyDiscardsPartialThatDiffersFromSource(t *testing.T) {
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	clean, ref := convert(t, src, Options{LastLayer: 0, Workers: 1})
+	layer1 := fileRecords(t, clean, "layer-00001.jnf")
+	dst := filepath.Join(t.TempDir(), "jnf")
+	interrupt(t, src, dst, sumLengths(fileRecords(t, clean, "global.jnf"))+sumLengths(fileRecords(t, clean, "layer-00000.jnf"))+sumLengths(layer1[:len(layer1)/2]))
+	path := filepath.Join(dst, "layer-00001.jnf")
+	r := layer1[1]
+	flipByte(t, jnf.PartialName(path), r.Offset)
+	data, _ := os.ReadFile(jnf.PartialName(path))
+	d := jnf.SumBytes(data[r.Offset : r.Offset+r.Length])
+	j, _ := os.ReadFile(journalName(path))
+	j = bytes.Replace(j, []byte(r.SHA256), []byte(d.SHA256.Hex()), 1)
+	j = bytes.Replace(j, []byte(r.BLAKE3), []byte(d.BLAKE3.Hex()), 1)
+	os.WriteFile(journalName(path), j, 0o644)
+
+	// One worker: no other file is in flight (and suspended) when this one fails.
+	_, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Workers: 1, Verify: true})
+	if err == nil || !strings.Contains(err.Error(), "layer-00001.jnf: record "+r.Name+": byte at offset") {
+		t.Fatalf("resume with a record differing from the source: %v", err)
+	}
+	for _, p := range []string{jnf.PartialName(path), journalName(path)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s kept after it was shown to differ from the source", p)
+		}
+	}
+	res, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Verify: true})
+	if err != nil || res.SalvagedRecords != 0 || res.Manifest.Root != ref.Manifest.Root {
+		t.Fatalf("next run: %v, salvaged %d records", err, res.SalvagedRecords)
+	}
+	sameFiles(t, clean, dst)
 }
