@@ -202,7 +202,7 @@ func (p *parser) parseBody(ends []string) ([]node, string, error) {
 			body = append(body, &textNode{t.val})
 		case tVarBegin:
 			p.next()
-			e, err := p.parseTuple(true, nil, false)
+			e, err := p.parseTuple(true, false)
 			if err != nil {
 				return nil, "", err
 			}
@@ -279,7 +279,7 @@ func (p *parser) parseStatement() (node, error) {
 func (p *parser) parseIf() (node, error) {
 	n := &ifNode{}
 	for {
-		cond, err := p.parseTuple(false, nil, false)
+		cond, err := p.parseTuple(false, false)
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +308,7 @@ func (p *parser) parseIf() (node, error) {
 }
 
 func (p *parser) parseFor(line int) (node, error) {
-	tgt, err := p.parseAssignTarget(false, []string{"in"})
+	tgt, err := p.parseAssignTarget(false)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func (p *parser) parseFor(line int) (node, error) {
 		return nil, p.errorf("expected 'in', got %s", p.cur())
 	}
 	p.next()
-	iter, err := p.parseTuple(false, []string{"recursive"}, false)
+	iter, err := p.parseTuple(false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -350,14 +350,14 @@ func (p *parser) parseFor(line int) (node, error) {
 }
 
 func (p *parser) parseSet(line int) (node, error) {
-	tgt, err := p.parseAssignTarget(true, nil)
+	tgt, err := p.parseAssignTarget(true)
 	if err != nil {
 		return nil, err
 	}
 	n := &setNode{target: tgt, line: line}
 	if p.isOp("=") {
 		p.next()
-		if n.value, err = p.parseTuple(true, nil, false); err != nil {
+		if n.value, err = p.parseTuple(true, false); err != nil {
 			return nil, err
 		}
 		return n, p.expectBlockEnd()
@@ -387,32 +387,27 @@ func (p *parser) parseMacro() (node, error) {
 	if err := p.expectOp("("); err != nil {
 		return nil, err
 	}
-	for !p.isOp(")") {
-		if len(n.params) > 0 {
-			if err := p.expectOp(","); err != nil {
-				return nil, err
-			}
-			if p.isOp(")") {
-				break
-			}
-		}
+	err = p.commaList(")", false, func() error {
 		param, err := p.expectName()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.params = append(n.params, param)
 		if p.isOp("=") {
 			p.next()
 			d, err := p.parseExpression(true)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			n.defaults = append(n.defaults, d)
 		} else if len(n.defaults) > 0 {
-			return nil, p.errorf("non-default argument %q follows default argument", param)
+			return p.errorf("non-default argument %q follows default argument", param)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	p.next()
 	if err := p.expectBlockEnd(); err != nil {
 		return nil, err
 	}
@@ -453,7 +448,7 @@ func (p *parser) parseWith() (node, error) {
 				return nil, err
 			}
 		}
-		tgt, err := p.parseAssignTarget(false, nil)
+		tgt, err := p.parseAssignTarget(false)
 		if err != nil {
 			return nil, err
 		}
@@ -475,7 +470,7 @@ func (p *parser) parseWith() (node, error) {
 	return n, p.expectBlockEnd()
 }
 
-func (p *parser) parseAssignTarget(withNamespace bool, extraEnd []string) (target, error) {
+func (p *parser) parseAssignTarget(withNamespace bool) (target, error) {
 	if withNamespace && p.cur().kind == tName && p.peek().kind == tOp && p.peek().val == "." {
 		ns := p.next().val
 		p.next()
@@ -497,7 +492,7 @@ func (p *parser) parseAssignTarget(withNamespace bool, extraEnd []string) (targe
 		}
 		p.next()
 		tgt.tuple = true
-		if p.cur().kind != tName || p.isEnd(extraEnd) {
+		if p.isEnd() {
 			break
 		}
 	}
@@ -510,26 +505,20 @@ func (p *parser) parseAssignTarget(withNamespace bool, extraEnd []string) (targe
 	return tgt, nil
 }
 
-func (p *parser) isEnd(extra []string) bool {
+// isEnd is Parser.is_tuple_end. Jinja2 3.1 also takes extra end rules
+// ("name:in" after a for target, "name:recursive" after its iterable), but
+// passes them to Token.test_any as one tuple argument, so they never match:
+// "{% for a, in x %}" is a syntax error there and "{% for a in x, recursive %}"
+// iterates over the tuple (x, recursive). The goldens pin both; Tarfa
+// follows Jinja2, not its intent.
+func (p *parser) isEnd() bool {
 	t := p.cur()
-	switch {
-	case t.kind == tVarEnd || t.kind == tBlockEnd || t.kind == tEOF:
-		return true
-	case t.kind == tOp && t.val == ")":
-		return true
-	case t.kind == tName:
-		for _, e := range extra {
-			if t.val == e {
-				return true
-			}
-		}
-	}
-	return false
+	return t.kind == tVarEnd || t.kind == tBlockEnd || t.kind == tEOF || t.kind == tOp && t.val == ")"
 }
 
 // parseTuple is Parser.parse_tuple: one expression, or several separated by
 // commas (a tuple).
-func (p *parser) parseTuple(withCond bool, extraEnd []string, explicitParens bool) (expr, error) {
+func (p *parser) parseTuple(withCond bool, explicitParens bool) (expr, error) {
 	var items []expr
 	isTuple := false
 	for {
@@ -538,7 +527,7 @@ func (p *parser) parseTuple(withCond bool, extraEnd []string, explicitParens boo
 				return nil, err
 			}
 		}
-		if p.isEnd(extraEnd) {
+		if p.isEnd() {
 			break
 		}
 		e, err := p.parseExpression(withCond)
@@ -790,7 +779,7 @@ func (p *parser) parsePrimary() (expr, error) {
 		switch t.val {
 		case "(":
 			p.next()
-			e, err := p.parseTuple(true, nil, true)
+			e, err := p.parseTuple(true, true)
 			if err != nil {
 				return nil, err
 			}
@@ -798,51 +787,27 @@ func (p *parser) parsePrimary() (expr, error) {
 		case "[":
 			p.next()
 			l := &listExpr{}
-			for !p.isOp("]") {
-				if len(l.items) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.isOp("]") {
-						break
-					}
-				}
+			return l, p.commaList("]", true, func() error {
 				e, err := p.parseExpression(true)
-				if err != nil {
-					return nil, err
-				}
 				l.items = append(l.items, e)
-			}
-			p.next()
-			return l, nil
+				return err
+			})
 		case "{":
 			p.next()
 			d := &dictExpr{}
-			for !p.isOp("}") {
-				if len(d.keys) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.isOp("}") {
-						break
-					}
-				}
+			return d, p.commaList("}", true, func() error {
 				k, err := p.parseExpression(true)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if err := p.expectOp(":"); err != nil {
-					return nil, err
+					return err
 				}
 				v, err := p.parseExpression(true)
-				if err != nil {
-					return nil, err
-				}
 				d.keys = append(d.keys, k)
 				d.vals = append(d.vals, v)
-			}
-			p.next()
-			return d, nil
+				return err
+			})
 		}
 	}
 	return nil, p.errorf("unexpected %s", t)
@@ -866,22 +831,14 @@ func (p *parser) parsePostfix(e expr) (expr, error) {
 		case p.isOp("["):
 			line := p.next().line
 			var keys []expr
-			for !p.isOp("]") {
-				if len(keys) > 0 {
-					if err := p.expectOp(","); err != nil {
-						return nil, err
-					}
-					if p.isOp("]") {
-						break
-					}
-				}
+			err := p.commaList("]", false, func() error {
 				k, err := p.parseSubscribed()
-				if err != nil {
-					return nil, err
-				}
 				keys = append(keys, k)
+				return err
+			})
+			if err != nil {
+				return nil, err
 			}
-			p.next()
 			var key expr
 			switch len(keys) {
 			case 0:
@@ -942,39 +899,46 @@ func (p *parser) parseArgs() ([]expr, []kwExpr, error) {
 	}
 	var args []expr
 	var kwargs []kwExpr
-	for !p.isOp(")") {
-		if len(args)+len(kwargs) > 0 {
-			if err := p.expectOp(","); err != nil {
-				return nil, nil, err
-			}
-			if p.isOp(")") {
-				break
-			}
-		}
+	err := p.commaList(")", true, func() error {
 		if p.isOp("*") || p.isOp("**") {
-			return nil, nil, p.errorf("*args and **kwargs in calls are not supported")
+			return p.errorf("*args and **kwargs in calls are not supported")
 		}
 		if p.cur().kind == tName && p.peek().kind == tOp && p.peek().val == "=" {
 			name := p.next().val
 			p.next()
 			e, err := p.parseExpression(true)
-			if err != nil {
-				return nil, nil, err
-			}
 			kwargs = append(kwargs, kwExpr{name, e})
-			continue
+			return err
 		}
 		if len(kwargs) > 0 {
-			return nil, nil, p.errorf("positional argument follows keyword argument")
+			return p.errorf("positional argument follows keyword argument")
 		}
 		e, err := p.parseExpression(true)
-		if err != nil {
-			return nil, nil, err
-		}
 		args = append(args, e)
+		return err
+	})
+	return args, kwargs, err
+}
+
+// commaList parses items separated by commas up to and including the
+// closing operator close. Like Jinja2, list, dict and call syntax allow a
+// trailing comma (trailing), subscripts and macro signatures do not.
+func (p *parser) commaList(close string, trailing bool, item func() error) error {
+	for first := true; !p.isOp(close); first = false {
+		if !first {
+			if err := p.expectOp(","); err != nil {
+				return err
+			}
+			if trailing && p.isOp(close) {
+				break
+			}
+		}
+		if err := item(); err != nil {
+			return err
+		}
 	}
 	p.next()
-	return args, kwargs, nil
+	return nil
 }
 
 func (p *parser) parseCall(fn expr) (expr, error) {

@@ -124,6 +124,20 @@ CASES = [
     ("err_syntax", "{% if %}"),
     ("err_unclosed", "{% for x in l %}"),
     ("err_compare", "{{ 1 < 'a' }}"),
+    # comma-separated lists: trailing commas and malformed ones
+    ("trailing_commas", "{{ [1, 2,] }}|{{ {'a': 1,} }}|{{ 'a-b'.split('-',) }}|{{ range(3,)|list }}|{{ (1, 2,) }}"),
+    ("trailing_comma_call_kw", "{% macro m(a, b=2) %}{{ a }}{{ b }}{% endmacro %}{{ m(1,) }}{{ m(1, b=5,) }}"),
+    ("err_trailing_comma_macro_params", "{% macro m(a, b=2,) %}{% endmacro %}"),
+    ("err_trailing_comma_subscript", "{{ l[1,] }}"),
+    ("err_trailing_comma_with", "{% with a=1, %}{{ a }}{% endwith %}"),
+    ("for_iter_comma_recursive_is_a_name", "{% for a in l, recursive %}[{{ a }}]{% endfor %}"),
+    ("err_trailing_comma_for_target", "{% for a, in [(1,)] %}{{ a }}{% endfor %}"),
+    ("err_double_comma", "{{ [1,,2] }}"),
+    ("err_lone_comma", "{{ [,] }}"),
+    ("err_dict_no_colon", "{{ {'a' 1} }}"),
+    ("err_positional_after_kw", "{{ range(stop=3, 1) }}"),
+    ("err_macro_default_order", "{% macro m(a=1, b) %}{% endmacro %}"),
+    ("err_unclosed_list", "{{ [1, 2 }}"),
 ]
 
 
