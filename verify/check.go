@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -176,6 +177,9 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 	}
 	rep := &Report{}
 	m, _, err := LoadManifest(dir)
+	if nj := (*NotJNFError)(nil); errors.As(err, &nj) {
+		return nil, err // not a JNF directory at all: a usage error, not a failed check
+	}
 	if err != nil {
 		rep.Problems = append(rep.Problems, Problem{File: ManifestFile, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
 		return rep, nil

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
@@ -162,6 +165,9 @@ func (m *Manifest) Write(dir string) error {
 func LoadManifest(dir string) (*Manifest, []byte, error) {
 	path := filepath.Join(dir, ManifestFile)
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil, &NotJNFError{Dir: dir, Err: err}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,6 +177,29 @@ func LoadManifest(dir string) (*Manifest, []byte, error) {
 	}
 	return m, b, nil
 }
+
+// NotJNFError is LoadManifest's error for a directory without manifest.json
+// (or a path that is no directory): a usage error, not a failed check.
+type NotJNFError struct {
+	Dir string
+	Err error // from reading manifest.json or the directory
+}
+
+func (e *NotJNFError) Error() string {
+	if st, err := os.Stat(e.Dir); err != nil {
+		return fmt.Sprintf("model directory %s: %v", e.Dir, err)
+	} else if !st.IsDir() {
+		return fmt.Sprintf("model directory %s is a file, not a directory", e.Dir)
+	}
+	for _, f := range []string{"model.safetensors.index.json", "model.safetensors"} {
+		if _, err := os.Stat(filepath.Join(e.Dir, f)); err == nil {
+			return fmt.Sprintf("%s is a Hugging Face checkpoint, not a JNF directory: convert it first (tarfa convert %s --out DIR)", e.Dir, e.Dir)
+		}
+	}
+	return fmt.Sprintf("%s is not a JNF directory: %v (tarfa convert writes one)", e.Dir, e.Err)
+}
+
+func (e *NotJNFError) Unwrap() error { return e.Err }
 
 // ParseManifest parses and self-checks manifest bytes.
 func ParseManifest(b []byte) (*Manifest, error) {

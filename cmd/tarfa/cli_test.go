@@ -207,3 +207,26 @@ func TestConvertResumesInterruptedFile(t *testing.T) {
 		t.Errorf("left behind: %v", left)
 	}
 }
+
+// A directory that is no JNF directory is a usage error (exit 1); a JNF
+// directory missing one of its files failed verification (exit 3).
+func TestNotJNFIsAUsageError(t *testing.T) {
+	src := fixtures + "qwen3moe-dev-a/checkpoint"
+	for _, args := range [][]string{{"verify", src}, {"manifest", "show", src}, {"run", "--model", src, "hi"}} {
+		_, err := runCLI(t, "", args...)
+		if exitCode(err) != exitError || !strings.Contains(err.Error(), "is a Hugging Face checkpoint, not a JNF directory: convert it first") {
+			t.Errorf("%v: exit %d, %v", args, exitCode(err), err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if _, err := runCLI(t, "", "convert", src, "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "layer-00001.jnf"))
+	if _, err := runCLI(t, "", "verify", dir); exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "layer-00001.jnf") {
+		t.Errorf("verify with a layer file missing: exit %d, %v", exitCode(err), err)
+	}
+	if _, err := runCLI(t, "", "replay", "--model", dir, "--golden", filepath.Join(dir, "nope")); exitCode(err) != exitError {
+		t.Errorf("replay with a missing golden directory: exit %d, %v", exitCode(err), err)
+	}
+}

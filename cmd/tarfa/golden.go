@@ -98,6 +98,9 @@ Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
 			if backend != "cpu" {
 				return fmt.Errorf("--backend %q: this build has only the cpu backend", backend)
 			}
+			if st, err := os.Stat(gdir); err != nil || !st.IsDir() {
+				return fmt.Errorf("--golden %s: not a golden directory (tarfa golden record --out writes one)", gdir)
+			}
 			g, runs, err := golden.Read(gdir)
 			if err != nil {
 				return failVerification(err)

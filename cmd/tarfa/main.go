@@ -19,6 +19,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/verify"
 )
 
 // Exit codes owned by main.
@@ -35,8 +37,14 @@ type notExactError struct{ err error }
 func (e notExactError) Error() string { return e.err.Error() }
 func (e notExactError) Unwrap() error { return e.err }
 
-// failVerification wraps err so that main exits with status 3.
-func failVerification(err error) error { return notExactError{err} }
+// failVerification wraps err so that main exits with status 3, unless the
+// directory was no JNF directory at all (a usage error: status 1).
+func failVerification(err error) error {
+	if nj := (*verify.NotJNFError)(nil); errors.As(err, &nj) {
+		return err
+	}
+	return notExactError{err}
+}
 
 // commands is filled by the init functions of the per-command files.
 var commands []func() *cobra.Command
