@@ -188,6 +188,12 @@ func TestReductionOrder(t *testing.T) {
 		check("Dot", Dot(wf, x))
 		check("DotF32", DotF32(wf, x))
 		check("DotBF16", DotBF16(wb, x))
+		xT, wT := make([]float32, n), make([]float32, n)
+		if m := Interleave(xT, x); m != Rounds(n)*Stride || InterleaveBF16(wT, wb) != m {
+			t.Fatalf("n=%d: Interleave wrote %d terms", n, m)
+		}
+		check("DotBF16X", DotBF16X(wb, x, xT))
+		check("DotF32X", DotF32X(wf, x, wT, xT))
 		x1, x2 := randVec(r, n), randVec(r, n)
 		r0, r1, r2, r3 := DotF32x4(wf, x, x1, x2, x)
 		check("DotF32x4[0]", r0)

@@ -26,6 +26,11 @@
 //     result depends on whether the CPU has FMA, and the pure-Go ones are
 //     contracted into FMA under GOAMD64=v3 and on arm64.
 //   - Square root and division are the correctly rounded IEEE operations.
+//   - On amd64 with AVX2 the dot products of full 256-term rounds run in
+//     assembly over the lane-major layout of lanemajor.go: 8 lanes per
+//     vector, each lane's additions in the canonical order, VMULPS and VADDPS
+//     only. The build tag purego (or another GOARCH) keeps the scalar loops;
+//     both give the same bits.
 //   - Top-k follows torch.topk's CPU order exactly (libstdc++ nth_element /
 //     partial_sort), argmax ties go to the lowest index.
 //

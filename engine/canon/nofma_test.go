@@ -76,3 +76,44 @@ func TestNoFMA(t *testing.T) {
 		}
 	}
 }
+
+// TestNoFMAInAssembly: hand-written assembly is not in the compiler's -S
+// output, so the .s files of the canonical packages are scanned directly;
+// and their arithmetic may only be VMULPS and VADDPS.
+func TestNoFMAInAssembly(t *testing.T) {
+	arith := regexp.MustCompile(`^V?(ADD|SUB|MUL|DIV|SQRT|RCP|RSQRT|MIN|MAX|DP|HADD|HSUB)(P|S)[SD]\b|^VF`)
+	var files []string
+	for _, dir := range []string{".", "../cpu", ".."} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.s"))
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatal("no assembly found; this test guards lanemajor_amd64.s")
+	}
+	ops := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) == 0 || strings.HasPrefix(fields[0], "//") {
+				continue
+			}
+			op := fields[0]
+			if fmaInstr.MatchString(op) {
+				t.Errorf("%s:%d: fused multiply-add %s", f, i+1, op)
+			}
+			if arith.MatchString(op) {
+				ops++
+				if op != "VMULPS" && op != "VADDPS" {
+					t.Errorf("%s:%d: %s: only VMULPS and VADDPS may do arithmetic in canonical assembly", f, i+1, op)
+				}
+			}
+		}
+	}
+	if ops == 0 {
+		t.Error("the scan saw no arithmetic at all")
+	}
+}

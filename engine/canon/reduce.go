@@ -100,7 +100,14 @@ func DotBF16(w []uint16, x []float32) float32 {
 			acc[l] = a
 		}
 	}
-	// The last, partial round: whole chunks, then the final partial chunk.
+	tailBF16(&acc, w, x, k)
+	return CombineN(&acc, LanesUsed(n))
+}
+
+// tailBF16 adds the last, partial round of DotBF16, which starts at term k
+// (a multiple of Stride): whole chunks, then the final partial chunk.
+func tailBF16(acc *[Lanes]float32, w []uint16, x []float32, k int) {
+	n := len(x)
 	l := 0
 	for ; k+Chunk <= n; k, l = k+Chunk, l+1 {
 		ww := w[k : k+Chunk : k+Chunk]
@@ -123,7 +130,6 @@ func DotBF16(w []uint16, x []float32) float32 {
 		}
 		acc[l] = a
 	}
-	return CombineN(&acc, LanesUsed(n))
 }
 
 // DotF32 is Dot in a fast loop with the canonical order.
@@ -149,7 +155,13 @@ func DotF32(w, x []float32) float32 {
 			acc[l] = a
 		}
 	}
-	// The last, partial round: whole chunks, then the final partial chunk.
+	tailF32(&acc, w, x, k)
+	return CombineN(&acc, LanesUsed(n))
+}
+
+// tailF32 is tailBF16 for DotF32.
+func tailF32(acc *[Lanes]float32, w, x []float32, k int) {
+	n := len(x)
 	l := 0
 	for ; k+Chunk <= n; k, l = k+Chunk, l+1 {
 		ww := w[k : k+Chunk : k+Chunk]
@@ -172,7 +184,6 @@ func DotF32(w, x []float32) float32 {
 		}
 		acc[l] = a
 	}
-	return CombineN(&acc, LanesUsed(n))
 }
 
 // DotF32x4 computes Dot(w, x0..x3) for four vectors at once (sharing the

@@ -44,6 +44,10 @@ func (j *matmulJob) run(lo, hi int) {
 
 // rows computes outputs for weight rows [n0, n1) and tokens [t0, t1).
 func (j *matmulJob) rows(n0, n1, t0, t1 int) {
+	if canon.HasVectorKernels() {
+		j.rowsVector(n0, n1, t0, t1)
+		return
+	}
 	w, x, y := j.w, j.x, j.y
 	N, K := w.Rows, w.Cols
 	if t1-t0 == 1 {
@@ -65,15 +69,7 @@ func (j *matmulJob) rows(n0, n1, t0, t1 int) {
 		defer putScratch(buf)
 	}
 	for n := n0; n < n1; n++ {
-		var row []float32
-		if w.BF16 != nil {
-			row = *buf
-			for i, u := range w.BF16[n*K : (n+1)*K] {
-				row[i] = canon.BF16(u)
-			}
-		} else {
-			row = w.F32[n*K : (n+1)*K]
-		}
+		row := j.row(n, buf)
 		t := t0
 		for ; t+4 <= t1; t += 4 {
 			y[t*N+n], y[(t+1)*N+n], y[(t+2)*N+n], y[(t+3)*N+n] = canon.DotF32x4(row,
@@ -81,6 +77,50 @@ func (j *matmulJob) rows(n0, n1, t0, t1 int) {
 		}
 		for ; t < t1; t++ {
 			y[t*N+n] = canon.DotF32(row, x[t*K:(t+1)*K])
+		}
+	}
+}
+
+// row returns weight row n as float32: widened into buf for BF16 weights.
+func (j *matmulJob) row(n int, buf *[]float32) []float32 {
+	w, K := j.w, j.w.Cols
+	if w.BF16 == nil {
+		return w.F32[n*K : (n+1)*K]
+	}
+	row := *buf
+	for i, u := range w.BF16[n*K : (n+1)*K] {
+		row[i] = canon.BF16(u)
+	}
+	return row
+}
+
+// rowsVector is rows with the vector kernels of canon's lane-major layout
+// (same bits): the activations are interleaved once per call; BF16 rows of
+// a single token are transposed inside the kernel, and for several tokens
+// each row is interleaved once and reused for all of them.
+func (j *matmulJob) rowsVector(n0, n1, t0, t1 int) {
+	w, x, y := j.w, j.x, j.y
+	N, K := w.Rows, w.Cols
+	xT := getScratch((t1 - t0) * K)
+	defer putScratch(xT)
+	for t := t0; t < t1; t++ {
+		canon.Interleave((*xT)[(t-t0)*K:], x[t*K:(t+1)*K])
+	}
+	if t1-t0 == 1 && w.BF16 != nil {
+		xt := x[t0*K : (t0+1)*K]
+		for n := n0; n < n1; n++ {
+			y[t0*N+n] = canon.DotBF16X(w.BF16[n*K:(n+1)*K], xt, *xT)
+		}
+		return
+	}
+	buf, wT := getScratch(K), getScratch(K)
+	defer putScratch(buf)
+	defer putScratch(wT)
+	for n := n0; n < n1; n++ {
+		row := j.row(n, buf)
+		canon.Interleave(*wT, row)
+		for t := t0; t < t1; t++ {
+			y[t*N+n] = canon.DotF32X(row, x[t*K:(t+1)*K], *wT, (*xT)[(t-t0)*K:(t-t0+1)*K])
 		}
 	}
 }
