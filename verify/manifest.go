@@ -166,7 +166,7 @@ func LoadManifest(dir string) (*Manifest, []byte, error) {
 	path := filepath.Join(dir, ManifestFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return nil, nil, &NotJNFError{Dir: dir, Err: err}
+		return nil, nil, notJNF(dir, err)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -181,25 +181,33 @@ func LoadManifest(dir string) (*Manifest, []byte, error) {
 // NotJNFError is LoadManifest's error for a directory without manifest.json
 // (or a path that is no directory): a usage error, not a failed check.
 type NotJNFError struct {
-	Dir string
-	Err error // from reading manifest.json or the directory
+	Dir    string
+	Reason string // what the directory is instead, for people
+	Err    error  // from reading manifest.json
 }
 
-func (e *NotJNFError) Error() string {
-	if st, err := os.Stat(e.Dir); err != nil {
-		return fmt.Sprintf("model directory %s: %v", e.Dir, err)
-	} else if !st.IsDir() {
-		return fmt.Sprintf("model directory %s is a file, not a directory", e.Dir)
-	}
-	for _, f := range []string{"model.safetensors.index.json", "model.safetensors"} {
-		if _, err := os.Stat(filepath.Join(e.Dir, f)); err == nil {
-			return fmt.Sprintf("%s is a Hugging Face checkpoint, not a JNF directory: convert it first (tarfa convert %s --out DIR)", e.Dir, e.Dir)
+func (e *NotJNFError) Error() string { return e.Reason }
+func (e *NotJNFError) Unwrap() error { return e.Err }
+
+func notJNF(dir string, err error) *NotJNFError {
+	e := &NotJNFError{Dir: dir, Err: err}
+	st, serr := os.Stat(dir)
+	switch {
+	case serr != nil:
+		e.Reason = fmt.Sprintf("model directory %s: %v", dir, serr)
+	case !st.IsDir():
+		e.Reason = fmt.Sprintf("model directory %s is a file, not a directory", dir)
+	default:
+		e.Reason = fmt.Sprintf("%s is not a JNF directory: %v (tarfa convert writes one)", dir, err)
+		for _, f := range []string{"model.safetensors.index.json", "model.safetensors"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				e.Reason = fmt.Sprintf("%s is a Hugging Face checkpoint, not a JNF directory: convert it first (tarfa convert %s --out DIR)", dir, dir)
+				break
+			}
 		}
 	}
-	return fmt.Sprintf("%s is not a JNF directory: %v (tarfa convert writes one)", e.Dir, e.Err)
+	return e
 }
-
-func (e *NotJNFError) Unwrap() error { return e.Err }
 
 // ParseManifest parses and self-checks manifest bytes.
 func ParseManifest(b []byte) (*Manifest, error) {
