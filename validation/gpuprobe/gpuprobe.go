@@ -62,7 +62,7 @@ func Read(path string) (*Results, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for name, s := range r.Sweep {
-		if Functions[name] == nil {
+		if Functions()[name] == nil {
 			return nil, fmt.Errorf("%s: unknown function %q", path, name)
 		}
 		if len(s.Chunks) != 256 {
@@ -72,13 +72,16 @@ func Read(path string) (*Results, error) {
 	return &r, nil
 }
 
-// Functions are the canonical float32 functions the probe sweeps.
-var Functions = map[string]func(float32) float32{
-	"exp":      canon.Exp,
-	"sigmoid":  canon.Sigmoid,
-	"silu":     canon.SiLU,
-	"softplus": canon.Softplus,
-	"rsqrt":    canon.Rsqrt,
+// Functions returns the canonical float32 functions the probe sweeps, by
+// the names probe.cu uses (a new map on each call).
+func Functions() map[string]func(float32) float32 {
+	return map[string]func(float32) float32{
+		"exp":      canon.Exp,
+		"sigmoid":  canon.Sigmoid,
+		"silu":     canon.SiLU,
+		"softplus": canon.Softplus,
+		"rsqrt":    canon.Rsqrt,
+	}
 }
 
 func mix64(z uint64) uint64 {
@@ -190,6 +193,9 @@ type Options struct {
 	MaxRows int   // skip dot shapes with more rows (0: none)
 	// Progress, if set, is called after each recomputed item.
 	Progress func(what string)
+	// Functions replaces Functions() (tests use it to show that a change is
+	// caught).
+	Functions map[string]func(float32) float32
 }
 
 // Report counts what was compared.
@@ -204,6 +210,10 @@ type Report struct {
 // Compare recomputes the selected aggregates of r on the CPU.
 func Compare(r *Results, opt Options) (*Report, error) {
 	rep := &Report{}
+	fns := opt.Functions
+	if fns == nil {
+		fns = Functions()
+	}
 	chunks := opt.Chunks
 	if chunks == nil {
 		for c := range 256 {
@@ -217,7 +227,7 @@ func Compare(r *Results, opt Options) (*Report, error) {
 		}
 		var nans uint64
 		for _, c := range chunks {
-			agg, z := SweepChunk(Functions[name], c)
+			agg, z := SweepChunk(fns[name], c)
 			nans += z
 			if got := fmt.Sprintf("%016x", agg); got != s.Chunks[c] {
 				rep.Mismatches = append(rep.Mismatches, Mismatch{What: fmt.Sprintf("%s chunk %#02x (inputs %#08x…)", name, c, c<<24), GPU: s.Chunks[c], CPU: got})
