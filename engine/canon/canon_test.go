@@ -194,6 +194,7 @@ func TestReductionOrder(t *testing.T) {
 		}
 		check("DotBF16X", DotBF16X(wb, x, xT))
 		check("DotF32X", DotF32X(wf, x, wT, xT))
+		check("DotBF16T", DotBF16T(wb, x, wT, xT))
 		x1, x2 := randVec(r, n), randVec(r, n)
 		r0, r1, r2, r3 := DotF32x4(wf, x, x1, x2, x)
 		check("DotF32x4[0]", r0)

@@ -79,6 +79,24 @@ func DotBF16X(w []uint16, x, xT []float32) float32 {
 	return CombineN(&acc, LanesUsed(n))
 }
 
+// DotBF16T is DotBF16(w, x) given wT = InterleaveBF16(w) and xT =
+// Interleave(x): for a weight row reused by several tokens.
+func DotBF16T(w []uint16, x, wT, xT []float32) float32 {
+	if !useVector {
+		return DotBF16(w, x)
+	}
+	n := len(x)
+	w = w[:n]
+	var acc [Lanes]float32
+	k := Rounds(n) * Stride
+	if k > 0 {
+		_, _ = wT[k-1], xT[k-1]
+		dotF32Rounds(&acc, &wT[0], &xT[0], k/Stride)
+	}
+	tailBF16(&acc, w, x, k)
+	return CombineN(&acc, LanesUsed(n))
+}
+
 // DotF32X is DotF32(w, x) given wT and xT, the Interleave of w and x.
 func DotF32X(w, x, wT, xT []float32) float32 {
 	if !useVector {

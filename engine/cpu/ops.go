@@ -113,11 +113,18 @@ func (j *matmulJob) rowsVector(n0, n1, t0, t1 int) {
 		}
 		return
 	}
-	buf, wT := getScratch(K), getScratch(K)
-	defer putScratch(buf)
+	wT := getScratch(K)
 	defer putScratch(wT)
 	for n := n0; n < n1; n++ {
-		row := j.row(n, buf)
+		if w.BF16 != nil {
+			row := w.BF16[n*K : (n+1)*K]
+			canon.InterleaveBF16(*wT, row)
+			for t := t0; t < t1; t++ {
+				y[t*N+n] = canon.DotBF16T(row, x[t*K:(t+1)*K], *wT, (*xT)[(t-t0)*K:(t-t0+1)*K])
+			}
+			continue
+		}
+		row := w.F32[n*K : (n+1)*K]
 		canon.Interleave(*wT, row)
 		for t := t0; t < t1; t++ {
 			y[t*N+n] = canon.DotF32X(row, x[t*K:(t+1)*K], *wT, (*xT)[(t-t0)*K:(t-t0+1)*K])
