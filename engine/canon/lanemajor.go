@@ -85,16 +85,10 @@ func DotBF16T(w []uint16, x, wT, xT []float32) float32 {
 	if !useVector {
 		return DotBF16(w, x)
 	}
-	n := len(x)
-	w = w[:n]
 	var acc [Lanes]float32
-	k := Rounds(n) * Stride
-	if k > 0 {
-		_, _ = wT[k-1], xT[k-1]
-		dotF32Rounds(&acc, &wT[0], &xT[0], k/Stride)
-	}
-	tailBF16(&acc, w, x, k)
-	return CombineN(&acc, LanesUsed(n))
+	k := laneMajorRounds(&acc, wT, xT, len(x))
+	tailBF16(&acc, w[:len(x)], x, k)
+	return CombineN(&acc, LanesUsed(len(x)))
 }
 
 // DotF32X is DotF32(w, x) given wT and xT, the Interleave of w and x.
@@ -102,14 +96,19 @@ func DotF32X(w, x, wT, xT []float32) float32 {
 	if !useVector {
 		return DotF32(w, x)
 	}
-	n := len(x)
-	w = w[:n]
 	var acc [Lanes]float32
+	k := laneMajorRounds(&acc, wT, xT, len(x))
+	tailF32(&acc, w[:len(x)], x, k)
+	return CombineN(&acc, LanesUsed(len(x)))
+}
+
+// laneMajorRounds adds the full rounds of an n-term product of interleaved
+// wT and xT into acc and returns where the partial round starts.
+func laneMajorRounds(acc *[Lanes]float32, wT, xT []float32, n int) int {
 	k := Rounds(n) * Stride
 	if k > 0 {
 		_, _ = wT[k-1], xT[k-1]
-		dotF32Rounds(&acc, &wT[0], &xT[0], k/Stride)
+		dotF32Rounds(acc, &wT[0], &xT[0], k/Stride)
 	}
-	tailF32(&acc, w, x, k)
-	return CombineN(&acc, LanesUsed(n))
+	return k
 }
