@@ -230,3 +230,30 @@ func TestNotJNFIsAUsageError(t *testing.T) {
 		t.Errorf("replay with a missing golden directory: exit %d, %v", exitCode(err), err)
 	}
 }
+
+func TestRunSystemAndThink(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var r struct {
+		Prompt       string `json:"prompt"`
+		PromptTokens []int  `json:"prompt_tokens"`
+	}
+	out, err := runCLI(t, "", "run", "Hello", "--max-tokens", "1", "--json", "--system", "Be brief.", "--think=false")
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("run: %v %s", err, out)
+	}
+	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+	if r.Prompt != want {
+		t.Errorf("rendered prompt %q; want %q", r.Prompt, want)
+	}
+	plain, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "1", "--json")
+	var p struct {
+		Prompt string `json:"prompt"`
+	}
+	json.Unmarshal([]byte(plain), &p)
+	if p.Prompt != "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n" {
+		t.Errorf("default rendering %q", p.Prompt)
+	}
+	if _, err := runCLI(t, "", "run", "Hello", "--raw", "--system", "x"); err == nil {
+		t.Error("--system with --raw accepted")
+	}
+}

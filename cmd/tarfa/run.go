@@ -90,14 +90,17 @@ func newRunCommand() *cobra.Command {
 		raw    bool
 		tokens string
 		asJSON bool
+		system string
+		think  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [PROMPT]",
 		Short: "Generate text with the exact CPU reference engine",
 		Long: `Run generates a continuation of PROMPT with the CPU reference engine from a
 verified JNF directory (--model; default: the embedded default model). The prompt
-is rendered with the model's chat template as one user turn unless --raw; --tokens
-gives token ids directly. Output streams to stdout; the banner and statistics go
+is rendered with the model's chat template as one user turn (after a --system
+turn, if given; --think=false sets the template's enable_thinking to false) unless
+--raw; --tokens gives token ids directly. Output streams to stdout; the banner and statistics go
 to stderr. Greedy by default; --temperature/--top-p/--top-k/--seed sample
 deterministically.`,
 		Args: cobra.MaximumNArgs(1),
@@ -107,7 +110,11 @@ deterministically.`,
 				return err
 			}
 			defer r.Close()
+			if (raw || tokens != "") && (system != "" || cmd.Flags().Changed("think")) {
+				return fmt.Errorf("--system and --think apply to the chat template, not to --raw or --tokens")
+			}
 			var ids []int
+			var rendered string
 			switch {
 			case tokens != "":
 				if ids, err = parseIDs(tokens); err != nil {
@@ -118,8 +125,16 @@ deterministically.`,
 			case raw || r.Tok == nil:
 				ids, err = r.EncodeText(args[0])
 			default:
-				msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": args[0]}})
-				ids, _, err = r.EncodeChat(msgs, nil)
+				var turns []map[string]string
+				if system != "" {
+					turns = append(turns, map[string]string{"role": "system", "content": system})
+				}
+				msgs, _ := json.Marshal(append(turns, map[string]string{"role": "user", "content": args[0]}))
+				var enable *bool
+				if cmd.Flags().Changed("think") {
+					enable = &think
+				}
+				ids, rendered, err = r.EncodeChat(msgs, enable)
 			}
 			if err != nil {
 				return err
@@ -158,7 +173,7 @@ deterministically.`,
 				if r.Tok != nil {
 					text, _ = r.Tok.Decode(run.Generated)
 				}
-				return json.NewEncoder(out).Encode(map[string]any{"prompt_tokens": ids, "tokens": run.Generated, "text": text,
+				return json.NewEncoder(out).Encode(map[string]any{"prompt_tokens": ids, "prompt": rendered, "tokens": run.Generated, "text": text,
 					"model_root": r.Model.Manifest.Root, "mode": "exact", "backend": r.Engine.Backend().Name()})
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d prompt + %d generated tokens in %.2fs; routed experts per token and MoE layer: %d (config top-k %d)\n",
@@ -170,6 +185,8 @@ deterministically.`,
 	cmd.Flags().BoolVar(&raw, "raw", false, "encode the prompt as plain text, without the chat template")
 	cmd.Flags().StringVar(&tokens, "tokens", "", "prompt as token ids, e.g. 1,2,3")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&system, "system", "", "a system turn before the prompt")
+	cmd.Flags().BoolVar(&think, "think", true, "the chat template's enable_thinking (passed only when set)")
 	return cmd
 }
 
