@@ -18,6 +18,7 @@ func newBenchEngineCommand() *cobra.Command {
 		threads        []int
 		prompt, decode int
 		asJSON         bool
+		cacheMiB       int64
 	)
 	cmd := &cobra.Command{
 		Use:   "engine [DIR]",
@@ -25,7 +26,9 @@ func newBenchEngineCommand() *cobra.Command {
 		Long: `Bench engine runs the same greedy generation (a fixed synthetic prompt) at each
 --threads value, after one untimed warm-up run, and prints prefill and decode
 tokens per second with a digest of every step's logits and whether they are
-bit-identical to the first thread count's. Without DIR the embedded default model
+bit-identical to the first thread count's. By default verified experts stay in
+RAM after the warm-up (compute alone); --expert-cache-mib 0 reads and verifies
+every expert on every use, as streaming does. Without DIR the embedded default model
 is used; for real 122B layer shapes convert a
   tarfa synth --arch qwen3_5_moe --preset real --layers N
 checkpoint first.`,
@@ -38,7 +41,11 @@ checkpoint first.`,
 			if len(threads) == 0 {
 				threads = []int{1, runtime.GOMAXPROCS(0)}
 			}
-			res, err := enginebench.Run(cmd.Context(), dir, threads, prompt, decode)
+			cache := cacheMiB << 20
+			if cacheMiB < 0 {
+				cache = -1
+			}
+			res, err := enginebench.Run(cmd.Context(), dir, threads, prompt, decode, cache)
 			if err != nil {
 				return err
 			}
@@ -65,5 +72,6 @@ checkpoint first.`,
 	cmd.Flags().IntVar(&prompt, "prompt-tokens", 64, "prompt length")
 	cmd.Flags().IntVar(&decode, "decode-tokens", 16, "tokens to generate")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().Int64Var(&cacheMiB, "expert-cache-mib", -1, "MiB of verified experts kept in RAM (-1 = all, 0 = read and verify every use)")
 	return cmd
 }

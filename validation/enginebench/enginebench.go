@@ -27,11 +27,14 @@ type Result struct {
 }
 
 // Run opens dir once per thread count and runs the same greedy generation.
-func Run(ctx context.Context, dir string, threads []int, promptTokens, decodeTokens int) ([]Result, error) {
+// cacheBytes is runner.Options.ExpertCacheBytes: -1 keeps every verified
+// expert in RAM after the warm-up run (compute alone), 0 reads and verifies
+// every expert on every use (the cost of streaming from the page cache).
+func Run(ctx context.Context, dir string, threads []int, promptTokens, decodeTokens int, cacheBytes int64) ([]Result, error) {
 	var out []Result
 	var ref [][]float32
 	for _, th := range threads {
-		r, err := runner.Open(dir, runner.Options{Threads: th, ExpertCacheBytes: -1})
+		r, err := runner.Open(dir, runner.Options{Threads: th, ExpertCacheBytes: cacheBytes})
 		if err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ func TestRunChecksBitIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), dir, []int{1, 2, 3}, 9, 4)
+	res, err := Run(context.Background(), dir, []int{1, 2, 3}, 9, 4, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
