@@ -89,13 +89,19 @@ func Open(dir string) (*Model, error) {
 				break
 			}
 		}
-		if idx < 0 || f.Table.Records[idx].Offset != e.Offset || f.Table.Records[idx].Length != e.Length || f.Table.Records[idx].SHA256 != e.SHA256 {
+		if idx < 0 || !sameDigests(&f.Table.Records[idx], e) {
 			m.Close()
 			return nil, fmt.Errorf("model %s: %s: manifest entry does not match the record table of %s", dir, e.Name, e.File)
 		}
 		m.records[e.Name] = recordRef{file: f, index: idx, entry: e}
 	}
 	return m, nil
+}
+
+// sameDigests reports whether a record table entry places and hashes the
+// bytes as the manifest entry does.
+func sameDigests(r *jnf.Record, e *verify.Entry) bool {
+	return r.Offset == e.Offset && r.Length == e.Length && r.SHA256 == e.SHA256 && r.BLAKE3 == e.BLAKE3
 }
 
 // Close closes the JNF files.
@@ -141,7 +147,7 @@ func (m *Model) Tensor(name string) (VerifiedTensor, error) {
 		return VerifiedTensor{}, err
 	}
 	v := rb.Views()[0]
-	t, err := VerifyTensor(v, rb.Data, rb.Want.SHA256)
+	t, err := VerifyTensor(v, rb.Data, rb.Want.BLAKE3)
 	if err != nil {
 		return VerifiedTensor{}, fmt.Errorf("%s@%d: %w", m.records[name].file.Name, rb.Record.Offset, err)
 	}
@@ -155,7 +161,7 @@ func (m *Model) Expert(layer, expert int) (*VerifiedExpert, error) {
 		return nil, err
 	}
 	v := rb.Views()
-	ve, err := VerifyExpert(ExpertID{layer, expert}, rb.Data, v[0], v[1], v[2], rb.Want.SHA256)
+	ve, err := VerifyExpert(ExpertID{layer, expert}, rb.Data, v[0], v[1], v[2], rb.Want.BLAKE3)
 	if err != nil {
 		return nil, fmt.Errorf("%s@%d: %w", m.records[rb.Record.Name].file.Name, rb.Record.Offset, err)
 	}

@@ -66,6 +66,30 @@ func TestModelServesVerifiedBytes(t *testing.T) {
 	if !errors.As(err, &mm) || !strings.Contains(err.Error(), "layer 3 expert 7") || !strings.Contains(err.Error(), "layer-00003.jnf@") {
 		t.Errorf("tampered expert: %v", err)
 	}
+	// Run-time verification uses the manifest's BLAKE3 (committed by the root
+	// like the SHA-256).
+	if mm.Want.Alg != jnf.BLAKE3 || mm.Want.Hex() != f.entry.BLAKE3 {
+		t.Errorf("verified against %s %s, want the manifest's blake3 %s", mm.Want.Alg, mm.Want.Hex(), f.entry.BLAKE3)
+	}
+}
+
+func TestVerifyAcceptsBLAKE3AndSHA256Only(t *testing.T) {
+	data := []byte("expert bytes")
+	view := jnf.TensorView{Name: "t", DType: jnf.U8, Shape: []int64{int64(len(data))}}
+	for _, want := range []jnf.Digest{jnf.BLAKE3Bytes(data), jnf.SHA256Bytes(data)} {
+		if _, err := VerifyTensor(view, data, want); err != nil {
+			t.Errorf("%s: %v", want.Alg, err)
+		}
+		bad := want
+		bad.Sum[0] ^= 1
+		var mm *jnf.MismatchError
+		if _, err := VerifyTensor(view, data, bad); !errors.As(err, &mm) {
+			t.Errorf("%s: a wrong digest was accepted: %v", want.Alg, err)
+		}
+	}
+	if _, err := VerifyTensor(view, data, jnf.Digest{Alg: "md5"}); err == nil || !strings.Contains(err.Error(), "blake3 or sha256") {
+		t.Errorf("md5: %v", err)
+	}
 }
 
 func TestOpenRefusesIncompleteOrEditedModels(t *testing.T) {
@@ -109,5 +133,28 @@ func TestAuxFilesAreVerified(t *testing.T) {
 	}
 	if _, err := m.AuxFS(); err == nil {
 		t.Error("AuxFS served a changed file")
+	}
+}
+
+// BenchmarkVerifyExpert: run-time verification of one real Qwen3.5-122B
+// expert record (3 × 1024 × 3072 BF16 = 18 MiB) with each algorithm.
+func BenchmarkVerifyExpert(b *testing.B) {
+	rec := make([]byte, 3*1024*3072*2)
+	for i := range rec {
+		rec[i] = byte(i * 7)
+	}
+	I, H := int64(1024), int64(3072)
+	g := jnf.TensorView{Name: "gate", DType: jnf.BF16, Shape: []int64{I, H}}
+	u := jnf.TensorView{Name: "up", DType: jnf.BF16, Shape: []int64{I, H}}
+	d := jnf.TensorView{Name: "down", DType: jnf.BF16, Shape: []int64{H, I}}
+	for _, want := range []jnf.Digest{jnf.SHA256Bytes(rec), jnf.BLAKE3Bytes(rec)} {
+		b.Run(string(want.Alg), func(b *testing.B) {
+			b.SetBytes(int64(len(rec)))
+			for range b.N {
+				if _, err := VerifyExpert(ExpertID{}, rec, g, u, d, want); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf"
 )
 
-// VerifiedTensor is a non-expert tensor whose bytes hashed to the SHA-256
-// that the (root-checked) manifest records for it. The zero value is unusable;
+// VerifiedTensor is a non-expert tensor whose bytes hashed to a digest
+// (BLAKE3 or SHA-256) that the (root-checked) manifest records for it. The zero value is unusable;
 // only this package constructs one, and only after the digest matched.
 type VerifiedTensor struct {
 	view   jnf.TensorView
@@ -20,7 +20,7 @@ type VerifiedTensor struct {
 // View returns the tensor. The data must not be modified.
 func (t VerifiedTensor) View() jnf.TensorView { return t.view }
 
-// Digest is the SHA-256 that matched.
+// Digest is the digest that matched.
 func (t VerifiedTensor) Digest() jnf.Digest { return t.digest }
 
 // ExpertID names one routed expert.
@@ -29,8 +29,8 @@ type ExpertID struct{ Layer, Expert int }
 func (id ExpertID) String() string { return fmt.Sprintf("layer %d expert %d", id.Layer, id.Expert) }
 
 // VerifiedExpert is one routed expert record (gate, up and down projection
-// bytes exactly as in the source checkpoint) whose bytes hashed to the
-// SHA-256 the manifest records for it. Only this package constructs one.
+// bytes exactly as in the source checkpoint) whose bytes hashed to a digest
+// (BLAKE3 or SHA-256) the manifest records for it. Only this package constructs one.
 type VerifiedExpert struct {
 	id             ExpertID
 	digest         jnf.Digest
@@ -43,8 +43,8 @@ func (e *VerifiedExpert) Gate() jnf.TensorView { return e.gate }
 func (e *VerifiedExpert) Up() jnf.TensorView   { return e.up }
 func (e *VerifiedExpert) Down() jnf.TensorView { return e.down }
 
-// VerifyTensor hashes data and returns a VerifiedTensor only if its SHA-256
-// equals want. view.Data is replaced by data.
+// VerifyTensor hashes data with want's algorithm (BLAKE3 or SHA-256) and
+// returns a VerifiedTensor only if the digest equals want. view.Data is replaced by data.
 func VerifyTensor(view jnf.TensorView, data []byte, want jnf.Digest) (VerifiedTensor, error) {
 	if err := check(view.Name, data, want); err != nil {
 		return VerifiedTensor{}, err
@@ -56,8 +56,8 @@ func VerifyTensor(view jnf.TensorView, data []byte, want jnf.Digest) (VerifiedTe
 	return VerifiedTensor{view: view, digest: want}, nil
 }
 
-// VerifyExpert hashes the whole record (gate‖up‖down as stored) and returns a
-// VerifiedExpert only if its SHA-256 equals want. The three views describe the
+// VerifyExpert hashes the whole record (gate‖up‖down as stored) with want's
+// algorithm and returns a VerifiedExpert only if the digest equals want. The three views describe the
 // parts in record order; their Data fields are set to sub-slices of record.
 func VerifyExpert(id ExpertID, record []byte, gate, up, down jnf.TensorView, want jnf.Digest) (*VerifiedExpert, error) {
 	what := id.String()
@@ -81,10 +81,15 @@ func VerifyExpert(id ExpertID, record []byte, gate, up, down jnf.TensorView, wan
 }
 
 func check(what string, data []byte, want jnf.Digest) error {
-	if want.Alg != jnf.SHA256 {
-		return fmt.Errorf("%s: expected digest must be sha256, got %q", what, want.Alg)
+	var got jnf.Digest
+	switch want.Alg {
+	case jnf.BLAKE3:
+		got = jnf.BLAKE3Bytes(data)
+	case jnf.SHA256:
+		got = jnf.SHA256Bytes(data)
+	default:
+		return fmt.Errorf("%s: expected digest must be blake3 or sha256, got %q", what, want.Alg)
 	}
-	got := jnf.SHA256Bytes(data)
 	if !got.Equal(want) {
 		return &jnf.MismatchError{What: what, Got: got, Want: want}
 	}

@@ -133,6 +133,15 @@ func SHA256Bytes(b []byte) Digest {
 	return d
 }
 
+// BLAKE3Bytes hashes b with BLAKE3 only.
+func BLAKE3Bytes(b []byte) Digest {
+	d := Digest{Alg: BLAKE3}
+	h := blake3.New()
+	h.Write(b)
+	h.Sum(d.Sum[:0])
+	return d
+}
+
 // SumReader hashes everything r yields.
 func SumReader(r io.Reader) (Digests, int64, error) {
 	h := NewHasher()
