@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -434,7 +435,8 @@ func TestResumeInsideAFile(t *testing.T) {
 				t.Fatalf("%d of %d records journaled; the test wants an interruption in the middle", journaled, len(layer1))
 			}
 			c.harm(t, dst, journaled)
-			res, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Verify: true})
+			var logBuf bytes.Buffer
+			res, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Verify: true, Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -455,6 +457,9 @@ func TestResumeInsideAFile(t *testing.T) {
 				t.Error("resumed conversion has a different root")
 			}
 			sameFiles(t, clean, dst) // also: no partial file or journal left behind
+			if quiet := c.name == "as interrupted"; quiet != (logBuf.Len() == 0) {
+				t.Errorf("warnings (want some: %v): %s", !quiet, logBuf.String())
+			}
 		})
 	}
 }

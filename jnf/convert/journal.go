@@ -86,7 +86,7 @@ func resumeJournal(ctx context.Context, path, planSum string, f *os.File, recs [
 	}
 	buf := make([]byte, 4<<20)
 	for _, line := range lines {
-		if kept == len(recs) {
+		if kept == len(recs) || len(line) == 0 { // len 0: after the last newline
 			break
 		}
 		r := &recs[kept]
