@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -77,6 +79,9 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 				Progress: update, Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
 			})
 			finish()
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("interrupted (%w): rerun the same command to resume; finished files and the journaled records of unfinished ones are re-hashed and kept", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -163,7 +163,7 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	res := &Result{}
 	// Whole-file SHA-256 of the source shards, computed once on first need:
 	// files kept by a resumed conversion never cause a shard to be hashed.
-	sums := &shardSums{ck: ck, m: map[string]*shardSum{}}
+	sums := &shardSums{ck: ck, m: map[string]*shardSum{}, log: log}
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = 2
@@ -296,9 +296,10 @@ func copyAux(ck *hf.Checkpoint, dst string) error {
 // shardSums computes each source shard's whole-file SHA-256 once, on first
 // request, however many files draw from it.
 type shardSums struct {
-	ck *hf.Checkpoint
-	mu sync.Mutex
-	m  map[string]*shardSum
+	ck  *hf.Checkpoint
+	mu  sync.Mutex
+	m   map[string]*shardSum
+	log *slog.Logger
 }
 
 type shardSum struct {
@@ -321,6 +322,7 @@ func (s *shardSums) get(ctx context.Context, name string) (jnf.SourceFile, error
 			e.err = fmt.Errorf("no shard %s", name)
 			return
 		}
+		s.log.Info("hashing source shard (its SHA-256 is the Hugging Face LFS oid)", "shard", name, "bytes", f.Size)
 		d, n, err := jnf.SumReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, f.Size)})
 		if err != nil {
 			e.err = fmt.Errorf("hashing %s: %w", filepath.Join(s.ck.Dir, name), err)
