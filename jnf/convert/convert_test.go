@@ -436,7 +436,7 @@ func TestResumeInsideAFile(t *testing.T) {
 			}
 			c.harm(t, dst, journaled)
 			var logBuf bytes.Buffer
-			res, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Verify: true, Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
+			res, err := Convert(context.Background(), src, dst, Options{LastLayer: -1, Verify: true, Log: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				t.Fatal(err)
 			}
