@@ -298,13 +298,8 @@ func readFile(r io.ReaderAt, size int64, path, name string) (*File, error) {
 		return nil, bad("", PreambleSize, "record table digest mismatch: got sha256:%x, want sha256:%x", got, p[32:64])
 	}
 	jf := &File{Path: path, Name: name, Size: size, TableBytes: tb}
-	dec := json.NewDecoder(bytes.NewReader(tb))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&jf.Table); err != nil {
+	if err := DecodeJSON(tb, &jf.Table); err != nil {
 		return nil, bad("", PreambleSize, "record table: %v", err)
-	}
-	if dec.More() {
-		return nil, bad("", PreambleSize, "record table: trailing data")
 	}
 	t := &jf.Table
 	if t.Format != FormatName || t.Version != Version {

@@ -212,13 +212,8 @@ func notJNF(dir string, err error) *NotJNFError {
 // ParseManifest parses and self-checks manifest bytes.
 func ParseManifest(b []byte) (*Manifest, error) {
 	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
+	if err := jnf.DecodeJSON(b, &m); err != nil {
 		return nil, fmt.Errorf("manifest: %v", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("manifest: trailing data")
 	}
 	if m.Format != ManifestFormat || m.Version != ManifestVersion {
 		return nil, fmt.Errorf("manifest format %q version %d, want %q version %d", m.Format, m.Version, ManifestFormat, ManifestVersion)

@@ -158,13 +158,5 @@ func strictUnmarshal(line []byte, v any) error {
 	if len(line) == 0 || line[len(line)-1] != '\n' {
 		return errors.New("incomplete line")
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data")
-	}
-	return nil
+	return jnf.DecodeJSON(line, v)
 }

@@ -214,9 +214,7 @@ func parseHeader(hb []byte, name string) (*Header, error) {
 			return nil, bad(key, "%v", err)
 		}
 		var rt rawTensor
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&rt); err != nil {
+		if err := jnf.DecodeJSON(raw, &rt); err != nil {
 			return nil, bad(key, "entry: %v", err)
 		}
 		t, err := validateTensor(key, rt)
