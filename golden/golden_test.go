@@ -154,3 +154,18 @@ func FuzzParsePrompts(f *testing.F) {
 		}
 	})
 }
+
+// Data after the JSON value is refused, not silently dropped: a second
+// object on a prompt line, anything after golden.json's object.
+func TestTrailingJSONRefused(t *testing.T) {
+	if _, err := ParsePrompts(strings.NewReader(`{"prompt": "a"} {"prompt": "b"}`), "p.jsonl"); err == nil || !strings.Contains(err.Error(), "p.jsonl:1") {
+		t.Errorf("two prompts on one line: %v", err)
+	}
+	dir := write(t)
+	mp := filepath.Join(dir, MetaFile)
+	b, _ := os.ReadFile(mp)
+	os.WriteFile(mp, append(b, []byte(`{"format": "x"}`)...), 0o644)
+	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "trailing data") {
+		t.Errorf("golden.json with a second object: %v", err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // DefaultMaxTokens is used when a prompt line gives no max_tokens.
@@ -53,9 +55,7 @@ func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 			continue
 		}
 		var pl promptLine
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&pl); err != nil {
+		if err := jnf.DecodeJSON(line, &pl); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
 		}
 		p := Prompt{Line: n, Source: string(line), Text: pl.Prompt, Messages: pl.Messages, Tokens: pl.Tokens,

@@ -1,7 +1,6 @@
 package golden
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -81,9 +80,7 @@ func Read(dir string) (*Golden, []Run, error) {
 		return nil, nil, err
 	}
 	var g Golden
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&g); err != nil {
+	if err := jnf.DecodeJSON(b, &g); err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", filepath.Join(dir, MetaFile), err)
 	}
 	if g.Format != Format || g.Version != Version {
