@@ -187,6 +187,14 @@ func parse(toks []token) ([]node, error) {
 
 // parseBody parses nodes until a block tag whose first name is in ends (the
 // tag name is returned, with the parser just after it) or the end of input.
+// block reads the end of the current tag, then a body up to one of ends.
+func (p *parser) block(ends ...string) ([]node, string, error) {
+	if err := p.expectBlockEnd(); err != nil {
+		return nil, "", err
+	}
+	return p.parseBody(ends)
+}
+
 func (p *parser) parseBody(ends []string) ([]node, string, error) {
 	var body []node
 	for {
@@ -261,17 +269,11 @@ func (p *parser) parseStatement() (node, error) {
 		return &continueNode{}, nil
 	case "generation":
 		// transformers' AssistantTracker extension: renders its body.
-		if err := p.expectBlockEnd(); err != nil {
-			return nil, err
-		}
-		body, _, err := p.parseBody([]string{"endgeneration"})
+		body, _, err := p.block("endgeneration")
 		if err != nil {
 			return nil, err
 		}
-		if err := p.expectBlockEnd(); err != nil {
-			return nil, err
-		}
-		return &withNode{body: body}, nil
+		return &withNode{body: body}, p.expectBlockEnd()
 	}
 	return nil, fmt.Errorf("line %d: unsupported statement %q", t.line, t.val)
 }
@@ -283,10 +285,7 @@ func (p *parser) parseIf() (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := p.expectBlockEnd(); err != nil {
-			return nil, err
-		}
-		body, end, err := p.parseBody([]string{"elif", "else", "endif"})
+		body, end, err := p.block("elif", "else", "endif")
 		if err != nil {
 			return nil, err
 		}
@@ -296,10 +295,7 @@ func (p *parser) parseIf() (node, error) {
 		case "elif":
 			continue
 		case "else":
-			if err := p.expectBlockEnd(); err != nil {
-				return nil, err
-			}
-			if n.els, _, err = p.parseBody([]string{"endif"}); err != nil {
+			if n.els, _, err = p.block("endif"); err != nil {
 				return nil, err
 			}
 		}
@@ -330,19 +326,13 @@ func (p *parser) parseFor(line int) (node, error) {
 	if p.isName("recursive") {
 		return nil, p.errorf("recursive for loops are not supported")
 	}
-	if err := p.expectBlockEnd(); err != nil {
-		return nil, err
-	}
-	body, end, err := p.parseBody([]string{"endfor", "else"})
+	body, end, err := p.block("endfor", "else")
 	if err != nil {
 		return nil, err
 	}
 	n.body = body
 	if end == "else" {
-		if err := p.expectBlockEnd(); err != nil {
-			return nil, err
-		}
-		if n.els, _, err = p.parseBody([]string{"endfor"}); err != nil {
+		if n.els, _, err = p.block("endfor"); err != nil {
 			return nil, err
 		}
 	}
@@ -369,10 +359,7 @@ func (p *parser) parseSet(line int) (node, error) {
 		}
 		n.filters = append(n.filters, f)
 	}
-	if err := p.expectBlockEnd(); err != nil {
-		return nil, err
-	}
-	if n.body, _, err = p.parseBody([]string{"endset"}); err != nil {
+	if n.body, _, err = p.block("endset"); err != nil {
 		return nil, err
 	}
 	return n, p.expectBlockEnd()
@@ -408,10 +395,7 @@ func (p *parser) parseMacro() (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.expectBlockEnd(); err != nil {
-		return nil, err
-	}
-	if n.body, _, err = p.parseBody([]string{"endmacro"}); err != nil {
+	if n.body, _, err = p.block("endmacro"); err != nil {
 		return nil, err
 	}
 	return n, p.expectBlockEnd()
@@ -430,11 +414,8 @@ func (p *parser) parseFilterBlock() (node, error) {
 		}
 		p.next()
 	}
-	if err := p.expectBlockEnd(); err != nil {
-		return nil, err
-	}
 	var err error
-	if n.body, _, err = p.parseBody([]string{"endfilter"}); err != nil {
+	if n.body, _, err = p.block("endfilter"); err != nil {
 		return nil, err
 	}
 	return n, p.expectBlockEnd()
