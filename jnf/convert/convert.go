@@ -387,14 +387,10 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 	if err != nil {
 		return unitResult{}, err
 	}
-	discard := false
 	defer func() {
-		// An interrupted file stays for the next run to resume, unless its
-		// bytes were shown to differ from the source.
-		if err != nil && discard {
-			tmp.Abort()
-			removePartial(path)
-		} else if err != nil {
+		// An interrupted file stays for the next run to resume (Suspend is
+		// a no-op after the Abort below).
+		if err != nil {
 			tmp.Suspend()
 		}
 	}()
@@ -444,7 +440,10 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 	}
 	if verifyBytes {
 		if res.verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file); err != nil {
-			discard = ctx.Err() == nil
+			if ctx.Err() == nil { // shown to differ from the source: start afresh next time
+				tmp.Abort()
+				removePartial(path)
+			}
 			return unitResult{}, err
 		}
 	}
