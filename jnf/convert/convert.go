@@ -7,7 +7,6 @@ package convert
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
@@ -168,76 +169,53 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	if workers <= 0 {
 		workers = 2
 	}
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-		ch       = make(chan *unit)
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := range ch {
-				// A file already there (an earlier run) is re-verified completely
-				// and kept, or removed and written again.
-				path := filepath.Join(dst, u.file)
-				if _, err := os.Stat(path); err == nil {
-					err := reverify(ctx, path, u, cfgSum, progress)
-					if err == nil {
-						// A kill between the rename and the journal's removal
-						// leaves a journal behind.
-						err = removePartial(path)
-					}
-					if err == nil {
-						mu.Lock()
-						res.Resumed = append(res.Resumed, u.file)
-						mu.Unlock()
-						continue
-					}
-					if ctx.Err() != nil {
-						continue
-					}
-					log.Warn("existing file does not check out; rewriting it", "file", u.file, "err", err)
-					if err := os.Remove(path); err != nil {
-						mu.Lock()
-						firstErr = cmp.Or(firstErr, err)
-						mu.Unlock()
-						cancel()
-						continue
-					}
-				}
-				ur, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, progress, log.Warn)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-					cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	var mu sync.Mutex
+	for _, u := range units {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err // after a failure: leave the remaining files alone
+			}
+			// A file already there (an earlier run) is re-verified completely
+			// and kept, or removed and written again.
+			path := filepath.Join(dst, u.file)
+			if _, err := os.Stat(path); err == nil {
+				err := reverify(ctx, path, u, cfgSum, progress)
+				if err == nil {
+					// A kill between the rename and the journal's removal
+					// leaves a journal behind.
+					err = removePartial(path)
 				}
 				if err == nil {
-					res.Written = append(res.Written, u.file)
-					res.Bytes += ur.written
-					res.Salvaged += ur.salvaged
-					res.SalvagedRecords += ur.records
-					res.Verified += ur.verified
+					mu.Lock()
+					res.Resumed = append(res.Resumed, u.file)
+					mu.Unlock()
+					return nil
 				}
-				mu.Unlock()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				log.Warn("existing file does not check out; rewriting it", "file", u.file, "err", err)
+				if err := os.Remove(path); err != nil {
+					return err
+				}
 			}
-		}()
+			ur, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, progress, log.Warn)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			res.Written = append(res.Written, u.file)
+			res.Bytes += ur.written
+			res.Salvaged += ur.salvaged
+			res.SalvagedRecords += ur.records
+			res.Verified += ur.verified
+			mu.Unlock()
+			return nil
+		})
 	}
-	for _, u := range units {
-		select {
-		case ch <- u:
-		case <-ctx.Done():
-		}
-	}
-	close(ch)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	sort.Strings(res.Written)
