@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
@@ -134,35 +136,18 @@ func copyAll(paths []string, dir string, workers int) (int64, error) {
 	if workers <= 0 {
 		workers = 1
 	}
-	var (
-		mu    sync.Mutex
-		total int64
-		first error
-		wg    sync.WaitGroup
-		ch    = make(chan string)
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 4<<20)
-			for p := range ch {
-				n, err := copyFile(p, filepath.Join(dir, filepath.Base(p)), buf)
-				mu.Lock()
-				total += n
-				if err != nil && first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(workers)
+	var total atomic.Int64
 	for _, p := range paths {
-		ch <- p
+		g.Go(func() error {
+			n, err := copyFile(p, filepath.Join(dir, filepath.Base(p)), make([]byte, 4<<20))
+			total.Add(n)
+			return err
+		})
 	}
-	close(ch)
-	wg.Wait()
-	return total, first
+	err := g.Wait()
+	return total.Load(), err
 }
 
 func copyFile(src, dst string, buf []byte) (int64, error) {
