@@ -1,0 +1,147 @@
+package jnf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// Size limits for the files Tarfa reads whole. Every file that comes with a
+// model (which users download from strangers) or that a user names on the
+// command line is read through ReadFileLimit with one of these caps, so no
+// input can make Tarfa allocate more than its cap, and a device, FIFO or
+// socket is refused before a byte is read. Each cap is a generous multiple
+// of what the format needs for the largest models Tarfa targets; the figures
+// are in SPEC.md §8.
+const (
+	// MaxManifestSize bounds manifest.json. Qwen3.5-122B-A10B's manifest
+	// (12,288 expert and ~1,100 tensor entries) is about 16 MB.
+	MaxManifestSize = 128 << 20
+	// MaxConfigSize bounds config.json (a few KB in every release).
+	MaxConfigSize = 1 << 20
+	// MaxAuxFileSize bounds every other auxiliary file: tokenizer.json
+	// (11 MB for Qwen3's 151k-token vocabulary), vocab.json, merges.txt,
+	// the chat template and tokenizer_config.json.
+	MaxAuxFileSize = 64 << 20
+	// MaxEnvelopeSize bounds a DSSE envelope (manifest.sig.json, a run
+	// report).
+	MaxEnvelopeSize = 64 << 20
+	// MaxKeyFileSize bounds a PEM key file.
+	MaxKeyFileSize = 64 << 10
+	// MaxJSONMetaSize bounds other Tarfa metadata files read whole
+	// (golden.json, fixture references).
+	MaxJSONMetaSize = 256 << 20
+)
+
+// LimitError says a file is larger than Tarfa reads for its kind.
+type LimitError struct {
+	Path  string
+	Size  int64 // bytes seen: the file's size, or Max+1 for a file that grew while read
+	Max   int64
+	Which string // the limit's name, e.g. "config.json"
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s: %d bytes, more than the %s limit of %d bytes", e.Path, e.Size, e.Which, e.Max)
+}
+
+// NotRegularError says a path names something other than a regular file (a
+// directory, device, FIFO or socket), which Tarfa never reads as data.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.Path, describeMode(e.Mode))
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return fmt.Sprintf("a special file (mode %v)", m)
+}
+
+// OpenRegular opens path for reading and returns it only if it is a regular
+// file. The check is made on the opened descriptor (no race with a rename),
+// and the open itself never blocks: a FIFO is opened non-blocking and then
+// refused. Symbolic links are followed (every byte read from a model
+// directory is hashed against the manifest; where a link's target matters,
+// as in a conversion source, the caller checks with os.Lstat first).
+func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &NotRegularError{Path: path, Mode: st.Mode()}
+	}
+	return f, st, nil
+}
+
+// ReadFileLimit reads the whole regular file at path, refusing anything
+// that is not a regular file and any file of more than max bytes (checked
+// before allocating, and again while reading, in case the file grows).
+// which names the limit in the error ("config.json", "manifest").
+func ReadFileLimit(path string, max int64, which string) ([]byte, error) {
+	f, st, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readLimited(f, path, st.Size(), max, which)
+}
+
+// ReadAllLimit reads r to its end, refusing more than max bytes (for
+// standard input and other streams). path names the stream in errors.
+func ReadAllLimit(r io.Reader, path string, max int64, which string) ([]byte, error) {
+	return readLimited(r, path, 0, max, which)
+}
+
+func readLimited(r io.Reader, path string, size, max int64, which string) ([]byte, error) {
+	if size > max {
+		return nil, &LimitError{Path: path, Size: size, Max: max, Which: which}
+	}
+	buf := make([]byte, 0, min(size, max)+1)
+	for {
+		if int64(len(buf)) > max {
+			return nil, &LimitError{Path: path, Size: int64(len(buf)), Max: max, Which: which}
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := min(int64(cap(buf)), max+1)
+		n, err := r.Read(buf[len(buf):room])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			if int64(len(buf)) > max {
+				return nil, &LimitError{Path: path, Size: int64(len(buf)), Max: max, Which: which}
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
