@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // PayloadTypeInToto is the DSSE payloadType of an in-toto Statement.
@@ -91,7 +93,7 @@ func SignEnvelope(priv ed25519.PrivateKey, payloadType string, payload []byte) (
 // match ErrEncoding. The envelope is still unverified.
 func ParseEnvelope(data []byte) (Envelope, error) {
 	var env Envelope
-	if err := decodeStrictJSON(data, &env); err != nil {
+	if err := jnf.DecodeJSONExtensible(data, &env); err != nil {
 		return Envelope{}, fmt.Errorf("%w: DSSE envelope: %v", ErrEncoding, err)
 	}
 	return env, nil

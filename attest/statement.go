@@ -124,10 +124,10 @@ func (s Statement) Validate() error {
 }
 
 // ParseStatement decodes an in-toto Statement from the (verified) payload
-// bytes: strict JSON (see decodeStrictJSON), then Validate.
+// bytes: strict JSON (see jnf.DecodeJSONExtensible), then Validate.
 func ParseStatement(payload []byte) (Statement, error) {
 	var s Statement
-	if err := decodeStrictJSON(payload, &s); err != nil {
+	if err := jnf.DecodeJSONExtensible(payload, &s); err != nil {
 		return Statement{}, fmt.Errorf("%w: statement JSON: %v", ErrEncoding, err)
 	}
 	if err := s.Validate(); err != nil {
@@ -289,7 +289,7 @@ func (s Statement) ModelManifest() (ModelManifestPredicate, error) {
 		return ModelManifestPredicate{}, fmt.Errorf("%w: got %q, want %q", ErrPredicateType, s.PredicateType, PredicateModelManifest)
 	}
 	var p ModelManifestPredicate
-	if err := decodeStrictJSON(s.Predicate, &p); err != nil {
+	if err := jnf.DecodeJSONExtensible(s.Predicate, &p); err != nil {
 		return ModelManifestPredicate{}, fmt.Errorf("%w: %s predicate: %v", ErrPredicate, PredicateModelManifest, err)
 	}
 	if err := p.Validate(); err != nil {
@@ -383,7 +383,7 @@ func (s Statement) OMSModel() (OMSPredicate, error) {
 		return OMSPredicate{}, fmt.Errorf("%w: got %q, want %q", ErrPredicateType, s.PredicateType, PredicateOMSSignatureV1)
 	}
 	var p OMSPredicate
-	if err := decodeStrictJSON(s.Predicate, &p); err != nil {
+	if err := jnf.DecodeJSONExtensible(s.Predicate, &p); err != nil {
 		return OMSPredicate{}, fmt.Errorf("%w: %s predicate: %v", ErrPredicate, PredicateOMSSignatureV1, err)
 	}
 	if p.Serialization.Method != SerializationOMSFiles || p.Serialization.HashType != HashSHA256 {
