@@ -1,6 +1,9 @@
 package jnf
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // DType is a tensor element type, spelled as in safetensors headers.
 type DType string
@@ -52,11 +55,45 @@ type TensorView struct {
 	Data  []byte
 }
 
-// Numel is the product of the shape (1 for a scalar).
+// Numel is the product of the shape (1 for a scalar), or −1 if a dimension
+// is negative or the product overflows int64.
 func (t TensorView) Numel() int64 {
-	n := int64(1)
-	for _, s := range t.Shape {
-		n *= s
+	n, err := Numel(t.Shape)
+	if err != nil {
+		return -1
 	}
 	return n
+}
+
+// Numel is the element count of a shape: the product of its dimensions (1
+// for a scalar). It fails on a negative dimension and on a product that
+// overflows int64, so a shape can never wrap around to a small count.
+func Numel(shape []int64) (int64, error) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v has a negative dimension", shape)
+		}
+		if d != 0 && n > math.MaxInt64/d {
+			return 0, fmt.Errorf("shape %v: element count overflows int64", shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// ByteSize is the number of bytes of a tensor of dtype d and the shape:
+// Numel(shape) × d.Size(), failing on an unknown dtype and on overflow.
+func ByteSize(d DType, shape []int64) (int64, error) {
+	if !d.Valid() {
+		return 0, fmt.Errorf("unknown dtype %q", d)
+	}
+	n, err := Numel(shape)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxInt64/d.Size() {
+		return 0, fmt.Errorf("shape %v × %s: byte size overflows int64", shape, d)
+	}
+	return n * d.Size(), nil
 }

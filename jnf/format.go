@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -318,10 +319,13 @@ func readFile(r io.ReaderAt, size int64, path, name string) (*File, error) {
 	if _, err := ParseHex(SHA256, t.ConfigSHA256); err != nil {
 		return nil, bad("", PreambleSize, "config_sha256: %v", err)
 	}
+	if err := t.validateHeader(); err != nil {
+		return nil, bad("", PreambleSize, "%v", err)
+	}
 	off := DataStart(len(tb))
 	for i := range t.Records {
 		rec := &t.Records[i]
-		if err := rec.validate(t.Layer); err != nil {
+		if err := rec.Validate(t.Layer); err != nil {
 			return nil, bad(rec.Name, rec.Offset, "%v", err)
 		}
 		if rec.Offset != off {
@@ -332,12 +336,110 @@ func readFile(r io.ReaderAt, size int64, path, name string) (*File, error) {
 	if off != size {
 		return nil, bad("", size, "file is %d bytes, the table implies %d (truncated or extended)", size, off)
 	}
+	if err := t.checkSources(); err != nil {
+		return nil, bad("", PreambleSize, "%v", err)
+	}
 	return jf, nil
 }
 
-func (r *Record) validate(layer int) error {
-	if r.Name == "" {
-		return fmt.Errorf("empty name")
+// Source-checkpoint layouts recorded in global.jnf.
+const (
+	LayoutPerExpert = "per-expert" // mlp.experts.E.{gate,up,down}_proj.weight
+	LayoutFused     = "fused"      // mlp.experts.gate_up_proj [E,2I,H], mlp.experts.down_proj [E,H,I]
+)
+
+// validateHeader checks the table's fields other than its records.
+func (t *Table) validateHeader() error {
+	if t.Layer < -1 {
+		return fmt.Errorf("layer %d", t.Layer)
+	}
+	if t.Layer >= 0 && (t.Layout != "" || len(t.Ignored) != 0) {
+		return fmt.Errorf("layout and ignored belong in global.jnf only")
+	}
+	if t.Layer < 0 && t.Layout != LayoutPerExpert && t.Layout != LayoutFused {
+		return fmt.Errorf("layout %q, want %q or %q", t.Layout, LayoutPerExpert, LayoutFused)
+	}
+	for i, s := range t.Sources {
+		if err := ValidName(s.File); err != nil {
+			return fmt.Errorf("sources[%d]: %v", i, err)
+		}
+		if i > 0 && s.File <= t.Sources[i-1].File {
+			return fmt.Errorf("sources[%d]: %s is not after %s (sources are sorted by file, each once)", i, s.File, t.Sources[i-1].File)
+		}
+		if s.Size < 0 {
+			return fmt.Errorf("sources[%d]: size %d", i, s.Size)
+		}
+		if _, err := ParseHex(SHA256, s.SHA256); err != nil {
+			return fmt.Errorf("sources[%d]: sha256: %v", i, err)
+		}
+	}
+	for i, ig := range t.Ignored {
+		if ig.Name == "" || ig.Bytes < 0 {
+			return fmt.Errorf("ignored[%d]: name %q bytes %d", i, ig.Name, ig.Bytes)
+		}
+	}
+	return nil
+}
+
+// checkSources requires the table's sources to be exactly the shards its
+// records draw bytes from, each lying inside its shard, so that the sources
+// list says nothing the records (which the manifest root covers) do not.
+func (t *Table) checkSources() error {
+	size := make(map[string]int64, len(t.Sources))
+	for _, s := range t.Sources {
+		size[s.File] = s.Size
+	}
+	used := map[string]bool{}
+	for i := range t.Records {
+		for _, sr := range t.Records[i].SourceRanges() {
+			sz, ok := size[sr.File]
+			if !ok {
+				return fmt.Errorf("record %s draws bytes from %s, which the table's sources do not list", t.Records[i].Name, sr.File)
+			}
+			if sr.Offset > sz-sr.Length {
+				return fmt.Errorf("record %s: source range %s:%d+%d lies outside the %d-byte shard", t.Records[i].Name, sr.File, sr.Offset, sr.Length, sz)
+			}
+			used[sr.File] = true
+		}
+	}
+	for _, s := range t.Sources {
+		if !used[s.File] {
+			return fmt.Errorf("sources list %s, from which no record draws bytes", s.File)
+		}
+	}
+	return nil
+}
+
+// MaxNameLen bounds every name Tarfa writes into a leaf.
+const MaxNameLen = 256
+
+// ValidName checks a canonical tensor name, a shard or an auxiliary file
+// name: 1 to MaxNameLen bytes of ASCII letters, digits, '_', '.' and '-'.
+// Names appear in Merkle leaves as text lines; the grammar keeps every leaf
+// unambiguous (no newline, no ':' '+' ';' '=' separators, no path).
+func ValidName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("name of %d bytes, want 1 to %d", len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return fmt.Errorf("name %q: byte %#x at %d is not a letter, digit, '_', '.' or '-'", name, c, i)
+		}
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("name %q", name)
+	}
+	return nil
+}
+
+// Validate checks one record on its own, for a file of the given layer (−1:
+// global.jnf): kind, name, digests, lengths (with overflow-checked shape
+// arithmetic), the parts of an expert and the source ranges. Offsets
+// relative to other records are the reader's business.
+func (r *Record) Validate(layer int) error {
+	if err := ValidName(r.Name); err != nil {
+		return err
 	}
 	if r.Layer != layer {
 		return fmt.Errorf("layer %d in a file of layer %d", r.Layer, layer)
@@ -345,19 +447,34 @@ func (r *Record) validate(layer int) error {
 	if r.Length <= 0 {
 		return fmt.Errorf("length %d", r.Length)
 	}
+	if r.Offset < 0 || r.Offset%Align != 0 || r.Offset > math.MaxInt64-r.Length-Align {
+		return fmt.Errorf("offset %d", r.Offset)
+	}
 	if _, err := r.Digests(); err != nil {
 		return err
+	}
+	for _, sr := range r.SourceRanges() {
+		if err := ValidName(sr.File); err != nil {
+			return fmt.Errorf("source file: %v", err)
+		}
+		if sr.Offset < 0 || sr.Length < 0 || sr.Offset > math.MaxInt64-sr.Length {
+			return fmt.Errorf("source range %s:%d+%d", sr.File, sr.Offset, sr.Length)
+		}
 	}
 	switch r.Kind {
 	case KindTensor:
 		if r.Expert != -1 || len(r.Parts) != 0 {
 			return fmt.Errorf("tensor record with expert fields")
 		}
-		if !r.DType.Valid() {
-			return fmt.Errorf("unknown dtype %q", r.DType)
+		n, err := ByteSize(r.DType, r.Shape)
+		if err != nil {
+			return err
 		}
-		if n := numel(r.Shape) * r.DType.Size(); n != r.Length {
+		if n != r.Length {
 			return fmt.Errorf("shape %v × %s = %d bytes, length is %d", r.Shape, r.DType, n, r.Length)
+		}
+		if len(r.Source) != 1 || r.Source[0].Length != r.Length {
+			return fmt.Errorf("a tensor record has one source range of its length, got %v", r.Source)
 		}
 	case KindExpert:
 		if r.Expert < 0 || layer < 0 {
@@ -374,10 +491,14 @@ func (r *Record) validate(layer int) error {
 			if want := [3]string{"gate_proj", "up_proj", "down_proj"}[i]; p.Name != want {
 				return fmt.Errorf("part %d is %q, want %q", i, p.Name, want)
 			}
-			if !p.DType.Valid() || len(p.Shape) != 2 {
-				return fmt.Errorf("part %s: dtype %q shape %v", p.Name, p.DType, p.Shape)
+			if len(p.Shape) != 2 {
+				return fmt.Errorf("part %s: shape %v, want 2 dimensions", p.Name, p.Shape)
 			}
-			if p.Offset != pos || numel(p.Shape)*p.DType.Size() != p.Length || p.Source.Length != p.Length {
+			n, err := ByteSize(p.DType, p.Shape)
+			if err != nil {
+				return fmt.Errorf("part %s: %v", p.Name, err)
+			}
+			if p.Offset != pos || n != p.Length || p.Length <= 0 || p.Source.Length != p.Length {
 				return fmt.Errorf("part %s: offset %d length %d inconsistent with shape %v × %s at position %d", p.Name, p.Offset, p.Length, p.Shape, p.DType, pos)
 			}
 			pos += p.Length
@@ -389,17 +510,6 @@ func (r *Record) validate(layer int) error {
 		return fmt.Errorf("unknown kind %q", r.Kind)
 	}
 	return nil
-}
-
-func numel(s []int64) int64 {
-	n := int64(1)
-	for _, d := range s {
-		if d < 0 {
-			return -1
-		}
-		n *= d
-	}
-	return n
 }
 
 // RecordBytes is a record's data together with its expected digests. The
