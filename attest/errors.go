@@ -1,12 +1,14 @@
 package attest
 
-import "errors"
+import "github.com/tarfa-ai/tarfa/jnf"
 
 // ErrVerification is matched (with errors.Is) by every error that says a
 // signed thing did not verify: the envelope, its signature, the statement or
-// the policy's expectations. Callers map it to "verification failed" (the CLI
-// exits with status 3); any other error is a usage or I/O error.
-var ErrVerification = errors.New("verification failed")
+// the policy's expectations. It is jnf.ErrVerification, so one test covers
+// signatures, digests and manifests alike: callers map it to "verification
+// failed" (the CLI exits with status 3); any other error is a usage or I/O
+// error.
+var ErrVerification = jnf.ErrVerification
 
 // The reasons a verification fails. Each matches ErrVerification too, and
 // each is wrapped with the details (got versus want), so test with errors.Is.

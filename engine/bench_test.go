@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/engine/cpu"
-	"github.com/tarfa-ai/tarfa/jnf/hf"
 )
 
 func benchThreads() []int {
@@ -108,13 +107,10 @@ const realLayers = `{"model_type":"qwen3_5_moe_text","hidden_size":2048,"num_hid
   "rms_norm_eps":1e-6,"max_position_embeddings":262144}`
 
 func BenchmarkRealShapes(b *testing.B) {
-	cfg, err := hf.ParseConfig([]byte(realLayers))
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := synthModel(cfg, 1, nil)
+	_, w := synthModel(b, realLayers, 1, nil)
+	ck := w.open(b)
 	for _, th := range benchThreads() {
-		m, err := Load(cfg, w, Options{Backend: cpu.New(th), ExpertCacheBytes: -1})
+		m, err := Load(ck, Options{Backend: cpu.New(th), ExpertCacheBytes: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

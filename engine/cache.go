@@ -4,7 +4,7 @@ import (
 	"container/list"
 	"sync"
 
-	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // expertCache keeps verified experts (as the attestation layer returned
@@ -20,7 +20,7 @@ type expertCache struct {
 
 type cached struct {
 	id   [2]int
-	ve   *attest.VerifiedExpert
+	ve   weights.VerifiedExpert
 	size int64
 }
 
@@ -28,25 +28,25 @@ func newExpertCache(limit int64) *expertCache {
 	return &expertCache{limit: limit, lru: list.New(), byID: map[[2]int]*list.Element{}}
 }
 
-func (c *expertCache) get(l, e int) *attest.VerifiedExpert {
+func (c *expertCache) get(l, e int) (weights.VerifiedExpert, bool) {
 	if c == nil {
-		return nil
+		return weights.VerifiedExpert{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byID[[2]int{l, e}]
 	if !ok {
-		return nil
+		return weights.VerifiedExpert{}, false
 	}
 	c.lru.MoveToFront(el)
-	return el.Value.(*cached).ve
+	return el.Value.(*cached).ve, true
 }
 
-func (c *expertCache) put(l, e int, ve *attest.VerifiedExpert) {
+func (c *expertCache) put(l, e int, ve weights.VerifiedExpert) {
 	if c == nil {
 		return
 	}
-	n := int64(len(ve.Gate().Data) + len(ve.Up().Data) + len(ve.Down().Data))
+	n := ve.Bytes()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := [2]int{l, e}
@@ -62,4 +62,18 @@ func (c *expertCache) put(l, e int, ve *attest.VerifiedExpert) {
 	}
 	c.byID[id] = c.lru.PushFront(&cached{id: id, ve: ve, size: n})
 	c.size += n
+}
+
+// snapshot lists the cached experts.
+func (c *expertCache) snapshot() []weights.VerifiedExpert {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]weights.VerifiedExpert, 0, len(c.byID))
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		out = append(out, el.Value.(*cached).ve)
+	}
+	return out
 }

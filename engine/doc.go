@@ -5,19 +5,22 @@
 //
 // # API
 //
-//	m, err := engine.Load(cfg, weights, engine.Options{Threads: 0})
+//	ck, err := weights.Open(ctx, dir)
+//	m, err := engine.Load(ck, engine.Options{Threads: 0})
 //	s := m.NewSession()
 //	logits, err := s.Forward(tokens, all)        // [][]float32, one row per new position (all) or the last
 //	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: 64, Stop: cfg.EOS}, onToken)
 //	st := m.Stats()                              // tokens, expert evaluations per layer, ...
 //
-// Load takes the normalised *hf.Config and a Weights, the attestation
-// layer's view of the model (attest.Model implements it). Load fetches every
-// non-expert tensor once and checks its shape and dtype. Routed experts are
-// fetched through Weights.Expert when a token is routed to them, and are
-// checked every time. The engine gets weight bytes only as attest.VerifiedTensor
-// and attest.VerifiedExpert. Options.ExpertCacheBytes keeps recently used
-// verified experts in memory.
+// Load takes an opened *weights.Checkpoint: its configuration and its
+// weights. It fetches every non-expert tensor once and checks its shape and
+// dtype. Routed experts are fetched from the checkpoint when a token is
+// routed to them, and are checked every time. The engine gets weight bytes
+// only as weights.VerifiedTensor and weights.VerifiedExpert, which only a
+// checkpoint mints, and it checks that each is the one it asked for (name,
+// expert ID) and comes from the checkpoint it was loaded from (root).
+// Options.ExpertCacheBytes keeps recently used verified experts in memory;
+// Model.Scrub re-hashes what the model keeps resident.
 //
 // A Session owns one sequence: the KV cache of full-attention layers and the
 // conv and recurrent state of Gated DeltaNet layers. Forward appends tokens.

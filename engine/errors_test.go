@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
-	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 func wantErr(t *testing.T, err error, parts ...string) {
@@ -29,64 +30,60 @@ func TestLoadErrorsNameTheTensor(t *testing.T) {
 		w.tensors[name] = v
 		return w
 	}
-	cfg, _ := synth(t, 1)
 	q := "model.layers.0.self_attn.q_proj.weight"
 
 	w := mutate(q, func(v *jnf.TensorView) { v.Shape = []int64{v.Shape[0] / 2, v.Shape[1] * 2} })
-	_, err := Load(cfg, w, Options{})
+	_, err := loadMem(t, w, Options{})
 	wantErr(t, err, q, "shape [80 144]", "want [160 72]")
 
 	k := "model.layers.0.self_attn.k_proj.weight" // stored as BF16: same size as F16
 	w = mutate(k, func(v *jnf.TensorView) { v.DType = jnf.F16 })
-	_, err = Load(cfg, w, Options{})
+	_, err = loadMem(t, w, Options{})
 	wantErr(t, err, k, "dtype F16", "BF16 or F32")
 
 	n := "model.layers.1.linear_attn.conv1d.weight"
 	w = mutate(n, func(v *jnf.TensorView) { v.Shape = []int64{v.Shape[0], v.Shape[2]} })
-	_, err = Load(cfg, w, Options{})
+	_, err = loadMem(t, w, Options{})
 	wantErr(t, err, n, "want [", "1 3]")
 
-	_, w = synth(t, 1)
+	cfg, w := synth(t, 1)
 	delete(w.tensors, "model.layers.2.mlp.shared_expert_gate.weight")
-	_, err = Load(cfg, w, Options{})
+	_, err = loadMem(t, w, Options{})
 	wantErr(t, err, "model.layers.2.mlp.shared_expert_gate.weight")
 
 	bad := *cfg
 	bad.TopK = bad.Experts + 1
-	_, err = Load(&bad, w, Options{})
-	wantErr(t, err, "num_experts_per_tok")
+	wantErr(t, checkConfig(&bad), "num_experts_per_tok")
 }
 
-// badExperts serves one expert with a wrong shape.
-type badExperts struct {
-	*memWeights
-	layer, expert int
-}
-
-func (b *badExperts) Expert(l, e int) (*attest.VerifiedExpert, error) {
-	if l != b.layer || e != b.expert {
-		return b.memWeights.Expert(l, e)
+// badExpert makes expert e of layer l store gate and up transposed.
+func badExpert(w *memWeights, l, e int) *memWeights {
+	out := &memWeights{config: w.config, tensors: w.tensors, experts: map[[2]int][3]jnf.TensorView{}}
+	for id, p := range w.experts {
+		out.experts[id] = p
 	}
-	p := b.experts[[2]int{l, e}]
-	g, u, d := p[0], p[1], p[2]
+	p := out.experts[[2]int{l, e}]
+	g, u := p[0], p[1]
 	g.Shape, u.Shape = []int64{g.Shape[1], g.Shape[0]}, []int64{u.Shape[1], u.Shape[0]}
-	rec := append(append(append([]byte(nil), g.Data...), u.Data...), d.Data...)
-	return attest.VerifyExpert(attest.ExpertID{Layer: l, Expert: e}, rec, g, u, d, jnf.SHA256Bytes(rec))
+	out.experts[[2]int{l, e}] = [3]jnf.TensorView{g, u, p[2]}
+	return out
 }
 
 func TestExpertErrors(t *testing.T) {
 	cfg, w := synth(t, 1)
-	_, err := Load(cfg, &badExperts{w, 2, 5}, Options{CheckExperts: true})
+	_, err := loadMem(t, badExpert(w, 2, 5), Options{CheckExperts: true})
 	wantErr(t, err, "layer 2 expert 5 gate", "shape [72 20]", "want [20 72]")
 
 	// Without CheckExperts a bad expert is found when a token is routed to
 	// it: make each expert of layer 2 bad in turn until one is used.
 	routed := []int{1, 2, 3}
 	for e := 0; e < cfg.Experts; e++ {
-		be := &badExperts{w, 2, e}
-		m3, _ := Load(cfg, be, Options{})
+		m3, err := loadMem(t, badExpert(w, 2, e), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s3 := m3.NewSession()
-		_, err := s3.Forward(routed, false)
+		_, err = s3.Forward(routed, false)
 		if err == nil {
 			continue
 		}
@@ -102,9 +99,99 @@ func TestExpertErrors(t *testing.T) {
 	t.Fatalf("no expert of layer 2 was used for token %v", routed)
 }
 
+// lying serves genuine verified values of a checkpoint, but not always the
+// ones asked for.
+type lying struct {
+	ck     *weights.Checkpoint
+	other  *weights.Checkpoint // serves these when set
+	rename map[string]string   // tensor asked for → tensor served
+	shift  int                 // expert asked for → expert+shift
+}
+
+func (l *lying) Tensor(name string) (weights.VerifiedTensor, error) {
+	src := l.ck
+	if l.other != nil {
+		src = l.other
+	}
+	if n, ok := l.rename[name]; ok {
+		name = n
+	}
+	return src.Tensor(name)
+}
+
+func (l *lying) Expert(layer, e int) (weights.VerifiedExpert, error) {
+	return l.ck.Expert(layer, (e+l.shift)%l.ck.Config().Experts)
+}
+
+// TestEngineRefusesValuesItDidNotAskFor: even a source that can only hand
+// out genuine verified values (minted by a checkpoint) cannot make the
+// engine compute with the wrong tensor, the wrong expert or another model.
+func TestEngineRefusesValuesItDidNotAskFor(t *testing.T) {
+	cfg, w := synth(t, 1)
+	ck := w.open(t)
+	_, w2 := synthModel(t, synthCases[1].json, 77, nil)
+	other := w2.open(t)
+	if ck.Root().Equal(other.Root()) {
+		t.Fatal("two different models with the same root")
+	}
+
+	_, err := loadFrom(cfg, ck.Root(), &lying{ck: ck, rename: map[string]string{"model.norm.weight": "model.layers.0.input_layernorm.weight"}}, Options{})
+	wantErr(t, err, "asked for tensor model.norm.weight, got model.layers.0.input_layernorm.weight")
+
+	_, err = loadFrom(cfg, ck.Root(), &lying{ck: ck, other: other}, Options{})
+	wantErr(t, err, "comes from the checkpoint with root "+other.Root().Hex(), "the model is "+ck.Root().Hex())
+
+	_, err = loadFrom(cfg, ck.Root(), &lying{ck: ck, shift: 1}, Options{CheckExperts: true})
+	wantErr(t, err, "asked for layer 0 expert 0, got layer 0 expert 1")
+
+	// At decode time too (no CheckExperts).
+	m, err := loadFrom(cfg, ck.Root(), &lying{ck: ck, shift: 3}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.NewSession().Forward([]int{1, 2, 3}, false)
+	wantErr(t, err, "asked for layer", "got layer")
+}
+
+// TestScrubFindsAFlippedResidentBit flips one bit in the memory behind a
+// resident tensor and behind a cached expert; Scrub names each.
+func TestScrubFindsAFlippedResidentBit(t *testing.T) {
+	_, w := synth(t, 1)
+	m, err := loadMem(t, w, Options{ExpertCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NewSession().Forward([]int{1, 2, 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	n, err := m.Scrub()
+	if err != nil || n == 0 {
+		t.Fatalf("clean model: scrubbed %d bytes, %v", n, err)
+	}
+	flip := func(s string) { unsafe.Slice(unsafe.StringData(s), len(s))[len(s)/2] ^= 1 }
+	var target weights.VerifiedTensor
+	for _, r := range m.resident {
+		if r.Name() == "model.layers.1.linear_attn.in_proj_qkv.weight" {
+			target = r
+		}
+	}
+	flip(target.View().Data())
+	_, err = m.Scrub()
+	wantErr(t, err, "model.layers.1.linear_attn.in_proj_qkv.weight", "resident copy", "digest mismatch")
+	flip(target.View().Data())
+
+	cached := m.cache.snapshot()
+	if len(cached) == 0 {
+		t.Fatal("nothing cached")
+	}
+	flip(cached[0].Up().Data())
+	_, err = m.Scrub()
+	wantErr(t, err, fmt.Sprintf("model.layers.%d.mlp.experts.%d", cached[0].ID().Layer, cached[0].ID().Expert), "resident copy")
+}
+
 func TestForwardErrors(t *testing.T) {
 	cfg, w := synth(t, 1)
-	m, err := Load(cfg, w, Options{})
+	m, err := loadMem(t, w, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

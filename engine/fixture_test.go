@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // The conformance fixtures: copies of the Hugging Face outputs in
@@ -27,7 +27,7 @@ const fixtures = "../validation/testdata/fixtures/"
 var (
 	tmpRoot   string
 	convMu    sync.Mutex
-	converted = map[string]*attest.Model{}
+	converted = map[string]*weights.Checkpoint{}
 )
 
 func TestMain(m *testing.M) {
@@ -47,8 +47,8 @@ func TestMain(m *testing.M) {
 }
 
 // attested converts a fixture checkpoint to JNF (once per test binary) and
-// opens it through the attestation layer: the production path.
-func attested(t testing.TB, ckpt string) *attest.Model {
+// opens it with weights.Open: the production path.
+func attested(t testing.TB, ckpt string) *weights.Checkpoint {
 	t.Helper()
 	convMu.Lock()
 	defer convMu.Unlock()
@@ -59,7 +59,7 @@ func attested(t testing.TB, ckpt string) *attest.Model {
 	if _, err := convert.Convert(context.Background(), fixtures+ckpt, dst, convert.Options{LastLayer: -1}); err != nil {
 		t.Fatalf("convert %s: %v", ckpt, err)
 	}
-	am, err := attest.Open(dst)
+	am, err := weights.Open(context.Background(), dst)
 	if err != nil {
 		t.Fatalf("open %s: %v", ckpt, err)
 	}
@@ -78,11 +78,11 @@ func load(t testing.TB, ckpt string, threads int, forceParallel bool) *Model {
 	return loadWith(t, ckpt, Options{Backend: be})
 }
 
-// loadWith loads a fixture through the attestation layer with opt.
+// loadWith loads a fixture through weights.Open with opt.
 func loadWith(t testing.TB, ckpt string, opt Options) *Model {
 	t.Helper()
 	am := attested(t, ckpt)
-	m, err := Load(am.Config, am, opt)
+	m, err := Load(am, opt)
 	if err != nil {
 		t.Fatalf("load %s: %v", ckpt, err)
 	}

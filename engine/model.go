@@ -6,24 +6,26 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
-// Weights is where the engine gets weight bytes: only verified ones.
-type Weights interface {
+// source is where the engine gets weight bytes: a *weights.Checkpoint
+// (tests substitute wrappers to check that the engine refuses values that
+// are not what it asked for).
+type source interface {
 	// Tensor returns a non-expert tensor by canonical name: text-only layout with the "model." prefix
 	// (e.g. "model.embed_tokens.weight", "model.layers.3.self_attn.q_proj.weight",
 	// "model.layers.0.linear_attn.A_log", "model.layers.2.mlp.shared_expert_gate.weight",
 	// "model.layers.1.mlp.gate.weight" (router), "model.norm.weight", "lm_head.weight").
 	// When cfg.Tied, "lm_head.weight" does not exist: use the embedding.
-	Tensor(name string) (attest.VerifiedTensor, error)
+	Tensor(name string) (weights.VerifiedTensor, error)
 	// Expert returns routed expert e of layer l: Gate() [I,H], Up() [I,H], Down() [H,I].
-	Expert(layer, expert int) (*attest.VerifiedExpert, error)
+	Expert(layer, expert int) (weights.VerifiedExpert, error)
 }
 
 // Options configures Load.
@@ -49,9 +51,10 @@ type Options struct {
 // token is routed to them. A Model is safe for concurrent use by several
 // Sessions.
 type Model struct {
-	cfg *hf.Config
-	w   Weights
-	be  backend.Backend
+	cfg  *hf.Config
+	root jnf.Digest // of the checkpoint every weight came from
+	w    source
+	be   backend.Backend
 
 	embed, head *backend.Mat
 	finalNorm   []float32
@@ -65,6 +68,8 @@ type Model struct {
 	evals, fetches   []atomic.Int64 // per layer
 	cacheHits        atomic.Int64
 	cache            *expertCache // nil: no cache
+	// resident are the verified tensors the model views in place, for Scrub.
+	resident []weights.VerifiedTensor
 }
 
 type layer struct {
@@ -112,6 +117,32 @@ type Stats struct {
 	ExpertCacheHits int64
 }
 
+// Root is the manifest root of the checkpoint every weight came from.
+func (m *Model) Root() jnf.Digest { return m.root }
+
+// Scrub re-hashes every verified copy the model keeps resident — the
+// non-expert tensors it views in place and the cached experts — against
+// their manifest digests, and returns the first mismatch: a bit flipped in
+// memory since the copy was verified is found here. It returns the number
+// of bytes re-hashed. (Norm scales are widened copies, made at load from
+// verified bytes; they are not re-checkable against a digest.)
+func (m *Model) Scrub() (int64, error) {
+	var n int64
+	for _, t := range m.resident {
+		if err := t.Recheck(); err != nil {
+			return n, fmt.Errorf("engine: scrub: %w", err)
+		}
+		n += int64(len(t.View().Data()))
+	}
+	for _, e := range m.cache.snapshot() {
+		if err := e.Recheck(); err != nil {
+			return n, fmt.Errorf("engine: scrub: %w", err)
+		}
+		n += e.Bytes()
+	}
+	return n, nil
+}
+
 // Config returns the model's configuration.
 func (m *Model) Config() *hf.Config { return m.cfg }
 
@@ -130,10 +161,18 @@ func (m *Model) Stats() Stats {
 	return s
 }
 
-// Load checks cfg, fetches every non-expert tensor from w and checks its
-// shape and dtype (BF16 or F32), and prepares the backend. Errors name the
-// tensor, the got and the wanted value.
-func Load(cfg *hf.Config, w Weights, opt Options) (*Model, error) {
+// Load takes the configuration of ck, fetches every non-expert tensor
+// from it and checks its shape and dtype (BF16 or F32), and prepares the
+// backend. Errors name the tensor, the got and the wanted value. Every
+// weight the model computes with is a verified value of ck.
+func Load(ck *weights.Checkpoint, opt Options) (*Model, error) {
+	return loadFrom(ck.Config(), ck.Root(), ck, opt)
+}
+
+// loadFrom is Load from any source of verified values of the checkpoint with
+// the given root. Every value is checked to be the one asked for (name or
+// expert ID) and to come from that checkpoint.
+func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -141,13 +180,13 @@ func Load(cfg *hf.Config, w Weights, opt Options) (*Model, error) {
 	if be == nil {
 		be = cpu.New(opt.Threads)
 	}
-	m := &Model{cfg: cfg, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE}
+	m := &Model{cfg: cfg, root: root, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE}
 	if opt.ExpertCacheBytes != 0 {
 		m.cache = newExpertCache(opt.ExpertCacheBytes)
 	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)
-	ld := &loader{w: w, offset: m.offsetNorm}
+	ld := &loader{w: w, root: root, offset: m.offsetNorm}
 	H, V := cfg.Hidden, cfg.Vocab
 
 	m.embed = ld.mat("model.embed_tokens.weight", V, H)
@@ -188,6 +227,7 @@ func Load(cfg *hf.Config, w Weights, opt Options) (*Model, error) {
 	if ld.err != nil {
 		return nil, ld.err
 	}
+	m.resident = ld.kept
 	if hasFull {
 		inv, err := canon.RopeInvFreq(cfg.RopeTheta, cfg.RotaryDim)
 		if err != nil {
@@ -274,38 +314,49 @@ func checkConfig(c *hf.Config) error {
 
 // loader fetches tensors and keeps the first error.
 type loader struct {
-	w      Weights
+	w      source
+	root   jnf.Digest
 	offset bool
 	err    error
+	kept   []weights.VerifiedTensor
 }
 
-func (l *loader) fetch(name string, shape ...int) (jnf.TensorView, bool) {
+func (l *loader) fetch(name string, shape ...int) (weights.View, bool) {
 	if l.err != nil {
-		return jnf.TensorView{}, false
+		return weights.View{}, false
 	}
 	vt, err := l.w.Tensor(name)
 	if err != nil {
 		l.err = fmt.Errorf("engine: tensor %s: %w", name, err)
-		return jnf.TensorView{}, false
+		return weights.View{}, false
+	}
+	if got := vt.Name(); got != name {
+		l.err = fmt.Errorf("engine: asked for tensor %s, got %s", name, got)
+		return weights.View{}, false
+	}
+	if r := vt.Root(); !r.Equal(l.root) {
+		l.err = fmt.Errorf("engine: tensor %s comes from the checkpoint with root %s, the model is %s", name, r.Hex(), l.root.Hex())
+		return weights.View{}, false
 	}
 	v := vt.View()
 	if err := checkShape(v, shape); err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
-		return jnf.TensorView{}, false
+		return weights.View{}, false
 	}
+	l.kept = append(l.kept, vt)
 	return v, true
 }
 
-func checkShape(v jnf.TensorView, want []int) error {
-	ok := len(v.Shape) == len(want)
+func checkShape(v weights.View, want []int) error {
+	ok := v.Dims() == len(want)
 	for i := 0; ok && i < len(want); i++ {
-		ok = v.Shape[i] == int64(want[i])
+		ok = v.Dim(i) == int64(want[i])
 	}
 	if !ok {
-		return fmt.Errorf("tensor %s: shape %v, want %v", v.Name, v.Shape, slices.Clone(want))
+		return fmt.Errorf("tensor %s: shape %v, want %v", v.Name(), v.Shape(), slices.Clone(want))
 	}
-	if v.DType != jnf.BF16 && v.DType != jnf.F32 {
-		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", v.Name, v.DType)
+	if v.DType() != jnf.BF16 && v.DType() != jnf.F32 {
+		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", v.Name(), v.DType())
 	}
 	return nil
 }
@@ -389,11 +440,11 @@ func (l *loader) mlp(p string, I, H int) *mlpWeights {
 	}
 }
 
-// expert fetches routed expert e of layer l from the attestation layer,
-// checks it and makes mats[0..2] view its gate, up and down projections.
+// expert fetches routed expert e of layer l from the checkpoint (or the
+// cache), checks it and makes mats[0..2] view its gate, up and down
+// projections.
 func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
-	ve := m.cache.get(l, e)
-	hit := ve != nil
+	ve, hit := m.cache.get(l, e)
 	if hit {
 		m.cacheHits.Add(1)
 	} else {
@@ -403,16 +454,16 @@ func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
 		if err != nil {
 			return fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
 		}
-		if ve == nil {
-			return fmt.Errorf("engine: layer %d expert %d: weights returned no expert", l, e)
-		}
 		if id := ve.ID(); id.Layer != l || id.Expert != e {
 			return fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
+		}
+		if r := ve.Root(); !r.Equal(m.root) {
+			return fmt.Errorf("engine: layer %d expert %d comes from the checkpoint with root %s, the model is %s", l, e, r.Hex(), m.root.Hex())
 		}
 	}
 	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
 	parts := [3]struct {
-		v          jnf.TensorView
+		v          weights.View
 		what       string
 		rows, cols int
 	}{{ve.Gate(), "gate", I, H}, {ve.Up(), "up", I, H}, {ve.Down(), "down", H, I}}

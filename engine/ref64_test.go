@@ -8,6 +8,7 @@ import (
 
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // ref64 is an independent, deliberately plain float64 implementation of
@@ -17,19 +18,20 @@ import (
 // renormalisation, F32 matrices, odd dimensions).
 type ref64 struct {
 	cfg *hf.Config
-	w   Weights
+	w   source
 }
 
-func decode64(v jnf.TensorView) []float64 {
+func decode64(v weights.View) []float64 {
 	out := make([]float64, v.Numel())
+	d := []byte(v.Data())
 	for i := range out {
-		switch v.DType {
+		switch v.DType() {
 		case jnf.BF16:
-			out[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(v.Data[2*i:])) << 16))
+			out[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(d[2*i:])) << 16))
 		case jnf.F32:
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(v.Data[4*i:])))
+			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:])))
 		default:
-			panic("dtype " + string(v.DType))
+			panic("dtype " + string(v.DType()))
 		}
 	}
 	return out

@@ -7,46 +7,49 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/weights"
+	"github.com/tarfa-ai/tarfa/weights/weightstest"
 )
 
-// memWeights is an in-memory Weights over synthetic tensors; it hands out
-// verified types through attest.VerifyTensor/VerifyExpert like the real
-// attestation layer.
+// memWeights is a synthetic model held in memory; open writes it as a real
+// JNF directory (weightstest) and opens it with weights.Open, so the engine
+// gets its weights through the production path.
 type memWeights struct {
+	config  []byte // config.json
 	tensors map[string]jnf.TensorView
 	experts map[[2]int][3]jnf.TensorView
 }
 
-func (w *memWeights) Tensor(name string) (attest.VerifiedTensor, error) {
-	v, ok := w.tensors[name]
-	if !ok {
-		return attest.VerifiedTensor{}, fmt.Errorf("no tensor %q", name)
+// open writes w as a JNF directory and opens it; closed at the end of the test.
+func (w *memWeights) open(t testing.TB) *weights.Checkpoint {
+	t.Helper()
+	m := &weightstest.Model{Config: w.config, Tensors: w.tensors, Experts: map[weights.ExpertID][3]jnf.TensorView{}}
+	for id, p := range w.experts {
+		m.Experts[weights.ExpertID{Layer: id[0], Expert: id[1]}] = p
 	}
-	return attest.VerifyTensor(v, v.Data, jnf.SHA256Bytes(v.Data))
+	return weightstest.Open(t, m)
 }
 
-func (w *memWeights) Expert(l, e int) (*attest.VerifiedExpert, error) {
-	p, ok := w.experts[[2]int{l, e}]
-	if !ok {
-		return nil, fmt.Errorf("no expert %d/%d", l, e)
-	}
-	var rec []byte
-	for _, v := range p {
-		rec = append(rec, v.Data...)
-	}
-	return attest.VerifyExpert(attest.ExpertID{Layer: l, Expert: e}, rec, p[0], p[1], p[2], jnf.SHA256Bytes(rec))
+// loadMem opens w and loads it with opt.
+func loadMem(t testing.TB, w *memWeights, opt Options) (*Model, error) {
+	t.Helper()
+	return Load(w.open(t), opt)
 }
 
-// synthModel builds random weights for cfg; names in f32 are stored as F32,
-// everything else as BF16.
-func synthModel(cfg *hf.Config, seed uint64, f32 map[string]bool) *memWeights {
+// synthModel builds random weights for the configuration in configJSON;
+// names in f32 are stored as F32, everything else as BF16.
+func synthModel(t testing.TB, configJSON string, seed uint64, f32 map[string]bool) (*hf.Config, *memWeights) {
+	t.Helper()
+	cfg, err := hf.ParseConfig([]byte(configJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := rand.New(rand.NewPCG(seed, 99))
-	w := &memWeights{tensors: map[string]jnf.TensorView{}, experts: map[[2]int][3]jnf.TensorView{}}
+	w := &memWeights{config: []byte(configJSON), tensors: map[string]jnf.TensorView{}, experts: map[[2]int][3]jnf.TensorView{}}
 	gen := func(name string, shape []int64, mean, std float64) jnf.TensorView {
 		n := int64(1)
 		for _, s := range shape {
@@ -134,7 +137,7 @@ func synthModel(cfg *hf.Config, seed uint64, f32 map[string]bool) *memWeights {
 			mat(p+"mlp.down_proj.weight", H, I)
 		}
 	}
-	return w
+	return cfg, w
 }
 
 // synthCases are configurations the fixtures do not cover.
@@ -179,15 +182,11 @@ var syntheticLogits = map[string]string{
 func synth(t testing.TB, i int) (*hf.Config, *memWeights) {
 	t.Helper()
 	c := synthCases[i]
-	cfg, err := hf.ParseConfig([]byte(c.json))
-	if err != nil {
-		t.Fatal(err)
-	}
 	f32 := map[string]bool{}
 	for _, n := range c.f32 {
 		f32[n] = true
 	}
-	return cfg, synthModel(cfg, uint64(i+1), f32)
+	return synthModel(t, c.json, uint64(i+1), f32)
 }
 
 // TestSyntheticAgainstFloat64 compares the engine with the float64
@@ -197,7 +196,8 @@ func TestSyntheticAgainstFloat64(t *testing.T) {
 	for i, sc := range synthCases {
 		t.Run(sc.name, func(t *testing.T) {
 			cfg, w := synth(t, i)
-			m, err := Load(cfg, w, Options{Threads: 1, CheckExperts: true})
+			ck := w.open(t)
+			m, err := Load(ck, Options{Threads: 1, CheckExperts: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,7 +207,7 @@ func TestSyntheticAgainstFloat64(t *testing.T) {
 				toks[j] = r.IntN(cfg.Vocab)
 			}
 			got := allLogits(t, m, toks, []int{len(toks)})
-			want := (&ref64{cfg: cfg, w: w}).forward(toks)
+			want := (&ref64{cfg: cfg, w: ck}).forward(toks)
 			worst, scale := 0.0, 0.0
 			for p := range toks {
 				for j := range want[p] {
@@ -228,7 +228,7 @@ func TestSyntheticAgainstFloat64(t *testing.T) {
 			compareAll(t, "decode vs prefill", allLogits(t, m, toks, ones(len(toks))), got)
 			be := cpu.New(3)
 			be.SetMinParallelWork(0)
-			mp, err := Load(cfg, w, Options{Backend: be})
+			mp, err := Load(ck, Options{Backend: be})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,8 +254,8 @@ func TestReferenceOnFixtures(t *testing.T) {
 		ref := readReference(t, c.fixture)
 		am := attested(t, c.ckpt)
 		p := ref.Prompts[len(ref.Prompts)-1]
-		got := (&ref64{cfg: am.Config, w: am}).forward(p)
-		V := am.Config.Vocab
+		got := (&ref64{cfg: am.Config(), w: am}).forward(p)
+		V := am.Config().Vocab
 		worst := 0.0
 		for pos := range p {
 			for j := 0; j < V; j++ {

@@ -142,6 +142,16 @@ func BLAKE3Bytes(b []byte) Digest {
 	return d
 }
 
+// BLAKE3String hashes s with BLAKE3 only (for bytes held immutable as a
+// string).
+func BLAKE3String(s string) Digest {
+	d := Digest{Alg: BLAKE3}
+	h := blake3.New()
+	h.WriteString(s)
+	h.Sum(d.Sum[:0])
+	return d
+}
+
 // SumReader hashes everything r yields.
 func SumReader(r io.Reader) (Digests, int64, error) {
 	h := NewHasher()
@@ -158,3 +168,6 @@ type MismatchError struct {
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s: digest mismatch: got %s, want %s", e.What, e.Got, e.Want)
 }
+
+// Is makes a MismatchError match ErrVerification.
+func (e *MismatchError) Is(target error) bool { return target == ErrVerification }

@@ -156,7 +156,9 @@ func (e *FormatError) Error() string {
 // ErrFormat matches every *FormatError.
 var ErrFormat = errors.New("jnf format error")
 
-func (e *FormatError) Is(t error) bool { return t == ErrFormat }
+// Is makes a FormatError match ErrFormat and ErrVerification: a file that
+// breaks the format's rules is not the file that was written.
+func (e *FormatError) Is(t error) bool { return t == ErrFormat || t == ErrVerification }
 
 // EncodeTable serialises t (compact encoding/json of the structs above).
 func EncodeTable(t *Table) ([]byte, error) {

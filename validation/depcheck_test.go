@@ -17,22 +17,50 @@ import (
 )
 
 // The dependency fence (STYLE.md lesson 6): the packages that decide whether
-// a model is the checkpoint must stay small enough to audit, so they may not
-// depend on the engine or on CUDA, and nothing they build from may use cgo.
+// a model is the checkpoint must stay small enough to audit, so they may
+// depend only on an allowlist (the standard library, each other, and the two
+// hash implementations), never on the engine or CUDA, and nothing they build
+// from may use cgo. The fence is checked for every build tag set and
+// platform Tarfa ships (fenceBuilds), so a file behind a build tag cannot
+// slip past it. Beside it: only listed packages may use unsafe (the verified
+// bytes are immutable only while nobody else does), and no production package
+// may import the test helpers (weights/weightstest, package testing).
 
 // fencedDirs are module-relative directories whose packages (recursively)
 // are fenced. A directory that does not exist or has no Go files yet is
 // fine; one with Go files must yield at least one package.
-var fencedDirs = []string{"jnf", "verify", "attest", "golden"}
+var fencedDirs = []string{"jnf", "verify", "attest", "golden", "weights"}
 
-// forbiddenImports may not be imported, directly or indirectly, by a fenced
-// package: each entry also covers its subpackages.
-var forbiddenImports = []string{
-	"github.com/tarfa-ai/tarfa/engine",
-	"gorgonia.org/cu",
-	// A test-only DSSE interop oracle (it prints to stdout from library code).
-	"github.com/secure-systems-lab/go-securesystemslib",
+// allowedImports are the only non-standard packages a fenced package may
+// depend on, directly or indirectly: each entry also covers its subpackages.
+var allowedImports = []string{
+	"github.com/tarfa-ai/tarfa/jnf",
+	"github.com/tarfa-ai/tarfa/verify",
+	"github.com/tarfa-ai/tarfa/attest",
+	"github.com/tarfa-ai/tarfa/golden",
+	"github.com/tarfa-ai/tarfa/weights",
+	"github.com/zeebo/blake3",
+	"github.com/minio/sha256-simd",
+	"github.com/klauspost/cpuid/v2", // sha256-simd's CPU detection
+	"golang.org/x/sync/errgroup",    // jnf/convert's worker pool
 }
+
+// fenceBuilds are the build configurations the fences are checked under.
+var fenceBuilds = []struct{ goarch, tags string }{
+	{"amd64", ""}, {"amd64", "purego"}, {"amd64", "cuda"}, {"arm64", ""}, {"arm64", "cuda"},
+}
+
+// unsafeAllowed are the production packages that may import unsafe: the
+// backends view verified bytes in place, weights makes them immutable.
+var unsafeAllowed = []string{
+	"github.com/tarfa-ai/tarfa/engine/backend",
+	"github.com/tarfa-ai/tarfa/engine/cuda",
+	"github.com/tarfa-ai/tarfa/weights",
+}
+
+// testOnly are packages production code (the tarfa binary and every
+// non-test package of the module) must never import.
+var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "testing"}
 
 // listedPackage holds the fields of `go list -json` that the check uses.
 type listedPackage struct {
@@ -43,6 +71,28 @@ type listedPackage struct {
 	Imports    []string
 	Deps       []string
 	Error      *struct{ Err string }
+}
+
+func goList(t *testing.T, goTool, root, goarch, tags string, patterns ...string) map[string]*listedPackage {
+	t.Helper()
+	// CGO_ENABLED=1 so that cgo files are listed in CgoFiles rather than
+	// silently dropped from the build; go list compiles nothing.
+	args := []string{"list", "-e", "-deps", "-tags", tags, "-json=ImportPath,Standard,DepOnly,CgoFiles,Imports,Deps,Error"}
+	args = append(args, patterns...)
+	cmd := exec.Command(goTool, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	pkgs, err := decodePackages(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
 }
 
 func TestDependencyFence(t *testing.T) {
@@ -62,36 +112,51 @@ func TestDependencyFence(t *testing.T) {
 	if len(patterns) == 0 {
 		t.Fatalf("none of %v exists under %s", fencedDirs, root)
 	}
-
-	// CGO_ENABLED=1 so that cgo files are listed in CgoFiles rather than
-	// silently dropped from the build; go list compiles nothing.
-	args := append([]string{"list", "-e", "-deps", "-json=ImportPath,Standard,DepOnly,CgoFiles,Imports,Deps,Error"}, patterns...)
-	cmd := exec.Command(goTool, args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	pkgs, err := decodePackages(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	roots := fencedRoots(pkgs)
-	for d, some := range wantSome {
-		prefix := "github.com/tarfa-ai/tarfa/" + d
-		got := slices.ContainsFunc(roots, func(p string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") })
-		if some && !got {
-			t.Errorf("%s/ has Go files but go list found no package in it", d)
+	for _, b := range fenceBuilds {
+		name := "GOARCH=" + b.goarch + " -tags=" + b.tags
+		pkgs := goList(t, goTool, root, b.goarch, b.tags, patterns...)
+		roots := fencedRoots(pkgs)
+		for d, some := range wantSome {
+			prefix := "github.com/tarfa-ai/tarfa/" + d
+			got := slices.ContainsFunc(roots, func(p string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") })
+			if some && !got {
+				t.Errorf("%s: %s/ has Go files but go list found no package in it", name, d)
+			}
+		}
+		for _, v := range checkFence(pkgs, allowedImports) {
+			t.Errorf("%s: %s", name, v)
+		}
+		all := goList(t, goTool, root, b.goarch, b.tags, "./...")
+		for _, v := range checkProduction(all, unsafeAllowed, testOnly) {
+			t.Errorf("%s: %s", name, v)
+		}
+		if b.goarch == "amd64" && b.tags == "" {
+			t.Logf("fenced packages: %s", strings.Join(roots, " "))
 		}
 	}
-	for _, v := range checkFence(pkgs, forbiddenImports) {
-		t.Error(v)
+}
+
+// checkProduction checks every module package that is not a test helper:
+// it may import unsafe only if listed in unsafeOK, and may not depend on a
+// test-only package.
+func checkProduction(pkgs map[string]*listedPackage, unsafeOK, testOnly []string) []string {
+	var out []string
+	const module = "github.com/tarfa-ai/tarfa/"
+	for path, p := range pkgs {
+		if !strings.HasPrefix(path, module) || slices.Contains(testOnly, path) {
+			continue
+		}
+		if slices.Contains(p.Imports, "unsafe") && !slices.Contains(unsafeOK, path) {
+			out = append(out, fmt.Sprintf("%s imports unsafe, which only %v may", path, unsafeOK))
+		}
+		for _, dep := range append(slices.Clone(p.Imports), p.Deps...) {
+			if slices.Contains(testOnly, dep) || strings.HasPrefix(dep, "testing/") {
+				out = append(out, fmt.Sprintf("%s depends on the test-only %s: %s", path, dep, strings.Join(importChain(pkgs, path, dep), " -> ")))
+			}
+		}
 	}
-	t.Logf("fenced packages: %s", strings.Join(roots, " "))
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // fencedRoots are the packages that matched the patterns (not deps only).
@@ -107,13 +172,16 @@ func fencedRoots(pkgs map[string]*listedPackage) []string {
 }
 
 // checkFence returns one message per violation: a fenced (non-DepOnly)
-// package that depends on a forbidden import (with the import chain), a
-// non-standard package in a fenced package's build that has cgo files, and
-// a package that go list could not load.
-func checkFence(pkgs map[string]*listedPackage, forbidden []string) []string {
+// package that depends on a non-standard package outside allowed (with the
+// import chain), a non-standard package in a fenced package's build that
+// has cgo files, and a package that go list could not load.
+func checkFence(pkgs map[string]*listedPackage, allowed []string) []string {
 	var out []string
-	isForbidden := func(path string) bool {
-		for _, f := range forbidden {
+	isAllowed := func(path string) bool {
+		if d, ok := pkgs[path]; ok && d.Standard {
+			return true
+		}
+		for _, f := range allowed {
 			if path == f || strings.HasPrefix(path, f+"/") {
 				return true
 			}
@@ -125,8 +193,8 @@ func checkFence(pkgs map[string]*listedPackage, forbidden []string) []string {
 		p := pkgs[root]
 		closure := append([]string{root}, p.Deps...)
 		for _, dep := range closure {
-			if isForbidden(dep) {
-				out = append(out, fmt.Sprintf("%s depends on forbidden %s: %s", root, dep, strings.Join(importChain(pkgs, root, dep), " -> ")))
+			if !isAllowed(dep) {
+				out = append(out, fmt.Sprintf("%s depends on %s, which is not on the allowlist: %s", root, dep, strings.Join(importChain(pkgs, root, dep), " -> ")))
 			}
 			d, ok := pkgs[dep]
 			if !ok {
@@ -247,7 +315,7 @@ func moduleRoot(t *testing.T, goTool string) string {
 	return filepath.Dir(gomod)
 }
 
-// TestCheckFenceCatchesViolations runs the checker on a synthetic package
+// TestCheckFenceCatchesViolations runs the checkers on a synthetic package
 // graph, so the fence test is known to fail when it should.
 func TestCheckFenceCatchesViolations(t *testing.T) {
 	pkgs := map[string]*listedPackage{
@@ -259,13 +327,17 @@ func TestCheckFenceCatchesViolations(t *testing.T) {
 		"m/verify":            {ImportPath: "m/verify", Imports: []string{"net"}, Deps: []string{"net", "m/broken"}},
 		"net":                 {ImportPath: "net", DepOnly: true, Standard: true, CgoFiles: []string{"cgo_unix.go"}},
 		"m/broken":            {ImportPath: "m/broken", DepOnly: true, Error: &struct{ Err string }{"no Go files"}},
-		"m/jnf":               {ImportPath: "m/jnf", Imports: []string{"m/engineering"}, Deps: []string{"m/engineering"}},
-		"m/engineering":       {ImportPath: "m/engineering", DepOnly: true},
+		"m/jnf":               {ImportPath: "m/jnf", Imports: []string{"m/jnfx"}, Deps: []string{"m/jnfx"}},
+		"m/jnfx":              {ImportPath: "m/jnfx", DepOnly: true},
 		"gorgonia.org/cu/ext": {ImportPath: "gorgonia.org/cu/ext", DepOnly: true},
 	}
-	got := checkFence(pkgs, []string{"m/engine", "gorgonia.org/cu"})
+	allowed := []string{"m/jnf", "m/verify", "m/attest", "m/broken"}
+	got := checkFence(pkgs, allowed)
 	want := []string{
-		"m/attest depends on forbidden m/engine/cuda: m/attest -> m/util -> m/engine/cuda",
+		"m/attest depends on m/engine/cuda, which is not on the allowlist: m/attest -> m/util -> m/engine/cuda",
+		"m/attest depends on m/util, which is not on the allowlist: m/attest -> m/util",
+		"m/attest depends on x/cgolib, which is not on the allowlist: m/attest -> m/util -> x/cgolib",
+		"m/jnf depends on m/jnfx, which is not on the allowlist: m/jnf -> m/jnfx",
 		"m/verify: cannot check dependency m/broken: no Go files",
 		"x/cgolib uses cgo (c.go), reached from m/attest: m/attest -> m/util -> x/cgolib",
 	}
@@ -273,11 +345,35 @@ func TestCheckFenceCatchesViolations(t *testing.T) {
 		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// A standard-library package with cgo files (net) and a path that only
-	// shares a prefix with a forbidden one (m/engineering) are fine.
+	// shares a prefix with an allowed one (m/jnfx) are told apart.
 	delete(pkgs, "m/attest")
 	delete(pkgs, "m/broken")
+	delete(pkgs, "m/jnf")
 	pkgs["m/verify"].Deps = []string{"net"}
-	if got := checkFence(pkgs, []string{"m/engine", "gorgonia.org/cu"}); len(got) != 0 {
+	if got := checkFence(pkgs, allowed); len(got) != 0 {
 		t.Fatalf("clean graph reported: %q", got)
+	}
+
+	prod := map[string]*listedPackage{
+		"github.com/tarfa-ai/tarfa/engine":               {ImportPath: "github.com/tarfa-ai/tarfa/engine", Imports: []string{"unsafe", "fmt"}},
+		"github.com/tarfa-ai/tarfa/engine/backend":       {ImportPath: "github.com/tarfa-ai/tarfa/engine/backend", Imports: []string{"unsafe"}},
+		"github.com/tarfa-ai/tarfa/cmd/tarfa":            {ImportPath: "github.com/tarfa-ai/tarfa/cmd/tarfa", Imports: []string{"github.com/tarfa-ai/tarfa/x"}, Deps: []string{"github.com/tarfa-ai/tarfa/x", "github.com/tarfa-ai/tarfa/weights/weightstest", "testing"}},
+		"github.com/tarfa-ai/tarfa/x":                    {ImportPath: "github.com/tarfa-ai/tarfa/x", Imports: []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "testing/fstest"}, Deps: []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "testing", "testing/fstest"}},
+		"github.com/tarfa-ai/tarfa/weights/weightstest":  {ImportPath: "github.com/tarfa-ai/tarfa/weights/weightstest", Imports: []string{"testing"}},
+		"github.com/tarfa-ai/tarfa/validation/something": {ImportPath: "github.com/tarfa-ai/tarfa/validation/something", Imports: []string{"os"}},
+		"testing":        {ImportPath: "testing", Standard: true},
+		"testing/fstest": {ImportPath: "testing/fstest", Standard: true, Imports: []string{"testing"}},
+	}
+	got = checkProduction(prod, []string{"github.com/tarfa-ai/tarfa/engine/backend"}, testOnly)
+	want = []string{
+		"github.com/tarfa-ai/tarfa/cmd/tarfa depends on the test-only github.com/tarfa-ai/tarfa/weights/weightstest: github.com/tarfa-ai/tarfa/cmd/tarfa -> github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest",
+		"github.com/tarfa-ai/tarfa/cmd/tarfa depends on the test-only testing: github.com/tarfa-ai/tarfa/cmd/tarfa -> github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest -> testing",
+		"github.com/tarfa-ai/tarfa/engine imports unsafe, which only [github.com/tarfa-ai/tarfa/engine/backend] may",
+		"github.com/tarfa-ai/tarfa/x depends on the test-only github.com/tarfa-ai/tarfa/weights/weightstest: github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest",
+		"github.com/tarfa-ai/tarfa/x depends on the test-only testing/fstest: github.com/tarfa-ai/tarfa/x -> testing/fstest",
+		"github.com/tarfa-ai/tarfa/x depends on the test-only testing: github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest -> testing",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("production violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -156,6 +155,8 @@ type Report struct {
 	Root           string    `json:"root"`
 	WeightsRoot    string    `json:"weights_root"`
 	Complete       bool      `json:"complete"`
+	Layers         int       `json:"layers"`
+	LayersPresent  []int     `json:"layers_present"`
 	Files          int       `json:"files"`
 	Records        int       `json:"records"`
 	RecordsChecked int       `json:"records_checked"`
@@ -167,42 +168,54 @@ type Report struct {
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
 // Check verifies a JNF directory from the raw bytes up, like
-// `restic check --read-data`: the manifest's roots against its entries, the
+// `restic check --read-data`: the manifest against itself (ParseManifest),
+// config.json against the manifest's digest (before it is parsed), the
 // manifest against the record tables and auxiliary files (re-derived with
-// Build), then every record's bytes against its digests, and all padding.
-// Problems are collected in the report; the error is for I/O failures.
+// the same config bytes), then every record's bytes against its digests,
+// and all padding, in the files whose tables were just compared. Problems
+// are collected in the report; the error is for I/O failures and for a
+// directory that is no JNF directory (*NotJNFError).
 func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 	if opt.MaxProblems <= 0 {
 		opt.MaxProblems = 100
 	}
 	rep := &Report{}
+	dirProblem := func(file string, err error) (*Report, error) {
+		rep.Problems = append(rep.Problems, Problem{File: file, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
+		return rep, nil
+	}
 	m, _, err := LoadManifest(dir)
 	if nj := (*NotJNFError)(nil); errors.As(err, &nj) {
 		return nil, err // not a JNF directory at all: a usage error, not a failed check
 	}
 	if err != nil {
-		rep.Problems = append(rep.Problems, Problem{File: ManifestFile, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
-		return rep, nil
+		return dirProblem(ManifestFile, err)
 	}
 	rep.Root, rep.WeightsRoot, rep.Complete = m.Root, m.WeightsRoot, m.Complete
-	built, err := Build(dir)
+	rep.Layers, rep.LayersPresent = m.Layers, m.LayersHeld
+	cfgBytes, err := readConfig(dir, m)
 	if err != nil {
-		rep.Problems = append(rep.Problems, Problem{File: filepath.Base(dir), Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
-		return rep, nil
+		return dirProblem("config.json", err)
 	}
-	rep.Problems = append(rep.Problems, compareManifests(m, built)...)
-
-	files := map[string]bool{}
-	for _, e := range m.Entries {
-		if e.Kind != jnf.KindFile {
-			files[e.File] = true
+	b, err := build(ctx, dir, cfgBytes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
 		}
+		return dirProblem(filepath.Base(dir), err)
 	}
-	names := make([]string, 0, len(files))
-	for f := range files {
-		names = append(names, f)
+	defer b.close()
+	rep.Problems = append(rep.Problems, compareManifests(m, b.manifest)...)
+
+	names := make([]string, 0, len(b.files))
+	for name := range b.files {
+		names = append(names, name)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool {
+		li, _ := fileLayer(names[i])
+		lj, _ := fileLayer(names[j])
+		return li < lj
+	})
 	rep.Files = len(names)
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x7461726661))
 	// Jobs in canonical order: per file, the table padding (record −1) and
@@ -214,14 +227,8 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 		seq int
 	}
 	var jobs []job
-	var openProblems []Problem
 	for _, name := range names {
-		f, err := jnf.OpenFile(filepath.Join(dir, name))
-		if err != nil {
-			openProblems = append(openProblems, Problem{File: name, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
-			continue
-		}
-		defer f.Close()
+		f := b.files[name]
 		rep.Records += len(f.Table.Records)
 		jobs = append(jobs, job{f: f, rec: -1, seq: len(jobs)})
 		for i := range f.Table.Records {
@@ -231,7 +238,6 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 			jobs = append(jobs, job{f: f, rec: i, seq: len(jobs)})
 		}
 	}
-	rep.Problems = append(rep.Problems, openProblems...)
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -300,20 +306,6 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 	if len(rep.Problems) > opt.MaxProblems {
 		rep.Problems = rep.Problems[:opt.MaxProblems]
 	}
-	// Files in the directory that the manifest does not know.
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return rep, err
-	}
-	known := map[string]bool{ManifestFile: true, SignatureFile: true}
-	for _, e := range m.Entries {
-		known[e.File] = true
-	}
-	for _, e := range ents {
-		if !known[e.Name()] && strings.HasSuffix(e.Name(), ".jnf") {
-			rep.Problems = append(rep.Problems, Problem{File: e.Name(), Layer: -1, Expert: -1, Offset: -1, What: "JNF file not listed in the manifest"})
-		}
-	}
 	return rep, nil
 }
 
@@ -361,7 +353,33 @@ func compareManifests(stored, built *Manifest) []Problem {
 		}
 	}
 	if len(ps) == 0 {
-		add(ManifestFile, "", -1, -1, "entry order or metadata differs from the files: stored root %s, files give %s", stored.Root, built.Root)
+		what := fmt.Sprintf("entry order differs from the files: stored root %s, files give %s", stored.Root, built.Root)
+		if !bytes.Equal(stored.ManifestLeaf(), built.ManifestLeaf()) {
+			what = fmt.Sprintf("the manifest's own fields differ from what the files say:\n%s", leafDiff(stored.ManifestLeaf(), built.ManifestLeaf()))
+		}
+		add(ManifestFile, "", -1, -1, "%s", what)
 	}
 	return ps
 }
+
+// leafDiff lists the lines of two manifest leaves that differ.
+func leafDiff(stored, built []byte) string {
+	a, b := strings.Split(string(stored), "\n"), strings.Split(string(built), "\n")
+	var out []string
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("  manifest: %s\n  files:    %s", x, y))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Is makes a Problem match jnf.ErrVerification.
+func (p Problem) Is(target error) bool { return target == jnf.ErrVerification }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/verify"
 )
 
@@ -82,7 +83,7 @@ func exitCode(err error) int {
 	}
 	fmt.Fprintln(os.Stderr, "tarfa:", err)
 	var ne notExactError
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) || errors.Is(err, jnf.ErrVerification) {
 		return exitNotExact
 	}
 	return exitError

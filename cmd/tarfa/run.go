@@ -52,7 +52,7 @@ func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (
 			return nil, err
 		}
 	}
-	r, err := runner.Open(dir, runner.Options{Threads: threads, ExpertCacheBytes: cacheBytes})
+	r, err := runner.Open(cmd.Context(), dir, runner.Options{Threads: threads, ExpertCacheBytes: cacheBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (
 // banner states what runs: the mode (always exact here), the model root and the backend.
 func banner(cmd *cobra.Command, r *runner.Runner) {
 	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%d threads)\n",
-		r.Model.Config.Arch, r.Model.Manifest.Root[:16], r.Engine.Backend().Name(), r.Threads)
+		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), r.Threads)
 }
 
 func parseIDs(s string) ([]int, error) {
@@ -174,7 +174,7 @@ deterministically.`,
 					text, _ = r.Tok.Decode(run.Generated)
 				}
 				return json.NewEncoder(out).Encode(map[string]any{"prompt_tokens": ids, "prompt": rendered, "tokens": run.Generated, "text": text,
-					"model_root": r.Model.Manifest.Root, "mode": "exact", "backend": r.Engine.Backend().Name()})
+					"model_root": r.Checkpoint.Root().Hex(), "mode": "exact", "backend": r.Engine.Backend().Name()})
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d prompt + %d generated tokens in %.2fs; routed experts per token and MoE layer: %d (config top-k %d)\n",
 				len(ids), len(run.Generated), secs, st.ExpertEvals[firstSparse(r)]/max(st.Tokens, 1), st.TopK)
@@ -191,7 +191,7 @@ deterministically.`,
 }
 
 func firstSparse(r *runner.Runner) int {
-	for l, s := range r.Model.Config.Sparse {
+	for l, s := range r.Config.Sparse {
 		if s {
 			return l
 		}

@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // Backend executes the model's operations. Methods panic on inconsistent
@@ -97,7 +98,9 @@ type Backend interface {
 
 // Mat is a weight matrix of Rows×Cols exact values, row-major, stored as
 // BF16 bit patterns or F32 (exactly one of the two is set). It views the
-// verified bytes it was made from whenever their alignment allows.
+// verified bytes it was made from in place whenever their alignment allows:
+// those bytes are immutable (weights.View), so nothing may write through
+// BF16 or F32.
 type Mat struct {
 	Name       string
 	Rows, Cols int
@@ -109,20 +112,22 @@ type Mat struct {
 // 3-D [rows, 1, cols]-like with the same element count; the caller checks
 // shapes). Only BF16 and F32 are accepted. It does not allocate when the
 // data is suitably aligned on a little-endian machine.
-func (m *Mat) Init(t jnf.TensorView, rows, cols int) error {
-	n := rows * cols
-	if int64(n) != t.Numel() {
-		return fmt.Errorf("tensor %s: shape %v has %d elements, want %d×%d", t.Name, t.Shape, t.Numel(), rows, cols)
+func (m *Mat) Init(t weights.View, rows, cols int) error {
+	if rows < 0 || cols < 0 || (cols != 0 && rows > math.MaxInt/cols) {
+		return fmt.Errorf("tensor %s: %d×%d overflows", t.Name(), rows, cols)
 	}
-	*m = Mat{Name: t.Name, Rows: rows, Cols: cols}
+	if n := rows * cols; int64(n) != t.Numel() {
+		return fmt.Errorf("tensor %s: shape %v has %d elements, want %d×%d", t.Name(), t.Shape(), t.Numel(), rows, cols)
+	}
+	*m = Mat{Name: t.Name(), Rows: rows, Cols: cols}
 	var err error
-	switch t.DType {
+	switch t.DType() {
 	case jnf.BF16:
 		m.BF16, err = U16s(t)
 	case jnf.F32:
 		m.F32, err = F32s(t)
 	default:
-		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name, t.DType)
+		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name(), t.DType())
 	}
 	return err
 }
@@ -144,55 +149,61 @@ func bf16(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
 
 var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
-// U16s returns the BF16 bit patterns of t, viewing t.Data when possible.
-func U16s(t jnf.TensorView) ([]uint16, error) {
-	if t.DType != jnf.BF16 {
-		return nil, fmt.Errorf("tensor %s: dtype %s, want BF16", t.Name, t.DType)
+// elements checks t's byte length against its element count of size-byte
+// elements and returns the count.
+func elements(t weights.View, dt jnf.DType) (int, error) {
+	if t.DType() != dt {
+		return 0, fmt.Errorf("tensor %s: dtype %s, want %s", t.Name(), t.DType(), dt)
 	}
-	n := int(t.Numel())
-	if len(t.Data) != 2*n {
-		return nil, fmt.Errorf("tensor %s: %d bytes, want %d", t.Name, len(t.Data), 2*n)
+	n := t.Numel()
+	if n < 0 || n > math.MaxInt/int64(dt.Size()) || int64(len(t.Data())) != n*dt.Size() {
+		return 0, fmt.Errorf("tensor %s: %d bytes, want %d elements of %s", t.Name(), len(t.Data()), n, dt)
 	}
-	if n == 0 {
-		return []uint16{}, nil
+	return int(n), nil
+}
+
+// U16s returns the BF16 bit patterns of t, viewing its verified bytes in
+// place when possible (read-only: never write the result).
+func U16s(t weights.View) ([]uint16, error) {
+	n, err := elements(t, jnf.BF16)
+	if err != nil || n == 0 {
+		return []uint16{}, err
 	}
-	if littleEndian && uintptr(unsafe.Pointer(&t.Data[0]))%2 == 0 {
-		return unsafe.Slice((*uint16)(unsafe.Pointer(&t.Data[0])), n), nil
+	d := t.Data()
+	p := unsafe.StringData(d)
+	if littleEndian && uintptr(unsafe.Pointer(p))%2 == 0 {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(p)), n), nil
 	}
 	out := make([]uint16, n)
 	for i := range out {
-		out[i] = uint16(t.Data[2*i]) | uint16(t.Data[2*i+1])<<8
+		out[i] = uint16(d[2*i]) | uint16(d[2*i+1])<<8
 	}
 	return out, nil
 }
 
-// F32s returns the float32 values of t, viewing t.Data when possible.
-func F32s(t jnf.TensorView) ([]float32, error) {
-	if t.DType != jnf.F32 {
-		return nil, fmt.Errorf("tensor %s: dtype %s, want F32", t.Name, t.DType)
+// F32s returns the float32 values of t, viewing its verified bytes in place
+// when possible (read-only: never write the result).
+func F32s(t weights.View) ([]float32, error) {
+	n, err := elements(t, jnf.F32)
+	if err != nil || n == 0 {
+		return []float32{}, err
 	}
-	n := int(t.Numel())
-	if len(t.Data) != 4*n {
-		return nil, fmt.Errorf("tensor %s: %d bytes, want %d", t.Name, len(t.Data), 4*n)
-	}
-	if n == 0 {
-		return []float32{}, nil
-	}
-	if littleEndian && uintptr(unsafe.Pointer(&t.Data[0]))%4 == 0 {
-		return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n), nil
+	d := t.Data()
+	p := unsafe.StringData(d)
+	if littleEndian && uintptr(unsafe.Pointer(p))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(p)), n), nil
 	}
 	out := make([]float32, n)
 	for i := range out {
-		b := t.Data[4*i:]
-		u := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		u := uint32(d[4*i]) | uint32(d[4*i+1])<<8 | uint32(d[4*i+2])<<16 | uint32(d[4*i+3])<<24
 		out[i] = math.Float32frombits(u)
 	}
 	return out, nil
 }
 
 // Vector returns t (BF16 or F32, any shape) widened to a new float32 slice.
-func Vector(t jnf.TensorView) ([]float32, error) {
-	switch t.DType {
+func Vector(t weights.View) ([]float32, error) {
+	switch t.DType() {
 	case jnf.F32:
 		v, err := F32s(t)
 		if err != nil {
@@ -210,5 +221,5 @@ func Vector(t jnf.TensorView) ([]float32, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name, t.DType)
+	return nil, fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name(), t.DType())
 }

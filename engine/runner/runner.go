@@ -10,19 +10,22 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // Runner is an opened model ready to generate.
 type Runner struct {
-	Dir     string
-	Model   *attest.Model
-	Engine  *engine.Model
-	Tok     *tokenizer.Tokenizer // nil when the model directory has no tokenizer.json
-	Threads int
+	Dir        string
+	Checkpoint *weights.Checkpoint
+	Config     *hf.Config // the checkpoint's configuration
+	Engine     *engine.Model
+	Tok        *tokenizer.Tokenizer // nil when the model directory has no tokenizer.json
+	Threads    int
 }
 
 // Options configures Open.
@@ -33,20 +36,20 @@ type Options struct {
 	ExpertCacheBytes int64
 }
 
-// Open opens a JNF directory (root-checked by attest.Open), loads the engine
-// and, when the manifest lists one, the tokenizer copied beside the weights
-// (read through attest's verified auxiliary files).
-func Open(dir string, opt Options) (*Runner, error) {
-	m, err := attest.Open(dir)
+// Open opens a JNF directory (root-checked by weights.Open), loads the
+// engine and, when the manifest lists one, the tokenizer copied beside the
+// weights (read through the checkpoint's verified auxiliary files).
+func Open(ctx context.Context, dir string, opt Options) (*Runner, error) {
+	m, err := weights.Open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	em, err := engine.Load(m.Config, m, engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes})
+	em, err := engine.Load(m, engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes})
 	if err != nil {
 		m.Close()
 		return nil, err
 	}
-	r := &Runner{Dir: dir, Model: m, Engine: em, Threads: em.Backend().Threads()}
+	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads()}
 	// The tokenizer and chat template are read from the verified auxiliary
 	// files: what is parsed is what the manifest root attests.
 	aux, err := m.AuxFS()
@@ -59,16 +62,16 @@ func Open(dir string, opt Options) (*Runner, error) {
 			m.Close()
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
-		if r.Tok.VocabSize() > m.Config.Vocab {
+		if r.Tok.VocabSize() > r.Config.Vocab {
 			m.Close()
-			return nil, fmt.Errorf("%s: tokenizer has %d tokens, the model's vocabulary is %d", dir, r.Tok.VocabSize(), m.Config.Vocab)
+			return nil, fmt.Errorf("%s: tokenizer has %d tokens, the model's vocabulary is %d", dir, r.Tok.VocabSize(), r.Config.Vocab)
 		}
 	}
 	return r, nil
 }
 
 // Close releases the model files.
-func (r *Runner) Close() error { return r.Model.Close() }
+func (r *Runner) Close() error { return r.Checkpoint.Close() }
 
 // DefaultStops are the end-of-sequence ids: the tokenizer's EOS token and the
 // config's eos_token_id list.
@@ -81,7 +84,7 @@ func (r *Runner) DefaultStops() []int {
 			out = append(out, id)
 		}
 	}
-	for _, id := range r.Model.Config.EOS {
+	for _, id := range r.Config.EOS {
 		if !seen[id] {
 			seen[id] = true
 			out = append(out, id)
@@ -170,8 +173,8 @@ func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop
 
 // Record runs every prompt and returns the golden record.
 func (r *Runner) Record(ctx context.Context, prompts []golden.Prompt, version string) (*golden.Golden, []golden.Run, error) {
-	g := &golden.Golden{ModelRoot: r.Model.Manifest.Root, WeightsRoot: r.Model.Manifest.WeightsRoot,
-		Arch: string(r.Model.Config.Arch), Vocab: r.Model.Config.Vocab, Backend: r.Engine.Backend().Name(),
+	g := &golden.Golden{ModelRoot: r.Checkpoint.Root().Hex(), WeightsRoot: r.Checkpoint.WeightsRoot().Hex(),
+		Arch: string(r.Config.Arch), Vocab: r.Config.Vocab, Backend: r.Engine.Backend().Name(),
 		Threads: r.Threads, Tarfa: version}
 	var runs []golden.Run
 	for _, p := range prompts {
@@ -196,8 +199,8 @@ func (r *Runner) Record(ctx context.Context, prompts []golden.Prompt, version st
 // Replay regenerates every golden prompt with its recorded tokens and
 // settings and compares step by step.
 func (r *Runner) Replay(ctx context.Context, g *golden.Golden, runs []golden.Run) ([]golden.PromptDiff, error) {
-	if g.ModelRoot != r.Model.Manifest.Root {
-		return nil, fmt.Errorf("the golden record was made with model root %s, %s has root %s: not the same model", g.ModelRoot, r.Dir, r.Model.Manifest.Root)
+	if root := r.Checkpoint.Root().Hex(); g.ModelRoot != root {
+		return nil, fmt.Errorf("the golden record was made with model root %s, %s has root %s: not the same model: %w", g.ModelRoot, r.Dir, root, jnf.ErrVerification)
 	}
 	var out []golden.PromptDiff
 	for i := range runs {

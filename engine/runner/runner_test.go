@@ -31,7 +31,7 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, err := Open(dir, Options{Threads: 1})
+	r1, err := Open(context.Background(), dir, Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 			t.Errorf("prompt %d generated %d tokens", i, len(run.Generated))
 		}
 	}
-	r4, err := Open(dir, Options{Threads: 4, ExpertCacheBytes: -1})
+	r4, err := Open(context.Background(), dir, Options{Threads: 4, ExpertCacheBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +85,12 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 
 func TestReplayRefusesOtherModel(t *testing.T) {
 	dir := defaultModel(t)
-	r, err := Open(dir, Options{})
+	r, err := Open(context.Background(), dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	g := &golden.Golden{ModelRoot: strings.Repeat("ab", 32), Vocab: r.Model.Config.Vocab}
+	g := &golden.Golden{ModelRoot: strings.Repeat("ab", 32), Vocab: r.Config.Vocab}
 	if _, err := r.Replay(context.Background(), g, nil); err == nil || !strings.Contains(err.Error(), "not the same model") {
 		t.Errorf("other model: %v", err)
 	}

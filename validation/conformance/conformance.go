@@ -133,17 +133,17 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 	if _, err := convert.Convert(ctx, checkpoint, dir, convert.Options{LastLayer: -1}); err != nil {
 		return nil, err
 	}
-	r, err := runner.Open(dir, runner.Options{Threads: opt.Threads, ExpertCacheBytes: -1})
+	r, err := runner.Open(ctx, dir, runner.Options{Threads: opt.Threads, ExpertCacheBytes: -1})
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	V := r.Model.Config.Vocab
+	V := r.Config.Vocab
 	ref, err := ReadReference(reference, V)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Checkpoint: checkpoint, Reference: reference, Root: r.Model.Manifest.Root, Atol: DefaultAtol, Pass: true}
+	rep := &Report{Checkpoint: checkpoint, Reference: reference, Root: r.Checkpoint.Root().Hex(), Atol: DefaultAtol, Pass: true}
 	if ref.Atol != nil {
 		rep.Atol = *ref.Atol
 	}
@@ -200,7 +200,7 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 	st := r.Engine.Stats()
 	rep.ExpertEvalsOK = true
 	for l, n := range st.ExpertEvals {
-		if r.Model.Config.Sparse[l] && n != int64(st.TopK)*st.Tokens {
+		if r.Config.Sparse[l] && n != int64(st.TopK)*st.Tokens {
 			rep.ExpertEvalsOK = false
 		}
 	}

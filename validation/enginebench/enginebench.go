@@ -34,11 +34,11 @@ func Run(ctx context.Context, dir string, threads []int, promptTokens, decodeTok
 	var out []Result
 	var ref [][]float32
 	for _, th := range threads {
-		r, err := runner.Open(dir, runner.Options{Threads: th, ExpertCacheBytes: cacheBytes})
+		r, err := runner.Open(ctx, dir, runner.Options{Threads: th, ExpertCacheBytes: cacheBytes})
 		if err != nil {
 			return nil, err
 		}
-		V := r.Model.Config.Vocab
+		V := r.Config.Vocab
 		prompt := make([]int, promptTokens)
 		for i := range prompt {
 			prompt[i] = (i*7919 + 13) % V
@@ -73,7 +73,7 @@ func Run(ctx context.Context, dir string, threads []int, promptTokens, decodeTok
 		var evals int64
 		moe := 0
 		for l, n := range after.ExpertEvals {
-			if r.Model.Config.Sparse[l] {
+			if r.Config.Sparse[l] {
 				evals += n - before.ExpertEvals[l]
 				moe++
 			}

@@ -1,0 +1,190 @@
+// Package weights is the only producer of the verified values the engine
+// computes with: VerifiedTensor and VerifiedExpert. It never imports
+// engine/ or CUDA.
+//
+// # The rules it enforces
+//
+//  1. Minted only from the manifest. A verified value is made in exactly one
+//     place: a Checkpoint (from Open, which re-derived the manifest root from
+//     the files) reads a record, hashes it and compares it with the digest the
+//     manifest entry records. No caller supplies a digest, and no function
+//     turns caller-supplied bytes into a verified value. Tests build real
+//     checkpoints on disk (package weightstest) and go through Open too.
+//  2. Zero values are unusable. Every method of a zero VerifiedTensor or
+//     VerifiedExpert panics, naming the type: a value that was not minted
+//     can never be mistaken for one that was.
+//  3. Read-only after verification. The bytes behind a verified value are
+//     exposed as a Go string (View.Data), which no Go code can write without
+//     package unsafe; backends view them in place (engine/backend) and must
+//     never write them. The packages allowed to import unsafe are listed in
+//     validation/depcheck_test.go.
+//  4. Re-checkable. Copies that live long (caches, resident tiers) are
+//     re-hashed against the manifest digest with Recheck; the streaming
+//     hierarchy schedules it (scrubbing).
+//
+// Each value also carries the root of the checkpoint it came from, so a
+// consumer can refuse values of two different models (engine.Load does).
+package weights
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+)
+
+// ExpertID names one routed expert.
+type ExpertID struct{ Layer, Expert int }
+
+func (id ExpertID) String() string { return fmt.Sprintf("layer %d expert %d", id.Layer, id.Expert) }
+
+// View is a read-only view of one tensor's raw little-endian bytes: the
+// name, dtype and shape its manifest entry records and the verified bytes.
+type View struct {
+	name  string
+	dtype jnf.DType
+	shape []int64
+	data  string
+}
+
+// Name is the canonical tensor name (for an expert part, the expert's name
+// and the part, e.g. "model.layers.3.mlp.experts.7.gate_proj").
+func (v View) Name() string { return v.name }
+
+// DType is the element type.
+func (v View) DType() jnf.DType { return v.dtype }
+
+// Shape returns a copy of the shape.
+func (v View) Shape() []int64 { return append([]int64(nil), v.shape...) }
+
+// Dims is the number of dimensions; Dim(i) one of them.
+func (v View) Dims() int        { return len(v.shape) }
+func (v View) Dim(i int) int64 { return v.shape[i] }
+
+// Numel is the element count (the shape was checked for overflow when the
+// record was read).
+func (v View) Numel() int64 {
+	n, _ := jnf.Numel(v.shape)
+	return n
+}
+
+// Data is the verified bytes, immutable.
+func (v View) Data() string { return v.data }
+
+// record is what a verified value points to: the bytes and what the
+// manifest says of them. It is never modified after minting.
+type record struct {
+	root  jnf.Digest // of the checkpoint it came from
+	name  string
+	file  string
+	off   int64
+	want  jnf.Digest // BLAKE3, from the manifest entry
+	data  string
+	views []View // one for a tensor; gate, up, down for an expert
+	id    ExpertID
+}
+
+func (r *record) recheck() error {
+	got := blake3String(r.data)
+	if !got.Equal(r.want) {
+		return &jnf.MismatchError{What: fmt.Sprintf("%s (%s@%d, resident copy)", r.name, r.file, r.off), Got: got, Want: r.want}
+	}
+	return nil
+}
+
+// VerifiedTensor is a non-expert tensor whose bytes hashed to the BLAKE3
+// digest its (root-checked) manifest entry records. The zero value is
+// unusable: its methods panic.
+type VerifiedTensor struct{ r *record }
+
+func (t VerifiedTensor) rec() *record {
+	if t.r == nil {
+		panic("weights: use of a zero VerifiedTensor (verified values come only from a weights.Checkpoint)")
+	}
+	return t.r
+}
+
+// Name is the canonical tensor name.
+func (t VerifiedTensor) Name() string { return t.rec().name }
+
+// View is the tensor.
+func (t VerifiedTensor) View() View { return t.rec().views[0] }
+
+// Digest is the manifest's BLAKE3 digest the bytes matched.
+func (t VerifiedTensor) Digest() jnf.Digest { return t.rec().want }
+
+// Root is the manifest root of the checkpoint the tensor came from.
+func (t VerifiedTensor) Root() jnf.Digest { return t.rec().root }
+
+// Recheck re-hashes the bytes against the manifest digest (for copies kept
+// resident: a flipped bit is found here).
+func (t VerifiedTensor) Recheck() error { return t.rec().recheck() }
+
+// VerifiedExpert is one routed expert record (gate, up and down projection
+// bytes exactly as in the source checkpoint) whose bytes hashed to the
+// BLAKE3 digest its manifest entry records. The zero value is unusable.
+type VerifiedExpert struct{ r *record }
+
+func (e VerifiedExpert) rec() *record {
+	if e.r == nil {
+		panic("weights: use of a zero VerifiedExpert (verified values come only from a weights.Checkpoint)")
+	}
+	return e.r
+}
+
+// ID is the expert's layer and index, as its manifest entry records them.
+func (e VerifiedExpert) ID() ExpertID { return e.rec().id }
+
+// Digest is the manifest's BLAKE3 digest the record matched.
+func (e VerifiedExpert) Digest() jnf.Digest { return e.rec().want }
+
+// Root is the manifest root of the checkpoint the expert came from.
+func (e VerifiedExpert) Root() jnf.Digest { return e.rec().root }
+
+// Bytes is the record's length.
+func (e VerifiedExpert) Bytes() int64 { return int64(len(e.rec().data)) }
+
+// Gate, Up and Down are the three projections ([I,H], [I,H], [H,I]).
+func (e VerifiedExpert) Gate() View { return e.rec().views[0] }
+func (e VerifiedExpert) Up() View   { return e.rec().views[1] }
+func (e VerifiedExpert) Down() View { return e.rec().views[2] }
+
+// Recheck re-hashes the record against the manifest digest.
+func (e VerifiedExpert) Recheck() error { return e.rec().recheck() }
+
+func blake3String(s string) jnf.Digest { return jnf.BLAKE3String(s) }
+
+// mint checks data (read for entry e of file) against want, the entry's
+// BLAKE3 digest, and returns the verified record. data must be a buffer
+// that nothing else references (the checkpoint allocates it for this read):
+// the record views it in place as an immutable string, so after mint no
+// code can reach it as a writable slice. It is hashed after the view is
+// taken, so the bytes checked are the bytes served.
+func mint(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
+	if int64(len(data)) != e.Length || len(data) == 0 {
+		return nil, fmt.Errorf("%s: %d bytes, the manifest records %d", e.Name, len(data), e.Length)
+	}
+	r := &record{root: root, name: e.Name, file: file, off: e.Offset, want: want, id: ExpertID{e.Layer, e.Expert},
+		data: unsafe.String(unsafe.SliceData(data), len(data))}
+	if err := r.recheck(); err != nil {
+		var me *jnf.MismatchError
+		if errors.As(err, &me) {
+			me.What = fmt.Sprintf("%s (%s@%d)", e.Name, file, e.Offset)
+		}
+		return nil, err
+	}
+	switch e.Kind {
+	case jnf.KindTensor:
+		r.views = []View{{name: e.Name, dtype: e.DType, shape: append([]int64(nil), e.Shape...), data: r.data}}
+	case jnf.KindExpert:
+		r.views = make([]View, len(e.Parts))
+		for i, p := range e.Parts {
+			r.views[i] = View{name: e.Name + "." + p.Name, dtype: p.DType, shape: append([]int64(nil), p.Shape...),
+				data: r.data[p.Offset : p.Offset+p.Length]}
+		}
+	default:
+		return nil, fmt.Errorf("%s: kind %q is not a tensor or an expert", e.Name, e.Kind)
+	}
+	return r, nil
+}
