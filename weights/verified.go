@@ -59,7 +59,7 @@ func (v View) DType() jnf.DType { return v.dtype }
 func (v View) Shape() []int64 { return append([]int64(nil), v.shape...) }
 
 // Dims is the number of dimensions; Dim(i) one of them.
-func (v View) Dims() int        { return len(v.shape) }
+func (v View) Dims() int       { return len(v.shape) }
 func (v View) Dim(i int) int64 { return v.shape[i] }
 
 // Numel is the element count (the shape was checked for overflow when the
