@@ -18,6 +18,22 @@
 // last prompt position after prefill). The chain binds each step to the
 // model, the prompt and every earlier step, so a replay can name the first
 // step that differs without storing anything but the chain.
+//
+// # Prompt set
+//
+// golden.json also commits to its whole prompt set, so that a prompt cannot
+// be dropped, added, reordered or edited without changing the record's
+// identity: prompt_set is the count and
+//
+//	D = SHA-256("tarfa-golden-v2 prompt set\n" ‖ model root (32 bytes) ‖ u64 count ‖ P₀ ‖ P₁ ‖ …)
+//	Pᵢ = SHA-256(source line) ‖ u64 max_tokens ‖ f64 temperature ‖ f64 top_p ‖ u64 top_k ‖ u64 seed ‖
+//	     u64 len(stop) ‖ stop as u64 ‖ u64 len(generated) ‖ generated as u64 ‖
+//	     u64 len(prompt tokens) ‖ prompt tokens as u64 ‖ c_last  (the chain head: c₀ when no step was generated)
+//
+// (integers little-endian, floats as IEEE-754 binary64 bits). The logits
+// file's metadata repeats D, every prompt names a distinct tensor, and the
+// logits file holds no other. The golden record's ID, printed by record and
+// replay and cited by run reports, is "sha256:" + hex(D).
 package golden
 
 import (
@@ -31,7 +47,7 @@ import (
 // Format identifiers.
 const (
 	Format  = "tarfa-golden"
-	Version = 1
+	Version = 2
 )
 
 // Sampling is the decoding configuration of one prompt.
@@ -73,7 +89,62 @@ type Golden struct {
 	Backend     string         `json:"backend"`
 	Threads     int            `json:"threads"`
 	Tarfa       string         `json:"tarfa_version"`
+	PromptSet   PromptSet      `json:"prompt_set"`
 	Prompts     []PromptRecord `json:"prompts"`
+}
+
+// PromptSet commits to every prompt record (see the package comment).
+type PromptSet struct {
+	Count  int    `json:"count"`
+	SHA256 string `json:"sha256"` // hex D
+}
+
+// ID is the golden record's identity: "sha256:" + hex(D).
+func (g *Golden) ID() string { return "sha256:" + g.PromptSet.SHA256 }
+
+// promptSetDigest computes D over g's prompt records (their chains must be
+// filled in).
+func promptSetDigest(root [32]byte, prompts []PromptRecord) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("tarfa-golden-v2 prompt set\n"))
+	h.Write(root[:])
+	var b [8]byte
+	u := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	ints := func(xs []int) {
+		u(uint64(len(xs)))
+		for _, x := range xs {
+			u(uint64(x))
+		}
+	}
+	u(uint64(len(prompts)))
+	for i := range prompts {
+		p := &prompts[i]
+		src := sha256.Sum256([]byte(p.Source))
+		h.Write(src[:])
+		u(uint64(p.MaxTokens))
+		u(math.Float64bits(p.Sampling.Temperature))
+		u(math.Float64bits(p.Sampling.TopP))
+		u(uint64(p.Sampling.TopK))
+		u(p.Sampling.Seed)
+		ints(p.Stop)
+		ints(p.Generated)
+		ints(p.PromptTokens)
+		head := ChainStart(root, p.PromptTokens)
+		if n := len(p.Chain); n > 0 {
+			if c, err := hex.DecodeString(p.Chain[n-1]); err == nil && len(c) == 32 {
+				copy(head[:], c)
+			} else {
+				head = [32]byte{} // an invalid chain value; Read refuses it before this matters
+			}
+		}
+		h.Write(head[:])
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // ChainStart is c₀ for a model root and prompt.

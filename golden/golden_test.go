@@ -2,11 +2,16 @@ package golden
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 )
 
 const root = "0b21276f0d7d96469e245061ceb0c28ca5836ffd5cd7b2369b852af7f4687cc8"
@@ -77,7 +82,7 @@ func TestTamperedGoldenRejected(t *testing.T) {
 	m["prompts"].([]any)[0].(map[string]any)["prompt_tokens"] = []int{1, 2, 4}
 	b, _ = json.Marshal(m)
 	os.WriteFile(mp, b, 0o644)
-	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "prompt 0 step 0") {
+	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "prompts hash to prompt_set") {
 		t.Errorf("tampered prompt: %v", err)
 	}
 }
@@ -167,5 +172,96 @@ func TestTrailingJSONRefused(t *testing.T) {
 	os.WriteFile(mp, append(b, []byte(`{"format": "x"}`)...), 0o644)
 	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "trailing data") {
 		t.Errorf("golden.json with a second object: %v", err)
+	}
+}
+
+// TestPromptSetCommitted: a golden record cannot lose, gain, reorder or
+// share prompts without being refused.
+func TestPromptSetCommitted(t *testing.T) {
+	edit := func(f func(m map[string]any)) string {
+		dir := write(t)
+		mp := filepath.Join(dir, MetaFile)
+		var m map[string]any
+		b, _ := os.ReadFile(mp)
+		json.Unmarshal(b, &m)
+		f(m)
+		b, _ = json.Marshal(m)
+		os.WriteFile(mp, b, 0o644)
+		return dir
+	}
+	prompts := func(m map[string]any) []any { return m["prompts"].([]any) }
+	set := func(m map[string]any) map[string]any { return m["prompt_set"].(map[string]any) }
+	for _, c := range []struct {
+		name string
+		f    func(m map[string]any)
+		want string
+	}{
+		{"empty", func(m map[string]any) { m["prompts"] = []any{}; set(m)["count"] = 0 }, "at least one"},
+		{"one removed", func(m map[string]any) { m["prompts"] = prompts(m)[:1] }, "prompt_set says 2 prompts"},
+		{"one removed, count fixed", func(m map[string]any) { m["prompts"] = prompts(m)[:1]; set(m)["count"] = 1 }, "prompts hash to prompt_set"},
+		{"sampling edited", func(m map[string]any) {
+			prompts(m)[1].(map[string]any)["sampling"].(map[string]any)["seed"] = 6
+		}, "prompts hash to prompt_set"},
+		{"generated edited", func(m map[string]any) { prompts(m)[0].(map[string]any)["generated"] = []int{7, 6} }, "prompts hash to prompt_set"},
+		{"reordered", func(m map[string]any) { p := prompts(m); p[0], p[1] = p[1], p[0] }, "prompt_set"},
+		{"shared tensor", func(m map[string]any) {
+			prompts(m)[1].(map[string]any)["logits_tensor"] = "prompt0.logits"
+		}, "both name the logits tensor"},
+	} {
+		dir := edit(c.f)
+		_, _, err := Read(dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, jnf.ErrVerification) {
+			t.Errorf("%s: %v, want an ErrVerification containing %q", c.name, err, c.want)
+		}
+	}
+	// The ID is stable and names the set.
+	g1, _, err := Read(write(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, _, _ := Read(write(t))
+	if g1.ID() != g2.ID() || !strings.HasPrefix(g1.ID(), "sha256:") || len(g1.ID()) != 71 {
+		t.Errorf("IDs %s %s", g1.ID(), g2.ID())
+	}
+}
+
+// TestLogitsFileMatchesThePromptSet: the logits file must hold exactly the
+// prompts' tensors and repeat the prompt-set digest.
+func TestLogitsFileMatchesThePromptSet(t *testing.T) {
+	rewrite := func(dir string, extra bool, meta map[string]string) {
+		p := filepath.Join(dir, LogitsFile)
+		f, err := safetensors.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var specs []safetensors.Spec
+		data := map[string][]byte{}
+		for _, tn := range f.Tensors {
+			_, b, _ := f.ReadTensor(tn.Name)
+			specs = append(specs, safetensors.Spec{Name: tn.Name, DType: tn.DType, Shape: tn.Shape})
+			data[tn.Name] = b
+		}
+		if meta == nil {
+			meta = f.Metadata
+		}
+		f.Close()
+		if extra {
+			specs = append(specs, safetensors.Spec{Name: "prompt9.logits", DType: jnf.F32, Shape: []int64{1, 8}})
+			data["prompt9.logits"] = make([]byte, 32)
+		}
+		err = safetensors.WriteFile(p, specs, meta, func(s safetensors.Spec, w io.Writer) error { _, err := w.Write(data[s.Name]); return err })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := write(t)
+	rewrite(dir, true, nil)
+	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), `holds tensor "prompt9.logits", which no prompt names`) {
+		t.Errorf("extra tensor: %v", err)
+	}
+	dir = write(t)
+	rewrite(dir, false, map[string]string{"format": Format, "model_root": root, "prompt_set": strings.Repeat("0", 64)})
+	if _, _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "was written for prompt set") {
+		t.Errorf("logits file of another prompt set: %v", err)
 	}
 }

@@ -62,7 +62,7 @@ manifest root of the model.`,
 			for _, run := range runs {
 				steps += len(run.Generated)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "recorded %d prompts, %d steps → %s (model root %s)\n", len(runs), steps, out, g.ModelRoot)
+			fmt.Fprintf(cmd.OutOrStdout(), "recorded %d prompts, %d steps → %s (golden %s, model root %s)\n", len(runs), steps, out, g.ID(), g.ModelRoot)
 			return nil
 		},
 	}
@@ -120,7 +120,7 @@ Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := json.NewEncoder(out).Encode(map[string]any{"exact": exact, "model_root": g.ModelRoot, "prompts": diffs}); err != nil {
+				if err := json.NewEncoder(out).Encode(map[string]any{"exact": exact, "golden": g.ID(), "model_root": g.ModelRoot, "prompts": diffs}); err != nil {
 					return err
 				}
 			} else {
@@ -134,7 +134,7 @@ Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
 						fmt.Sprintf("%.3g", d.MaxAbs), fmt.Sprintf("%d/%d", d.Top1Agree, d.Compared), fmt.Sprintf("%.3g", d.MaxKL), first, d.Note})
 				}
 				reports.Table(out, []string{"prompt", "steps", "bit-identical", "max |Δ|", "top-1", "max KL", "first divergent", "note"}, rows)
-				fmt.Fprintf(out, "backend %s, %d threads (recorded on %s, %d threads): exact=%v\n", r.Engine.Backend().Name(), r.Threads, g.Backend, g.Threads, exact)
+				fmt.Fprintf(out, "golden %s (%d prompts) · backend %s, %d threads (recorded on %s, %d threads): exact=%v\n", g.ID(), len(diffs), r.Engine.Backend().Name(), r.Threads, g.Backend, g.Threads, exact)
 			}
 			if !exact {
 				return failVerification(fmt.Errorf("replay is not bit-identical to %s", gdir))
