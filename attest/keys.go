@@ -131,8 +131,19 @@ func ParsePublicKeyPEM(data []byte) (ed25519.PublicKey, error) {
 // LoadPrivateKey reads an Ed25519 private key written by WriteKeyPair (or
 // any unencrypted PKCS #8 PEM Ed25519 key, such as `openssl genpkey
 // -algorithm ed25519` writes).
+//
+// Like ssh, it refuses a key file that others may read (any group or other
+// permission bit): a signing key readable by others is not a secret.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := os.ReadFile(path)
+	f, st, err := jnf.OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, &KeyPermissionError{Path: path, Mode: perm}
+	}
+	data, err := jnf.ReadFileLimit(path, jnf.MaxKeyFileSize, "key file")
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +156,7 @@ func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 
 // LoadPublicKey reads an Ed25519 public key in SubjectPublicKeyInfo PEM form.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := os.ReadFile(path)
+	data, err := jnf.ReadFileLimit(path, jnf.MaxKeyFileSize, "key file")
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +165,17 @@ func LoadPublicKey(path string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return pub, nil
+}
+
+// KeyPermissionError refuses a private key file that group or others may
+// access.
+type KeyPermissionError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *KeyPermissionError) Error() string {
+	return fmt.Sprintf("private key %s has mode %04o: it may be read by others, so it is not used for signing (chmod 600 %s)", e.Path, e.Mode, e.Path)
 }
 
 // WriteKeyOptions controls WriteKeyPair.

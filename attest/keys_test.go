@@ -16,7 +16,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // spkiPrefix is the fixed DER prefix of an Ed25519 SubjectPublicKeyInfo
@@ -272,4 +275,49 @@ func TestOpenSSLInterop(t *testing.T) {
 	if err != nil || !bytes.Equal(got, payload) || id != mustKeyID(t, osPub) {
 		t.Fatalf("openssl-signed envelope: payload %q keyid %s err %v", got, id, err)
 	}
+}
+
+// TestKeyFilesAreReadSafely: a private key others may read is refused (as
+// ssh does), and key paths that are not regular files are refused at once.
+func TestKeyFilesAreReadSafely(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "k")
+	if err := WriteKeyPair(name, mustPriv(t), WriteKeyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPrivateKey(name); err != nil {
+		t.Fatalf("mode 0600 key: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		os.Chmod(name, mode)
+		var pe *KeyPermissionError
+		if _, err := LoadPrivateKey(name); !errors.As(err, &pe) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("mode %04o: %v", mode, err)
+		}
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	syscall.Mkfifo(fifo, 0o600)
+	for _, p := range []string{"/dev/zero", fifo} {
+		var nr *jnf.NotRegularError
+		if _, err := LoadPublicKey(p); !errors.As(err, &nr) {
+			t.Errorf("public key %s: %v", p, err)
+		}
+		if _, err := LoadPrivateKey(p); !errors.As(err, &nr) {
+			t.Errorf("private key %s: %v", p, err)
+		}
+	}
+	big := filepath.Join(t.TempDir(), "big.pub")
+	os.WriteFile(big, make([]byte, jnf.MaxKeyFileSize+1), 0o644)
+	var le *jnf.LimitError
+	if _, err := LoadPublicKey(big); !errors.As(err, &le) {
+		t.Errorf("oversized public key: %v", err)
+	}
+}
+
+func mustPriv(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -14,29 +13,29 @@ import (
 )
 
 // manifestStatement builds the statement signing DIR's manifest under name.
-func manifestStatement(dir, name string) (Statement, *verify.Manifest, error) {
+func manifestStatement(dir, name string) (Statement, *verify.Manifest, []byte, error) {
 	m, raw, err := verify.LoadManifest(dir)
 	if err != nil {
-		return Statement{}, nil, err
+		return Statement{}, nil, nil, err
 	}
 	root, err := jnf.ParseHex(jnf.SHA256, m.Root)
 	if err != nil {
-		return Statement{}, nil, err
+		return Statement{}, nil, nil, err
 	}
 	weights, err := jnf.ParseHex(jnf.SHA256, m.WeightsRoot)
 	if err != nil {
-		return Statement{}, nil, err
+		return Statement{}, nil, nil, err
 	}
 	p := ModelManifestPredicate{Root: root, WeightsRoot: weights, ManifestSHA256: jnf.SHA256Bytes(raw)}
 	for _, e := range m.Entries {
 		d, err := jnf.ParseHex(jnf.SHA256, e.SHA256)
 		if err != nil {
-			return Statement{}, nil, err
+			return Statement{}, nil, nil, err
 		}
 		p.Resources = append(p.Resources, NewResource(e.Name, d))
 	}
 	st, err := NewModelManifestStatement(name, p)
-	return st, m, err
+	return st, m, raw, err
 }
 
 // SignManifest signs the manifest of DIR under the model name and writes the
@@ -44,7 +43,7 @@ func manifestStatement(dir, name string) (Statement, *verify.Manifest, error) {
 // the files (verify.Build re-derives it) — a signer never signs a root it has
 // not checked against the record tables.
 func SignManifest(dir, name string, priv ed25519.PrivateKey) (Envelope, error) {
-	st, m, err := manifestStatement(dir, name)
+	st, m, _, err := manifestStatement(dir, name)
 	if err != nil {
 		return Envelope{}, err
 	}
@@ -73,7 +72,7 @@ func SignManifest(dir, name string, priv ed25519.PrivateKey) (Envelope, error) {
 // and auxiliary files always, and every record's data and padding unless
 // opt.UnsafeSkipData (then a changed expert byte goes unnoticed).
 func VerifyManifest(dir, name string, trusted []ed25519.PublicKey, opt VerifyManifestOptions) (*Result, error) {
-	b, err := os.ReadFile(filepath.Join(dir, verify.SignatureFile))
+	b, err := jnf.ReadFileLimit(filepath.Join(dir, verify.SignatureFile), jnf.MaxEnvelopeSize, verify.SignatureFile)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +83,7 @@ func VerifyManifest(dir, name string, trusted []ed25519.PublicKey, opt VerifyMan
 	if opt.Context == nil {
 		opt.Context = context.Background()
 	}
-	want, m, err := manifestStatement(dir, name)
+	want, m, raw, err := manifestStatement(dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +96,7 @@ func VerifyManifest(dir, name string, trusted []ed25519.PublicKey, opt VerifyMan
 	if !bytes.Equal(res.Statement.Predicate, want.Predicate) {
 		got, _ := res.Statement.ModelManifest()
 		return nil, fmt.Errorf("%w: the signed predicate does not describe this manifest (signed manifest_sha256 %s, manifest.json has %s)",
-			ErrVerification, got.ManifestSHA256, jnf.SHA256Bytes(mustRead(filepath.Join(dir, verify.ManifestFile))))
+			ErrVerification, got.ManifestSHA256, jnf.SHA256Bytes(raw))
 	}
 	if opt.UnsafeSkipData {
 		built, err := verify.Build(dir)
@@ -128,9 +127,4 @@ type VerifyManifestOptions struct {
 	UnsafeSkipData bool
 	// OnRecord reports progress of the data check.
 	OnRecord func(file string, r *jnf.Record)
-}
-
-func mustRead(p string) []byte {
-	b, _ := os.ReadFile(p)
-	return b
 }
