@@ -327,7 +327,7 @@ func (l *loader) fetch(name string, shape ...int) (weights.View, bool) {
 	}
 	vt, err := l.w.Tensor(name)
 	if err != nil {
-		l.err = fmt.Errorf("engine: tensor %s: %w", name, err)
+		l.err = fmt.Errorf("engine: %w", err)
 		return weights.View{}, false
 	}
 	if got := vt.Name(); got != name {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/jnf/convert"
+	"github.com/tarfa-ai/tarfa/verify"
 )
 
 const fixtures = "../../validation/testdata/fixtures/"
@@ -255,5 +257,47 @@ func TestRunSystemAndThink(t *testing.T) {
 	}
 	if _, err := runCLI(t, "", "run", "Hello", "--raw", "--system", "x"); err == nil {
 		t.Error("--system with --raw accepted")
+	}
+}
+
+// TestTamperedNonExpertTensorStopsGeneration: a byte flipped in an
+// attention or norm tensor after conversion stops run, golden record and
+// replay with a digest error naming the tensor, exit status 3. (The
+// manifest and tables still agree: only the record bytes changed, which
+// nothing but run-time verification can see.)
+func TestTamperedNonExpertTensorStopsGeneration(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "m")
+	if _, err := runCLI(t, "", "convert", fixtures+"qwen35moe-dev-c/checkpoint", "--out", model); err != nil {
+		t.Fatal(err)
+	}
+	prompts := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(prompts, []byte(`{"tokens": [5, 9, 200], "max_tokens": 3}`+"\n"), 0o644)
+	g := filepath.Join(t.TempDir(), "g")
+	if _, err := runCLI(t, "", "golden", "record", "--model", model, "--prompts", prompts, "--out", g); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"model.layers.3.self_attn.k_proj.weight", "model.layers.0.post_attention_layernorm.weight"} {
+		m, _, err := verify.LoadManifest(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, _ := m.Index(name)
+		e := m.Entries[i]
+		p := filepath.Join(model, e.File)
+		b, _ := os.ReadFile(p)
+		b[e.Offset+e.Length/2] ^= 0x20
+		os.WriteFile(p, b, 0o644)
+		for _, args := range [][]string{
+			{"run", "--model", model, "--tokens", "5,9,200", "--max-tokens", "2"},
+			{"golden", "record", "--model", model, "--prompts", prompts, "--out", filepath.Join(t.TempDir(), "g2")},
+			{"replay", "--model", model, "--golden", g},
+		} {
+			_, err := runCLI(t, "", args...)
+			if exitCode(err) != exitNotExact || !strings.Contains(fmt.Sprint(err), name) || !strings.Contains(fmt.Sprint(err), "digest mismatch") {
+				t.Errorf("%s after flipping a byte of %s: exit %d, %v", args[0], name, exitCode(err), err)
+			}
+		}
+		b[e.Offset+e.Length/2] ^= 0x20
+		os.WriteFile(p, b, 0o644)
 	}
 }
