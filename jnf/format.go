@@ -237,13 +237,8 @@ func OpenFile(path string) (*File, error) { return OpenFileAs(path, filepath.Bas
 // OpenFileAs is OpenFile for a file that will be renamed to name (used to
 // check a temporary file before it is renamed into place).
 func OpenFileAs(path, name string) (*File, error) {
-	f, err := os.Open(path)
+	f, st, err := OpenRegular(path)
 	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	jf, err := readFile(f, st.Size(), path, name)

@@ -69,3 +69,28 @@ func TestReadFileLimitRefusesSpecialFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenFileRefusesSpecialFiles: a JNF file name that is a FIFO or a
+// device is refused at once (a FIFO would block os.Open forever).
+func TestOpenFileRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "layer-00000.jnf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "global.jnf")
+	os.Symlink("/dev/zero", dev)
+	for _, p := range []string{fifo, dev} {
+		done := make(chan error, 1)
+		go func() { _, err := OpenFile(p); done <- err }()
+		select {
+		case err := <-done:
+			var nr *NotRegularError
+			if !errors.As(err, &nr) {
+				t.Errorf("%s: %v", p, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("OpenFile(%s) blocked", p)
+		}
+	}
+}
