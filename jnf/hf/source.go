@@ -129,7 +129,7 @@ func (d *dirReader) open(name string) (*os.File, fs.FileInfo, error) {
 		if !lst.Mode().IsRegular() {
 			return nil, nil, &jnf.NotRegularError{Path: p, Mode: lst.Mode()}
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|oNoFollow, 0)
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, nil, d.linkError(p)
 		}
