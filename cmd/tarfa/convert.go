@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/internal/flock"
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/reports"
 )
@@ -19,11 +20,13 @@ import (
 func init() { register(newConvertCommand) }
 
 type convertOptions struct {
-	out     string
-	layers  string
-	workers int
-	verify  bool
-	asJSON  bool
+	out            string
+	layers         string
+	workers        int
+	verify         bool
+	asJSON         bool
+	followSymlinks bool
+	noWait         bool
 }
 
 // parseLayers parses "A-B" or "N" (inclusive); "" means all.
@@ -44,6 +47,10 @@ func parseLayers(s string) (first, last int, err error) {
 	return first, last, nil
 }
 
+// followSymlinksHelp is the --follow-symlinks flag's help, shared by
+// convert and inspect.
+const followSymlinksHelp = "read symbolic links in the checkpoint whose fully resolved target stays inside it (in a Hugging Face hub cache snapshot: inside its models--ORG--NAME directory); whatever a link points to is hashed into the root and published with the model"
+
 func newConvertCommand() *cobra.Command {
 	var o convertOptions
 	cmd := &cobra.Command{
@@ -55,12 +62,25 @@ as in the source; every other tensor its own aligned record; config and tokenize
 files are copied; manifest.json records SHA-256 and BLAKE3 of every byte range and
 the Merkle root.
 
-Conversion is parallel (--workers files at once), bounded in memory, atomic per
-file, deterministic, and resumable: rerun the same command after an interruption
-and finished files, and the finished records of interrupted ones, are re-hashed
-and kept, not trusted. --layers A-B converts a subset;
-convert the rest later into the same --out. --verify re-reads every written byte
-and compares it with the source.
+Conversion is parallel (--workers files at once, 1 to 64), bounded in memory,
+atomic per file, deterministic, and resumable: rerun the same command after an
+interruption (Ctrl-C stops it within about a second) and finished files, and the
+finished records of interrupted ones, are re-hashed and kept, not trusted.
+--layers A-B converts a subset; convert the rest later into the same --out.
+--verify re-reads every written byte and compares it with the source.
+
+Everything read from SRC ends up in the root that is signed and published, so
+only regular files are read from it: a symbolic link is refused, naming the link
+and its target, unless --follow-symlinks is given, and even then a link whose
+resolved target is outside SRC is refused. A Hugging Face hub cache snapshot
+(~/.cache/huggingface/hub/models--ORG--NAME/snapshots/REV) is all links to
+../../blobs/SHA: with --follow-symlinks, links there may resolve anywhere inside
+models--ORG--NAME. A FIFO or device is refused always.
+
+DIR must not be SRC, inside it, or contain it. Before writing, convert checks that
+DIR's file system has room for the files still to write. While it writes DIR it
+holds DIR/.tarfa.lock: a second tarfa writing the same DIR says which process
+holds it and waits for it to finish (--no-wait: fail at once instead).
 
 Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 		Args: cobra.ExactArgs(1),
@@ -72,13 +92,25 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 			if o.out == "" {
 				return fmt.Errorf("--out DIR is required")
 			}
-			update, finish := byteProgress(cmd.ErrOrStderr(), "converting")
+			if o.workers < 1 || o.workers > convert.MaxWorkers {
+				return fmt.Errorf("--workers %d: want 1 to %d (files converted in parallel)", o.workers, convert.MaxWorkers)
+			}
+			stderr := cmd.ErrOrStderr()
+			update, finish := byteProgress(stderr, "converting")
 			start := time.Now()
 			res, err := convert.Convert(cmd.Context(), args[0], o.out, convert.Options{
 				FirstLayer: first, LastLayer: last, Workers: o.workers, Verify: o.verify,
-				Progress: update, Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
+				FollowSymlinks: o.followSymlinks, NoWait: o.noWait,
+				Waiting: func(pid int) {
+					fmt.Fprintf(stderr, "%s is writing %s, waiting… (Ctrl-C stops; --no-wait fails at once)\n", holder(pid), o.out)
+				},
+				Progress: update, Log: slog.New(slog.NewTextHandler(stderr, nil)),
 			})
 			finish()
+			var held *flock.HeldError
+			if errors.As(err, &held) {
+				return fmt.Errorf("%s is writing %s: not waiting for it (--no-wait)", holder(held.PID), o.out)
+			}
 			if errors.Is(err, context.Canceled) {
 				return fmt.Errorf("interrupted (%w): rerun the same command to resume; finished files and the journaled records of unfinished ones are re-hashed and kept", err)
 			}
@@ -113,8 +145,18 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 	f := cmd.Flags()
 	f.StringVar(&o.out, "out", "", "output JNF directory")
 	f.StringVar(&o.layers, "layers", "", "convert only layers A-B (inclusive)")
-	f.IntVar(&o.workers, "workers", 2, "files converted in parallel")
+	f.IntVar(&o.workers, "workers", 2, fmt.Sprintf("files converted in parallel (1 to %d)", convert.MaxWorkers))
 	f.BoolVar(&o.verify, "verify", false, "compare every written byte with the source")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	f.BoolVar(&o.followSymlinks, "follow-symlinks", false, followSymlinksHelp)
+	f.BoolVar(&o.noWait, "no-wait", false, "fail at once if another tarfa is writing --out, instead of waiting for it")
 	return cmd
+}
+
+// holder names the process holding a lock.
+func holder(pid int) string {
+	if pid == 0 {
+		return "another tarfa"
+	}
+	return fmt.Sprintf("another tarfa (pid %d)", pid)
 }

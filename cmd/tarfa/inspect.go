@@ -14,17 +14,21 @@ import (
 func init() { register(newInspectCommand) }
 
 func newInspectCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, followSymlinks bool
 	cmd := &cobra.Command{
 		Use:   "inspect DIR",
 		Short: "Describe a Hugging Face checkpoint: architecture, experts, bytes per token",
 		Long: `Inspect validates a Hugging Face checkpoint (config.json, safetensors shards and
 index) and prints the arithmetic to know before converting it: layer types, expert
 count and top-k, bytes per expert, routed-expert bytes read per decoded token, and
-totals by category. Ignored tensors (mtp.*, visual.*) are listed, never dropped silently.`,
+totals by category. Ignored tensors (mtp.*, visual.*) are listed, never dropped silently.
+
+Files are read as tarfa convert reads them: regular files only, symbolic links
+only with --follow-symlinks (see tarfa convert --help). A JNF directory, or a
+directory with a checkpoint below it, is named as such.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ck, err := hf.Open(args[0])
+			ck, err := hf.OpenWith(args[0], hf.Options{FollowSymlinks: followSymlinks})
 			if err != nil {
 				return err
 			}
@@ -65,5 +69,6 @@ totals by category. Ignored tensors (mtp.*, visual.*) are listed, never dropped 
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.Flags().BoolVar(&followSymlinks, "follow-symlinks", false, followSymlinksHelp)
 	return cmd
 }

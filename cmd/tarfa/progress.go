@@ -33,6 +33,9 @@ func byteProgress(w io.Writer, desc string) (update func(done, total int64), fin
 				progressbar.OptionThrottle(100_000_000),
 				progressbar.OptionClearOnFinish())
 		}
+		if total != bar.GetMax64() {
+			bar.ChangeMax64(total) // the work can grow (convert: a kept file that fails re-verification)
+		}
 		bar.Set64(done)
 	}
 	finish = func() {

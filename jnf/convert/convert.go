@@ -20,21 +20,49 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tarfa-ai/tarfa/internal/flock"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/verify"
 )
+
+// MaxWorkers bounds Options.Workers: files are converted in parallel to
+// keep a disk busy, and more than this many concurrent files only thrash it
+// (each worker also holds a 4 MiB copy buffer and open files).
+const MaxWorkers = 64
 
 // Options controls a conversion.
 type Options struct {
 	// FirstLayer, LastLayer select an inclusive layer range; LastLayer < 0
 	// means through the last layer. The global tensors are always converted.
 	FirstLayer, LastLayer int
-	Workers               int  // files converted in parallel (default 2)
+	Workers               int  // files converted in parallel, 1 to MaxWorkers (0: 2)
 	Verify                bool // re-read every written byte and compare it with the source
-	// Progress, if set, is called with bytes done and total (from several goroutines).
+	// FollowSymlinks reads symbolic links in the source whose resolved
+	// target stays inside it (hf.Options.FollowSymlinks). Without it a link
+	// is an error: whatever it points to would be hashed into the root and
+	// published with the model.
+	FollowSymlinks bool
+	// NoWait makes Convert fail at once, with a *flock.HeldError, when
+	// another conversion is writing the output directory; by default it
+	// waits for that one to finish.
+	NoWait bool
+	// Waiting, if set, is called when Convert starts to wait for another
+	// conversion into the output directory, with its process id (0 if
+	// unknown).
+	Waiting func(pid int)
+	// Progress, if set, is called with bytes done and total (from several
+	// goroutines). The work counted is every byte read: source shards
+	// hashed whole, records copied (or re-hashed, for files kept from an
+	// earlier run), and with Verify the records compared with the source
+	// and re-hashed. total can grow when a file kept from an earlier run
+	// fails its re-verification.
 	Progress func(done, total int64)
 	Log      *slog.Logger
+
+	// freeSpace reports the bytes available to an unprivileged writer on
+	// dir's file system (tests replace it).
+	freeSpace func(dir string) (uint64, bool, error)
 }
 
 // Result summarises a conversion.
@@ -98,13 +126,27 @@ func (u *unit) shards() []string {
 	return out
 }
 
-// Convert converts src into dst.
+// Convert converts src into dst. It refuses a dst that is src or inside it
+// (or the reverse), holds dst's lock file (flock.Name) while it writes, so
+// that two conversions into one directory run one after the other, and
+// checks before writing that dst's file system has room for the files it
+// will write.
 func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 	log := opt.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ck, err := hf.Open(src)
+	workers := opt.Workers
+	if workers == 0 {
+		workers = 2
+	}
+	if workers < 1 || workers > MaxWorkers {
+		return nil, fmt.Errorf("workers = %d: want 1 to %d", opt.Workers, MaxWorkers)
+	}
+	if err := checkDisjoint(src, dst); err != nil {
+		return nil, err
+	}
+	ck, err := hf.OpenWith(src, hf.Options{FollowSymlinks: opt.FollowSymlinks})
 	if err != nil {
 		return nil, err
 	}
@@ -120,17 +162,15 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return nil, err
 	}
-	if err := removeStaleTemps(dst); err != nil {
-		return nil, err
-	}
-	if err := copyAux(ck, dst); err != nil {
-		return nil, err
-	}
-	cfgBytes, err := os.ReadFile(filepath.Join(dst, "config.json"))
+	lock, err := lockDir(ctx, dst, opt)
 	if err != nil {
 		return nil, err
 	}
-	cfgSum := jnf.SHA256Bytes(cfgBytes).Hex()
+	defer lock.Unlock()
+	if err := removeStaleTemps(dst); err != nil {
+		return nil, err
+	}
+	cfgSum := jnf.SHA256Bytes(ck.ConfigBytes).Hex()
 
 	units := []*unit{{layer: -1, file: jnf.FileName(-1)}}
 	for l := first; l <= last; l++ {
@@ -148,27 +188,32 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 		ignored = append(ignored, jnf.Ignored(ig))
 	}
 
-	var total int64
+	// The work ahead: every record is copied or re-verified once; the
+	// shards the files still to write draw from are hashed whole; with
+	// Verify those files are compared with the source and re-hashed. Shards are hashed
+	// once, on first need: files kept by a resumed conversion never cause a
+	// shard to be hashed.
+	m := &meter{fn: opt.Progress}
+	sums := &shardSums{ck: ck, m: map[string]*shardSum{}, log: log, meter: m}
+	var toWrite []*unit
 	for _, u := range units {
-		for _, r := range u.records() {
-			total += r.Length
+		m.grow(u.length())
+		if _, err := os.Lstat(filepath.Join(dst, u.file)); err != nil {
+			toWrite = append(toWrite, u)
+			m.grow(sums.plan(u.shards()))
+			if opt.Verify {
+				m.grow(2 * u.length()) // compared with the source, then re-hashed
+			}
 		}
 	}
-	var done atomic.Int64
-	progress := func(n int64) {
-		if opt.Progress != nil {
-			opt.Progress(done.Add(n), total)
-		}
+	if err := checkSpace(ck, dst, toWrite, cfgSum, ignored, opt.freeSpace); err != nil {
+		return nil, err
+	}
+	if err := copyAux(ck, dst); err != nil {
+		return nil, err
 	}
 
 	res := &Result{}
-	// Whole-file SHA-256 of the source shards, computed once on first need:
-	// files kept by a resumed conversion never cause a shard to be hashed.
-	sums := &shardSums{ck: ck, m: map[string]*shardSum{}, log: log}
-	workers := opt.Workers
-	if workers <= 0 {
-		workers = 2
-	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	var mu sync.Mutex
@@ -180,8 +225,9 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 			// A file already there (an earlier run) is re-verified completely
 			// and kept, or removed and written again.
 			path := filepath.Join(dst, u.file)
-			if _, err := os.Stat(path); err == nil {
-				err := reverify(ctx, path, u, cfgSum, progress)
+			if _, err := os.Lstat(path); err == nil {
+				var checked int64
+				err := reverify(ctx, path, u, cfgSum, func(n int64) { checked += n; m.add(n) })
 				if err == nil {
 					// A kill between the rename and the journal's removal
 					// leaves a journal behind.
@@ -200,8 +246,13 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 				if err := os.Remove(path); err != nil {
 					return err
 				}
+				// Not planned for: its bytes again, its shards, the comparison.
+				m.grow(checked + sums.plan(u.shards()))
+				if opt.Verify {
+					m.grow(2 * u.length())
+				}
 			}
-			ur, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, progress, log.Warn)
+			ur, err := writeUnit(ctx, ck, dst, u, cfgSum, sums, ignored, opt.Verify, m.add, log.Warn)
 			if err != nil {
 				return err
 			}
@@ -220,16 +271,53 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	}
 	sort.Strings(res.Written)
 	sort.Strings(res.Resumed)
-	res.ShardsHashed = len(sums.m)
-	m, err := verify.Build(dst)
+	res.ShardsHashed = sums.hashed()
+	man, err := verify.Build(dst)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Write(dst); err != nil {
+	if err := man.Write(dst); err != nil {
 		return nil, err
 	}
-	res.Manifest = m
+	res.Manifest = man
 	return res, nil
+}
+
+// lockDir takes dst's lock: waiting for another conversion into dst to
+// finish, or refusing at once with NoWait.
+func lockDir(ctx context.Context, dst string, opt Options) (*flock.Lock, error) {
+	path := filepath.Join(dst, flock.Name)
+	if opt.NoWait {
+		return flock.TryAcquire(path)
+	}
+	return flock.Acquire(ctx, path, opt.Waiting)
+}
+
+// length is the total record bytes of u.
+func (u *unit) length() int64 {
+	var n int64
+	for _, t := range u.tensors {
+		n += t.Source.Length
+	}
+	for _, e := range u.experts {
+		n += e.Length()
+	}
+	return n
+}
+
+// meter counts the bytes of work done against the work planned.
+type meter struct {
+	done, total atomic.Int64
+	fn          func(done, total int64)
+}
+
+func (m *meter) grow(n int64) { m.total.Add(n) }
+
+func (m *meter) add(n int64) {
+	d := m.done.Add(n)
+	if m.fn != nil {
+		m.fn(d, m.total.Load())
+	}
 }
 
 func removeStaleTemps(dir string) error {
@@ -251,12 +339,12 @@ func removeStaleTemps(dir string) error {
 // a different config.json belongs to another model: refuse to mix them.
 func copyAux(ck *hf.Checkpoint, dst string) error {
 	for _, a := range ck.Aux {
-		b, err := os.ReadFile(filepath.Join(ck.Dir, a))
+		b, err := ck.ReadAux(a)
 		if err != nil {
 			return err
 		}
 		p := filepath.Join(dst, a)
-		if old, err := os.ReadFile(p); err == nil {
+		if old, err := jnf.ReadFileLimit(p, jnf.MaxAuxFileSize, a); err == nil {
 			if bytes.Equal(old, b) {
 				continue
 			}
@@ -272,18 +360,45 @@ func copyAux(ck *hf.Checkpoint, dst string) error {
 }
 
 // shardSums computes each source shard's whole-file SHA-256 once, on first
-// request, however many files draw from it.
+// request, however many files draw from it, counting the bytes hashed on
+// the meter.
 type shardSums struct {
-	ck  *hf.Checkpoint
-	mu  sync.Mutex
-	m   map[string]*shardSum
-	log *slog.Logger
+	ck      *hf.Checkpoint
+	mu      sync.Mutex
+	m       map[string]*shardSum
+	planned map[string]bool
+	log     *slog.Logger
+	meter   *meter
 }
 
 type shardSum struct {
 	once sync.Once
 	sf   jnf.SourceFile
 	err  error
+}
+
+// plan returns the bytes of the shards among names not planned before.
+func (s *shardSums) plan(names []string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.planned == nil {
+		s.planned = map[string]bool{}
+	}
+	var n int64
+	for _, name := range names {
+		if f, ok := s.ck.ShardFile(name); ok && !s.planned[name] {
+			s.planned[name] = true
+			n += f.Size
+		}
+	}
+	return n
+}
+
+// hashed counts the shards hashed so far.
+func (s *shardSums) hashed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
 }
 
 func (s *shardSums) get(ctx context.Context, name string) (jnf.SourceFile, error) {
@@ -300,8 +415,8 @@ func (s *shardSums) get(ctx context.Context, name string) (jnf.SourceFile, error
 			e.err = fmt.Errorf("no shard %s", name)
 			return
 		}
-		s.log.Info("hashing source shard (its SHA-256 is the Hugging Face LFS oid)", "shard", name, "bytes", f.Size)
-		d, n, err := jnf.SumReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, f.Size)})
+		s.log.Debug("hashing source shard (its SHA-256 is the Hugging Face LFS oid)", "shard", name, "bytes", f.Size)
+		d, n, err := jnf.SumReader(&ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, f.Size), progress: s.meter.add})
 		if err != nil {
 			e.err = fmt.Errorf("hashing %s: %w", filepath.Join(s.ck.Dir, name), err)
 			return
@@ -311,16 +426,24 @@ func (s *shardSums) get(ctx context.Context, name string) (jnf.SourceFile, error
 	return e.sf, e.err
 }
 
+// ctxReader stops reading once ctx is done (each Read is at most a few MiB,
+// so a cancelled conversion stops within one of them) and reports the bytes
+// read to progress, if set.
 type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
+	ctx      context.Context
+	r        io.Reader
+	progress func(int64)
 }
 
 func (c *ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(p)
+	n, err := c.r.Read(p)
+	if c.progress != nil && n > 0 {
+		c.progress(int64(n))
+	}
+	return n, err
 }
 
 var zeroDigest = strings.Repeat("0", 64)
@@ -333,19 +456,12 @@ type unitResult struct {
 	verified int64 // compared with the source (Options.Verify)
 }
 
-// writeUnit writes one JNF file to its partial name, continuing an
-// interrupted earlier run where the journal proves it can, and renames it
-// into place.
-func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgSum string, sums *shardSums,
-	ignored []jnf.Ignored, verifyBytes bool, progress func(int64), warn func(string, ...any)) (res unitResult, err error) {
-	t := &jnf.Table{Format: jnf.FormatName, Version: jnf.Version, File: u.file, Layer: u.layer, ConfigSHA256: cfgSum, Records: u.records()}
-	for _, s := range u.shards() {
-		sf, err := sums.get(ctx, s)
-		if err != nil {
-			return unitResult{}, err
-		}
-		t.Sources = append(t.Sources, sf)
-	}
+// plan lays out u's record table with the given sources and zero digests:
+// the table, its encoded length and the file size (which filling in the
+// digests does not change).
+func (u *unit) plan(ck *hf.Checkpoint, cfgSum string, ignored []jnf.Ignored, sources []jnf.SourceFile) (*jnf.Table, int, int64, error) {
+	t := &jnf.Table{Format: jnf.FormatName, Version: jnf.Version, File: u.file, Layer: u.layer, ConfigSHA256: cfgSum,
+		Sources: sources, Records: u.records()}
 	if u.layer < 0 {
 		t.Layout, t.Ignored = ck.Layout, ignored
 	}
@@ -353,6 +469,23 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 		t.Records[i].SHA256, t.Records[i].BLAKE3 = zeroDigest, zeroDigest
 	}
 	tableLen, size, err := jnf.PlanTable(t)
+	return t, tableLen, size, err
+}
+
+// writeUnit writes one JNF file to its partial name, continuing an
+// interrupted earlier run where the journal proves it can, and renames it
+// into place.
+func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgSum string, sums *shardSums,
+	ignored []jnf.Ignored, verifyBytes bool, progress func(int64), warn func(string, ...any)) (res unitResult, err error) {
+	var sources []jnf.SourceFile
+	for _, s := range u.shards() {
+		sf, err := sums.get(ctx, s)
+		if err != nil {
+			return unitResult{}, err
+		}
+		sources = append(sources, sf)
+	}
+	t, tableLen, size, err := u.plan(ck, cfgSum, ignored, sources)
 	if err != nil {
 		return unitResult{}, err
 	}
@@ -391,10 +524,9 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 			if !ok {
 				return unitResult{}, fmt.Errorf("no shard %s", s.File)
 			}
-			if _, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, s.Offset, s.Length)}, buf); err != nil {
+			if _, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, s.Offset, s.Length), progress: progress}, buf); err != nil {
 				return unitResult{}, fmt.Errorf("%s: record %s from %s@%d: %w", u.file, r.Name, s.File, s.Offset, err)
 			}
-			progress(s.Length)
 		}
 		d := h.Sum()
 		r.SHA256, r.BLAKE3 = d.SHA256.Hex(), d.BLAKE3.Hex()
@@ -417,7 +549,7 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 		return unitResult{}, err
 	}
 	if verifyBytes {
-		if res.verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file); err != nil {
+		if res.verified, err = compareWithSource(ctx, ck, tmp.Name(), u.file, progress); err != nil {
 			if ctx.Err() == nil { // shown to differ from the source: start afresh next time
 				tmp.Abort()
 				removePartial(path)
@@ -445,7 +577,7 @@ func (w *offsetWriter) Write(p []byte) (int, error) {
 // compareWithSource re-reads every record of a written file and compares
 // every byte with the source ranges (convert --verify). It also checks the
 // table digests against the written bytes and that padding is zero.
-func compareWithSource(ctx context.Context, ck *hf.Checkpoint, path, name string) (int64, error) {
+func compareWithSource(ctx context.Context, ck *hf.Checkpoint, path, name string, progress func(int64)) (int64, error) {
 	f, err := jnf.OpenFileAs(path, name)
 	if err != nil {
 		return 0, err
@@ -481,11 +613,12 @@ func compareWithSource(ctx context.Context, ck *hf.Checkpoint, path, name string
 				}
 				done += k
 				n += k
+				progress(k)
 			}
 			pos += s.Length
 		}
 	}
-	if err := verify.CheckFileData(ctx, f, nil); err != nil {
+	if err := verify.CheckFileData(ctx, f, func(r *jnf.Record) { progress(r.Length) }); err != nil {
 		return n, err
 	}
 	return n, nil

@@ -343,6 +343,28 @@ func interrupt(t *testing.T, src, dst string, stopAfter int64) {
 	}
 }
 
+// hashedBy is the bytes of the source shards a conversion hashes (each
+// once, counted in Progress) by the time it has started the last of files.
+func hashedBy(t *testing.T, dir string, files ...string) int64 {
+	t.Helper()
+	seen := map[string]bool{}
+	var n int64
+	for _, file := range files {
+		f, err := jnf.OpenFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range f.Table.Sources {
+			if !seen[s.File] {
+				seen[s.File] = true
+				n += s.Size
+			}
+		}
+		f.Close()
+	}
+	return n
+}
+
 // fileRecords is the record table of file in a finished conversion.
 func fileRecords(t *testing.T, dir, file string) []jnf.Record {
 	t.Helper()
@@ -388,7 +410,8 @@ func TestResumeInsideAFile(t *testing.T) {
 		t.Fatalf("layer 1 has only %d records", len(layer1))
 	}
 	// Stop inside layer-00001.jnf, after about half its records.
-	stop := sumLengths(fileRecords(t, clean, "global.jnf")) + sumLengths(fileRecords(t, clean, "layer-00000.jnf")) +
+	stop := hashedBy(t, clean, "global.jnf", "layer-00000.jnf", "layer-00001.jnf") +
+		sumLengths(fileRecords(t, clean, "global.jnf")) + sumLengths(fileRecords(t, clean, "layer-00000.jnf")) +
 		sumLengths(layer1[:len(layer1)/2])
 	partial := func(dir string) string { return jnf.PartialName(filepath.Join(dir, "layer-00001.jnf")) }
 	journalLines := func(dir string) int {
@@ -488,7 +511,8 @@ func TestResumeVerifyDiscardsPartialThatDiffersFromSource(t *testing.T) {
 	clean, ref := convert(t, src, Options{LastLayer: 0, Workers: 1})
 	layer1 := fileRecords(t, clean, "layer-00001.jnf")
 	dst := filepath.Join(t.TempDir(), "jnf")
-	interrupt(t, src, dst, sumLengths(fileRecords(t, clean, "global.jnf"))+sumLengths(fileRecords(t, clean, "layer-00000.jnf"))+sumLengths(layer1[:len(layer1)/2]))
+	interrupt(t, src, dst, hashedBy(t, clean, "global.jnf", "layer-00000.jnf", "layer-00001.jnf")+
+		sumLengths(fileRecords(t, clean, "global.jnf"))+sumLengths(fileRecords(t, clean, "layer-00000.jnf"))+sumLengths(layer1[:len(layer1)/2]))
 	path := filepath.Join(dst, "layer-00001.jnf")
 	r := layer1[1]
 	flipByte(t, jnf.PartialName(path), r.Offset)

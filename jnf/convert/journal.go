@@ -39,6 +39,11 @@ type journalLine struct {
 	BLAKE3 string `json:"blake3"`
 }
 
+// maxJournalSize bounds the journal of a file of n records: its header
+// (about 150 bytes) and one line per record (about 160 bytes: the index and
+// two 64-digit digests), with room to spare.
+func maxJournalSize(n int) int64 { return 4<<10 + 512*int64(n) }
+
 func journalName(path string) string {
 	dir, base := filepath.Split(path)
 	return filepath.Join(dir, "."+base+".journal")
@@ -69,8 +74,11 @@ func resumeJournal(ctx context.Context, path, planSum string, f *os.File, recs [
 	jpath := journalName(path)
 	hdr := journalHeader{Format: journalFormat, File: filepath.Base(path), PlanSHA256: planSum}
 	var lines [][]byte
-	if data, err := os.ReadFile(jpath); err == nil {
+	var tooBig *jnf.LimitError
+	if data, err := jnf.ReadFileLimit(jpath, maxJournalSize(len(recs)), "journal"); err == nil {
 		lines = bytes.SplitAfter(data, []byte("\n"))
+	} else if errors.As(err, &tooBig) {
+		warn("discarding an interrupted file whose journal is larger than any journal of its plan", "file", hdr.File, "journal", jpath, "bytes", tooBig.Size)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, err
 	}

@@ -2,9 +2,7 @@ package hf
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,7 +96,23 @@ type Checkpoint struct {
 	Shards  []Shard
 	Layout  string   // LayoutPerExpert or LayoutFused (the body's experts)
 	Aux     []string // AuxFiles present in Dir
-	files   map[string]*safetensors.File
+	// ConfigBytes are the bytes of config.json that Config was parsed from.
+	ConfigBytes []byte
+	files       map[string]*safetensors.File
+	src         *dirReader
+}
+
+// Options controls how Open reads a checkpoint directory.
+type Options struct {
+	// FollowSymlinks follows a symbolic link among the checkpoint's files
+	// if its fully resolved target lies inside the checkpoint directory, or
+	// for a Hugging Face hub cache snapshot (…/models--ORG--NAME/snapshots/REV,
+	// whose files link to ../../blobs/SHA) inside models--ORG--NAME. Without
+	// it every link is refused: whatever a link points to would be hashed
+	// into the root and published with a converted model. A link out of the
+	// allowed directory, and any file that is not a regular file (FIFO,
+	// device, socket), is refused either way.
+	FollowSymlinks bool
 }
 
 // Close closes the shards.
@@ -110,6 +124,19 @@ func (c *Checkpoint) Close() error {
 		}
 	}
 	return first
+}
+
+// ReadAux reads one of the auxiliary files Open found (c.Aux), under the
+// same checks as Open and at most jnf.MaxAuxFileSize bytes; config.json is
+// returned as the bytes Open parsed.
+func (c *Checkpoint) ReadAux(name string) ([]byte, error) {
+	if !slices.Contains(c.Aux, name) {
+		return nil, fmt.Errorf("checkpoint %s: no auxiliary file %q", c.Dir, name)
+	}
+	if name == "config.json" {
+		return c.ConfigBytes, nil
+	}
+	return c.src.readFile(name, jnf.MaxAuxFileSize)
 }
 
 // ReadSource reads a source range into buf (len(buf) must equal s.Length).
@@ -148,15 +175,89 @@ type indexFile struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-// Open reads DIR's config and shards and maps every tensor. Any tensor that
-// is neither used nor explicitly ignored (mtp.*, visual.*) is an error, as is
-// any missing or mis-shaped tensor.
-func Open(dir string) (*Checkpoint, error) {
-	cfg, err := ReadConfig(dir)
+// NotCheckpointError is Open's error for a directory that holds no
+// Hugging Face checkpoint, saying what it is instead where it can tell: a
+// JNF directory, or a directory with a checkpoint below it.
+type NotCheckpointError struct {
+	Dir    string
+	Reason string
+}
+
+func (e *NotCheckpointError) Error() string { return e.Reason }
+
+const (
+	indexName  = "model.safetensors.index.json"
+	singleName = "model.safetensors"
+)
+
+// isCheckpoint reports whether dir has a config.json and weights.
+func isCheckpoint(dir string) bool {
+	has := func(n string) bool { _, err := os.Lstat(filepath.Join(dir, n)); return err == nil }
+	return has("config.json") && (has(indexName) || has(singleName))
+}
+
+func notCheckpoint(dir string) error {
+	e := &NotCheckpointError{Dir: dir}
+	if _, err := os.Lstat(filepath.Join(dir, "manifest.json")); err == nil {
+		e.Reason = fmt.Sprintf("%s is a JNF directory (tarfa convert's output), not a Hugging Face checkpoint: it is converted already (tarfa verify %s checks it)", dir, dir)
+		return e
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "global.jnf")); err == nil {
+		e.Reason = fmt.Sprintf("%s holds JNF files (tarfa convert's output), not a Hugging Face checkpoint", dir)
+		return e
+	}
+	e.Reason = fmt.Sprintf("checkpoint %s: neither %s nor %s found", dir, indexName, singleName)
+	// Checkpoints one level down, or in snapshots/ (a hub cache repository
+	// directory, models--ORG--NAME, given instead of one of its snapshots).
+	var subs []string
+	for _, parent := range []string{dir, filepath.Join(dir, "snapshots")} {
+		ents, _ := os.ReadDir(parent)
+		for _, ent := range ents {
+			if sub := filepath.Join(parent, ent.Name()); ent.IsDir() && isCheckpoint(sub) {
+				subs = append(subs, sub)
+			}
+		}
+	}
+	switch {
+	case len(subs) == 1:
+		e.Reason += fmt.Sprintf("; did you mean %s?", subs[0])
+	case len(subs) > 1:
+		if len(subs) > 5 {
+			subs = append(subs[:5], "…")
+		}
+		e.Reason += fmt.Sprintf("; did you mean one of %s?", strings.Join(subs, ", "))
+	}
+	return e
+}
+
+// Open reads DIR's config and shards and maps every tensor, refusing every
+// symbolic link (OpenWith with the zero Options).
+func Open(dir string) (*Checkpoint, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith reads DIR's config and shards and maps every tensor. Any tensor
+// that is neither used nor explicitly ignored (mtp.*, visual.*) is an error,
+// as is any missing or mis-shaped tensor. Every file is opened under the
+// link policy of opt, as a regular file, and read with a bound:
+// config.json at most jnf.MaxConfigSize bytes, the index MaxIndexSize,
+// safetensors headers safetensors.MaxHeaderSize.
+func OpenWith(dir string, opt Options) (*Checkpoint, error) {
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("checkpoint %w", err)
+	} else if !st.IsDir() {
+		return nil, &NotCheckpointError{Dir: dir, Reason: fmt.Sprintf("checkpoint %s is a file, not a directory", dir)}
+	}
+	src, err := newDirReader(dir, opt.FollowSymlinks)
 	if err != nil {
 		return nil, err
 	}
-	c := &Checkpoint{Dir: dir, Config: cfg, files: map[string]*safetensors.File{}}
+	if !src.exists(indexName) && !src.exists(singleName) {
+		return nil, notCheckpoint(dir)
+	}
+	cfgBytes, cfg, err := src.readConfig()
+	if err != nil {
+		return nil, err
+	}
+	c := &Checkpoint{Dir: dir, Config: cfg, ConfigBytes: cfgBytes, files: map[string]*safetensors.File{}, src: src}
 	ok := false
 	defer func() {
 		if !ok {
@@ -164,15 +265,26 @@ func Open(dir string) (*Checkpoint, error) {
 		}
 	}()
 	for _, a := range AuxFiles {
-		if st, err := os.Stat(filepath.Join(dir, a)); err == nil && st.Mode().IsRegular() {
-			c.Aux = append(c.Aux, a)
+		if !src.exists(a) {
+			continue
 		}
+		// Present: it must pass the same checks as every file read.
+		f, _, err := src.open(a)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		c.Aux = append(c.Aux, a)
 	}
 
 	// Which shards, and which tensor the index says lives where.
 	var claimed map[string]string
-	idxPath := filepath.Join(dir, "model.safetensors.index.json")
-	if b, err := os.ReadFile(idxPath); err == nil {
+	idxPath := src.path(indexName)
+	if src.exists(indexName) {
+		b, err := src.readFile(indexName, MaxIndexSize)
+		if err != nil {
+			return nil, err
+		}
 		var idx indexFile
 		if err := json.Unmarshal(b, &idx); err != nil {
 			return nil, fmt.Errorf("%s: %v", idxPath, err)
@@ -181,14 +293,8 @@ func Open(dir string) (*Checkpoint, error) {
 			return nil, fmt.Errorf("%s: empty weight_map", idxPath)
 		}
 		claimed = idx.WeightMap
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	} else if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err == nil {
-		claimed = nil
-	} else {
-		return nil, fmt.Errorf("checkpoint %s: neither model.safetensors.index.json nor model.safetensors found", dir)
 	}
-	shardNames := []string{"model.safetensors"}
+	shardNames := []string{singleName}
 	if claimed != nil {
 		set := map[string]bool{}
 		for name, f := range claimed {
@@ -204,13 +310,30 @@ func Open(dir string) (*Checkpoint, error) {
 		sort.Strings(shardNames)
 	}
 	where := map[string]string{} // tensor → shard, from the shard headers
+	var total int64
+	var headers uint64
 	for _, s := range shardNames {
-		f, err := safetensors.Open(filepath.Join(dir, s))
+		fd, _, err := src.open(s)
 		if err != nil {
+			return nil, err
+		}
+		if n, err := safetensors.HeaderLen(fd); err == nil {
+			if headers += min(n, MaxHeaderBytes+1); headers > MaxHeaderBytes {
+				fd.Close()
+				return nil, fmt.Errorf("checkpoint %s: the safetensors headers of the shards up to %s add up to more than the %d bytes Tarfa reads", dir, s, MaxHeaderBytes)
+			}
+		}
+		f, err := safetensors.NewFile(fd, src.path(s))
+		if err != nil {
+			fd.Close()
 			return nil, err
 		}
 		c.files[s] = f
 		c.Shards = append(c.Shards, Shard{File: s, Size: f.Size})
+		var fits bool
+		if total, fits = addInt64(total, f.Size); !fits {
+			return nil, fmt.Errorf("checkpoint %s: the shards' sizes add up to more than 2^63 bytes", dir)
+		}
 		for _, t := range f.Tensors {
 			if prev, dup := where[t.Name]; dup {
 				return nil, fmt.Errorf("tensor %q is in two shards: %s and %s", t.Name, prev, s)
@@ -422,27 +545,28 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 				if !cfg.Sparse[l] {
 					return fmt.Errorf("tensor %s (%s): layer %d is a dense layer and has no experts", orig, where[orig], l)
 				}
-				sz := t.DType.Size()
+				// Once the shape matches, every slice is a whole fraction of
+				// the tensor's validated length: no product can overflow.
 				if fm[1] == "gate_up_proj" {
 					if want := []int64{int64(E), 2 * I, H}; !slices.Equal(t.Shape, want) {
 						return fmt.Errorf("tensor %s (%s): shape %v, want %v [experts, 2·moe_intermediate, hidden]", orig, where[orig], t.Shape, want)
 					}
-					per := 2 * I * H * sz
+					per := t.Len() / int64(E)
 					for e := range E {
-						for pi, off := range []int64{0, I * H * sz} {
+						for pi, off := range []int64{0, per / 2} {
 							k := partKey{l, e, pi}
 							if _, dup := parts[k]; dup {
 								return fmt.Errorf("tensor %s: layer %d expert %d given both fused and per expert", orig, l, e)
 							}
 							parts[k] = Part{Name: []string{"gate_proj", "up_proj"}[pi], Orig: orig, DType: t.DType, Shape: []int64{I, H},
-								Source: Source{File: src.File, Offset: src.Offset + int64(e)*per + off, Length: I * H * sz}}
+								Source: Source{File: src.File, Offset: src.Offset + int64(e)*per + off, Length: per / 2}}
 						}
 					}
 				} else {
 					if want := []int64{int64(E), H, I}; !slices.Equal(t.Shape, want) {
 						return fmt.Errorf("tensor %s (%s): shape %v, want %v [experts, hidden, moe_intermediate]", orig, where[orig], t.Shape, want)
 					}
-					per := H * I * sz
+					per := t.Len() / int64(E)
 					for e := range E {
 						k := partKey{l, e, 2}
 						if _, dup := parts[k]; dup {

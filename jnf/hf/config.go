@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -79,11 +77,13 @@ type Config struct {
 	EOS          []int `json:"eos_token_id,omitempty"`
 }
 
-// ExpertBytes is the number of parameters of one routed expert (3·I·H);
-// multiply by the dtype size for bytes.
+// ExpertParams is the number of parameters of one routed expert (3·I·H);
+// multiply by the dtype size for bytes. ParseConfig has checked that it
+// fits an int64, with room for any dtype size.
 func (c *Config) ExpertParams() int64 { return 3 * int64(c.MoEIntermediate) * int64(c.Hidden) }
 
-// ConvDim is the Gated DeltaNet conv width 2·nk·dk + nv·dv.
+// ConvDim is the Gated DeltaNet conv width 2·nk·dk + nv·dv (checked by
+// ParseConfig).
 func (c *Config) ConvDim() int {
 	return 2*c.LinearKeyHeads*c.LinearKeyDim + c.LinearValueHeads*c.LinearValueDim
 }
@@ -143,21 +143,21 @@ type rawConfig struct {
 	EOS                 json.RawMessage `json:"eos_token_id"`
 }
 
-// ReadConfig reads and normalises DIR/config.json.
+// ReadConfig reads and normalises DIR/config.json: a regular file (not a
+// symbolic link, FIFO or device) of at most jnf.MaxConfigSize bytes.
 func ReadConfig(dir string) (*Config, error) {
-	path := filepath.Join(dir, "config.json")
-	b, err := os.ReadFile(path)
+	d, err := newDirReader(dir, false)
 	if err != nil {
 		return nil, err
 	}
-	c, err := ParseConfig(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	_, c, err := d.readConfig()
+	return c, err
 }
 
-// ParseConfig normalises the bytes of a config.json.
+// ParseConfig normalises the bytes of a config.json. Every count and
+// dimension must lie within the limits of limits.go, and every size derived
+// from them must fit an int64; the error names the field, its value and the
+// limit.
 func ParseConfig(b []byte) (*Config, error) {
 	var top rawConfig
 	if err := json.Unmarshal(b, &top); err != nil {
@@ -197,46 +197,91 @@ func ParseConfig(b []byte) (*Config, error) {
 	return c, nil
 }
 
-func need(name string, p *int) (int, error) {
+// fields reads the integer fields of one config object; prefix is
+// "text_config." for the text fields of a multimodal config.
+type fields struct{ prefix string }
+
+// need returns a required field, which must lie in [1, max].
+func (f fields) need(name string, p *int, max int) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("config field %s is missing", name)
+		return 0, fmt.Errorf("config field %s%s is missing", f.prefix, name)
 	}
-	if *p <= 0 {
-		return 0, fmt.Errorf("config field %s = %d, want > 0", name, *p)
-	}
-	return *p, nil
+	return f.check(name, *p, 1, max)
 }
 
-func opt(p *int, def int) int {
+// opt returns an optional field: def when absent, else a value in [lo, max].
+func (f fields) opt(name string, p *int, def, lo, max int) (int, error) {
 	if p == nil {
-		return def
+		return def, nil
 	}
-	return *p
+	return f.check(name, *p, lo, max)
+}
+
+func (f fields) check(name string, v, lo, max int) (int, error) {
+	switch {
+	case v < lo && lo == 1:
+		return 0, fmt.Errorf("config field %s%s = %d, want > 0", f.prefix, name, v)
+	case v < lo:
+		return 0, fmt.Errorf("config field %s%s = %d, want >= %d", f.prefix, name, v, lo)
+	case v > max:
+		return 0, fmt.Errorf("%s%s = %d, more than the %d Tarfa accepts", f.prefix, name, v, max)
+	}
+	return v, nil
+}
+
+// derived checks that a size formed from config values fits an int64 and,
+// when max > 0, is at most max.
+func derived(what string, max int64, dims ...int64) (int64, error) {
+	p, ok := checkedProduct(dims...)
+	if !ok {
+		return 0, fmt.Errorf("%s = %s overflows a 64-bit integer", what, product(dims))
+	}
+	if max > 0 && p > max {
+		return 0, fmt.Errorf("%s = %s = %d, more than the %d Tarfa accepts", what, product(dims), p, max)
+	}
+	return p, nil
+}
+
+func product(dims []int64) string {
+	s := make([]string, len(dims))
+	for i, d := range dims {
+		s[i] = fmt.Sprint(d)
+	}
+	return strings.Join(s, "×")
 }
 
 func (c *Config) fill(r *rawConfig) error {
+	var f fields
+	if c.Nested {
+		f.prefix = "text_config."
+	}
 	var err error
-	for _, f := range []struct {
+	for _, fl := range []struct {
 		name string
 		p    *int
+		max  int
 		dst  *int
 	}{
-		{"hidden_size", r.Hidden, &c.Hidden},
-		{"num_hidden_layers", r.Layers, &c.Layers},
-		{"num_attention_heads", r.Heads, &c.Heads},
-		{"vocab_size", r.Vocab, &c.Vocab},
-		{"num_experts_per_tok", r.TopK, &c.TopK},
-		{"moe_intermediate_size", r.MoEIntermediate, &c.MoEIntermediate},
+		{"hidden_size", r.Hidden, MaxHidden, &c.Hidden},
+		{"num_hidden_layers", r.Layers, MaxLayers, &c.Layers},
+		{"num_attention_heads", r.Heads, MaxHeads, &c.Heads},
+		{"vocab_size", r.Vocab, MaxVocab, &c.Vocab},
+		{"num_experts_per_tok", r.TopK, MaxExperts, &c.TopK},
+		{"moe_intermediate_size", r.MoEIntermediate, MaxIntermediate, &c.MoEIntermediate},
 	} {
-		if *f.dst, err = need(f.name, f.p); err != nil {
+		if *fl.dst, err = f.need(fl.name, fl.p, fl.max); err != nil {
 			return err
 		}
 	}
-	c.KVHeads = opt(r.KVHeads, c.Heads)
-	if c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 {
+	if c.KVHeads, err = f.opt("num_key_value_heads", r.KVHeads, c.Heads, 1, MaxHeads); err != nil {
+		return err
+	}
+	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
-	c.HeadDim = opt(r.HeadDim, 0)
+	if c.HeadDim, err = f.opt("head_dim", r.HeadDim, 0, 1, MaxHeadDim); err != nil {
+		return err
+	}
 	if c.HeadDim == 0 {
 		if c.Hidden%c.Heads != 0 {
 			return fmt.Errorf("head_dim absent and hidden_size %d not divisible by num_attention_heads %d", c.Hidden, c.Heads)
@@ -269,12 +314,14 @@ func (c *Config) fill(r *rawConfig) error {
 	case r.NumExperts != nil && r.NumLocalExperts != nil && *r.NumExperts != *r.NumLocalExperts:
 		return fmt.Errorf("num_experts %d and num_local_experts %d disagree", *r.NumExperts, *r.NumLocalExperts)
 	case r.NumExperts != nil:
-		c.Experts = *r.NumExperts
+		c.Experts, err = f.need("num_experts", r.NumExperts, MaxExperts)
 	case r.NumLocalExperts != nil:
-		c.Experts = *r.NumLocalExperts
+		c.Experts, err = f.need("num_local_experts", r.NumLocalExperts, MaxExperts)
+	default:
+		err = fmt.Errorf("config has no positive num_experts / num_local_experts")
 	}
-	if c.Experts <= 0 {
-		return fmt.Errorf("config has no positive num_experts / num_local_experts")
+	if err != nil {
+		return err
 	}
 	if c.TopK > c.Experts {
 		return fmt.Errorf("num_experts_per_tok %d > number of experts %d", c.TopK, c.Experts)
@@ -322,7 +369,9 @@ func (c *Config) fill(r *rawConfig) error {
 	if c.RotaryDim <= 0 || c.RotaryDim%2 != 0 {
 		return fmt.Errorf("rotary dim int(head_dim %d × partial_rotary_factor %g) = %d, want a positive even number", c.HeadDim, c.PartialRotaryFactor, c.RotaryDim)
 	}
-	c.MaxPositions = opt(r.MaxPositions, 0)
+	if c.MaxPositions, err = f.opt("max_position_embeddings", r.MaxPositions, 0, 0, MaxPositions); err != nil {
+		return err
+	}
 
 	c.LayerTypes = make([]LayerType, c.Layers)
 	c.Sparse = make([]bool, c.Layers)
@@ -354,7 +403,7 @@ func (c *Config) fill(r *rawConfig) error {
 			c.Sparse[i] = !dense[i] && (i+1)%step == 0
 		}
 		if c.NumSparseLayers() < c.Layers {
-			if c.DenseIntermediate, err = need("intermediate_size", r.Intermediate); err != nil {
+			if c.DenseIntermediate, err = f.need("intermediate_size", r.Intermediate, MaxIntermediate); err != nil {
 				return fmt.Errorf("%w (needed by dense layers)", err)
 			}
 		}
@@ -387,7 +436,7 @@ func (c *Config) fill(r *rawConfig) error {
 		for i := range c.Sparse {
 			c.Sparse[i] = true
 		}
-		if c.SharedIntermediate, err = need("shared_expert_intermediate_size", r.SharedIntermediate); err != nil {
+		if c.SharedIntermediate, err = f.need("shared_expert_intermediate_size", r.SharedIntermediate, MaxIntermediate); err != nil {
 			return err
 		}
 		hasLinear := false
@@ -395,34 +444,105 @@ func (c *Config) fill(r *rawConfig) error {
 			hasLinear = hasLinear || t == LinearAttention
 		}
 		if hasLinear {
-			for _, f := range []struct {
+			for _, fl := range []struct {
 				name string
 				p    *int
+				max  int
 				dst  *int
 			}{
-				{"linear_num_key_heads", r.LinearKeyHeads, &c.LinearKeyHeads},
-				{"linear_num_value_heads", r.LinearValueHeads, &c.LinearValueHeads},
-				{"linear_key_head_dim", r.LinearKeyDim, &c.LinearKeyDim},
-				{"linear_value_head_dim", r.LinearValueDim, &c.LinearValueDim},
+				{"linear_num_key_heads", r.LinearKeyHeads, MaxHeads, &c.LinearKeyHeads},
+				{"linear_num_value_heads", r.LinearValueHeads, MaxHeads, &c.LinearValueHeads},
+				{"linear_key_head_dim", r.LinearKeyDim, MaxHeadDim, &c.LinearKeyDim},
+				{"linear_value_head_dim", r.LinearValueDim, MaxHeadDim, &c.LinearValueDim},
 			} {
-				if *f.dst, err = need(f.name, f.p); err != nil {
+				if *fl.dst, err = f.need(fl.name, fl.p, fl.max); err != nil {
 					return err
 				}
 			}
-			c.ConvKernel = opt(r.ConvKernel, 4)
-			if c.ConvKernel <= 0 {
-				return fmt.Errorf("linear_conv_kernel_dim = %d, want > 0", c.ConvKernel)
+			if c.ConvKernel, err = f.opt("linear_conv_kernel_dim", r.ConvKernel, 4, 1, MaxConvKernel); err != nil {
+				return err
 			}
 			if c.LinearValueHeads%c.LinearKeyHeads != 0 {
 				return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearValueHeads, c.LinearKeyHeads)
 			}
 		}
 	}
+	if err := c.checkSizes(); err != nil {
+		return err
+	}
 	if c.BOS, err = tokenIDs("bos_token_id", r.BOS); err != nil {
 		return err
 	}
 	if c.EOS, err = tokenIDs("eos_token_id", r.EOS); err != nil {
 		return err
+	}
+	return nil
+}
+
+func opt(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// checkSizes forms, with overflow checks, every size the checkpoint's
+// tensors are expected to have (in bytes, at the largest float dtype) and
+// the totals over all layers and experts, and bounds the routed experts.
+func (c *Config) checkSizes() error {
+	H, V, I := int64(c.Hidden), int64(c.Vocab), int64(c.MoEIntermediate)
+	E, moe := int64(c.Experts), int64(c.NumSparseLayers())
+	if _, err := derived("routed experts (MoE layers × num_experts)", MaxRoutedExperts, moe, E); err != nil {
+		return err
+	}
+	if _, err := derived("embedding bytes (vocab_size × hidden_size × 4)", 0, V, H, maxDTypeSize); err != nil {
+		return err
+	}
+	q := int64(1)
+	if c.Arch == Qwen35MoE {
+		q = 2 // per-head [query | gate]
+	}
+	if _, err := derived("q_proj bytes", 0, q, int64(c.Heads), int64(c.HeadDim), H, maxDTypeSize); err != nil {
+		return err
+	}
+	per, err := derived("bytes per expert (3 × moe_intermediate_size × hidden_size × 4)", 0, 3, I, H, maxDTypeSize)
+	if err != nil {
+		return err
+	}
+	// Fused storage [E, 2I, H]: the offset of the last expert's bytes.
+	if _, err := derived("fused expert tensor bytes (num_experts × 2 × moe_intermediate_size × hidden_size × 4)", 0, E, 2, I, H, maxDTypeSize); err != nil {
+		return err
+	}
+	if _, err := derived("routed expert bytes (MoE layers × num_experts × bytes per expert)", 0, moe, E, per); err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		name string
+		i    int
+	}{{"shared_expert_intermediate_size", c.SharedIntermediate}, {"intermediate_size", c.DenseIntermediate}} {
+		if _, err := derived(w.name+" MLP bytes (3 × "+w.name+" × hidden_size × 4)", 0, 3, int64(w.i), H, maxDTypeSize); err != nil {
+			return err
+		}
+	}
+	if c.LinearKeyHeads > 0 {
+		k, err := derived("2 × linear_num_key_heads × linear_key_head_dim", 0, 2, int64(c.LinearKeyHeads), int64(c.LinearKeyDim))
+		if err != nil {
+			return err
+		}
+		v, err := derived("linear_num_value_heads × linear_value_head_dim", 0, int64(c.LinearValueHeads), int64(c.LinearValueDim))
+		if err != nil {
+			return err
+		}
+		conv, ok := addInt64(k, v)
+		if !ok || conv > math.MaxInt32 {
+			return fmt.Errorf("conv dim 2·linear_num_key_heads·linear_key_head_dim + linear_num_value_heads·linear_value_head_dim = %d + %d does not fit a 32-bit integer", k, v)
+		}
+		if _, err := derived("conv1d bytes (conv dim × linear_conv_kernel_dim × 4)", 0, conv, int64(c.ConvKernel), maxDTypeSize); err != nil {
+			return err
+		}
+		if _, err := derived("in_proj_qkv bytes (conv dim × hidden_size × 4)", 0, conv, H, maxDTypeSize); err != nil {
+			return err
+		}
 	}
 	return nil
 }

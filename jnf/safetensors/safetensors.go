@@ -31,8 +31,10 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf"
 )
 
-// MaxHeaderSize bounds the JSON header (the reference implementation's limit).
-const MaxHeaderSize = 100 << 20
+// MaxHeaderSize bounds the JSON header: the reference implementation's
+// limit (MAX_HEADER_SIZE in huggingface/safetensors), checked against the
+// length field before the header is allocated or read.
+const MaxHeaderSize = 100_000_000
 
 // Tensor describes one tensor of a file. Begin and End are absolute file
 // offsets (already shifted past the header).
@@ -91,6 +93,17 @@ var ErrFormat = errors.New("safetensors format error")
 
 func (e *FormatError) Is(target error) bool { return target == ErrFormat }
 
+// HeaderLen reads the header length field (the first 8 bytes) of a
+// safetensors file, for a caller that bounds the headers of many files
+// before reading any.
+func HeaderLen(r io.ReaderAt) (uint64, error) {
+	var lb [8]byte
+	if _, err := r.ReadAt(lb[:], 0); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(lb[:]), nil
+}
+
 // ReadHeader reads and validates the header of a safetensors file of the given
 // total size. name is used in error messages.
 func ReadHeader(r io.ReaderAt, size int64, name string) (*Header, error) {
@@ -108,7 +121,7 @@ func ReadHeader(r io.ReaderAt, size int64, name string) (*Header, error) {
 	if n > MaxHeaderSize {
 		return nil, bad("", "header length %d exceeds the %d-byte limit", n, MaxHeaderSize)
 	}
-	if int64(n) > size-8 {
+	if n > uint64(size-8) {
 		return nil, bad("", "header length %d exceeds the file (%d bytes after the length field)", n, size-8)
 	}
 	if n < 2 {
@@ -327,20 +340,34 @@ type File struct {
 	f    *os.File
 }
 
-// Open opens and validates path.
+// Open opens and validates path, which must be a regular file (a FIFO or
+// device is refused without blocking on it).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, _, err := jnf.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
+	sf, err := NewFile(f, path)
 	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	return sf, nil
+}
+
+// NewFile validates the header of f, an open regular file, and returns it
+// as a File that owns f. On error f is left open. path names the file in
+// errors.
+func NewFile(f *os.File, path string) (*File, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &jnf.NotRegularError{Path: path, Mode: st.Mode()}
 	}
 	h, err := ReadHeader(f, st.Size(), path)
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	return &File{Header: h, Path: path, Size: st.Size(), f: f}, nil

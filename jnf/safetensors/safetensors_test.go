@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -86,7 +87,7 @@ func TestRejections(t *testing.T) {
 		file       []byte
 	}{
 		{"short file", "shorter than the 8-byte", []byte{1, 2}},
-		{"absurd length", "exceeds the 104857600-byte limit", append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, eight...)},
+		{"absurd length", "exceeds the 100000000-byte limit", append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, eight...)},
 		{"length past file", "exceeds the file", append([]byte{100, 0, 0, 0, 0, 0, 0, 0}, eight...)},
 		{"not an object", "does not start with '{'", raw(`  {}`, nil)},
 		{"bad json", "header JSON", raw(`{"a":`, nil)},
@@ -121,6 +122,47 @@ func TestRejections(t *testing.T) {
 	// Space padding is allowed.
 	if _, err := parse(raw(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}   `, eight)); err != nil {
 		t.Errorf("padded header rejected: %v", err)
+	}
+}
+
+// hugeFile is a ReaderAt of any claimed size that serves the 8-byte length
+// field and fails the test on any other read.
+type hugeFile struct {
+	t   *testing.T
+	len uint64
+}
+
+func (h hugeFile) ReadAt(p []byte, off int64) (int, error) {
+	if off != 0 || len(p) != 8 {
+		h.t.Fatalf("read of %d bytes at offset %d: the header was read before its length was checked", len(p), off)
+	}
+	binary.LittleEndian.PutUint64(p, h.len)
+	return 8, nil
+}
+
+// The header length is checked against MaxHeaderSize (the reference
+// implementation's 100,000,000 bytes) before anything is allocated or read,
+// however large the file.
+func TestHeaderLengthCheckedBeforeReading(t *testing.T) {
+	for _, n := range []uint64{MaxHeaderSize + 1, 1 << 40, 1<<63 + 5, 1<<64 - 1} {
+		_, err := ReadHeader(hugeFile{t, n}, 1<<62, "big.safetensors")
+		if err == nil || !strings.Contains(err.Error(), "exceeds the 100000000-byte limit") {
+			t.Errorf("header length %d: %v", n, err)
+		}
+	}
+}
+
+func TestOpenRefusesNonRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var nr *jnf.NotRegularError
+	if _, err := Open(fifo); !errors.As(err, &nr) {
+		t.Errorf("Open of a FIFO: %v, want a NotRegularError", err)
+	}
+	if _, err := Open(t.TempDir()); !errors.As(err, &nr) {
+		t.Errorf("Open of a directory: %v, want a NotRegularError", err)
 	}
 }
 
@@ -177,6 +219,17 @@ func FuzzSafetensorsHeader(f *testing.F) {
 	f.Add(raw(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 8)))
 	f.Add(raw(`{"__metadata__":{"k":"v"},"b":{"dtype":"BF16","shape":[1,1],"data_offsets":[0,2]}}  `, make([]byte, 2)))
 	f.Add(raw(`{}`, nil))
+	// Hostile shapes: huge dimensions, products that overflow int64 (alone
+	// and with the dtype size), offsets near the int64 limit, and huge or
+	// lying header lengths.
+	f.Add(raw(`{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}}`, make([]byte, 8)))
+	f.Add(raw(`{"a":{"dtype":"BF16","shape":[4611686018427387904],"data_offsets":[0,0]}}`, nil))
+	f.Add(raw(`{"a":{"dtype":"F64","shape":[65536,65536,65536,65536],"data_offsets":[0,0]}}`, nil))
+	f.Add(raw(`{"a":{"dtype":"U8","shape":[9223372036854775807],"data_offsets":[0,9223372036854775807]}}`, nil))
+	f.Add(raw(`{"a":{"dtype":"U8","shape":[0],"data_offsets":[9223372036854775807,9223372036854775807]}}`, nil))
+	f.Add(raw(`{"a":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}}`, make([]byte, 16)))
+	f.Add(append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, `{}`...))
+	f.Add(append([]byte{0x00, 0xe1, 0xf5, 0x05, 0, 0, 0, 0}, `{}`...)) // 100,000,000: the limit, past the file
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := parse(b)
 		if err != nil {
