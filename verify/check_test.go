@@ -315,5 +315,19 @@ func TestConfigCheckedBeforeParse(t *testing.T) {
 		if _, err := OpenDir(context.Background(), dir); !errors.As(err, &cc) {
 			t.Errorf("OpenDir: %v", err)
 		}
+		forgeManifest(t, dir, func(m *Manifest) {
+			for i := range m.Entries {
+				if m.Entries[i].Name == "config.json" {
+					d := jnf.SumBytes([]byte(nb))
+					m.Entries[i].SHA256, m.Entries[i].BLAKE3, m.Entries[i].Length = d.SHA256.Hex(), d.BLAKE3.Hex(), int64(len(nb))
+					m.ConfigSHA256 = d.SHA256.Hex()
+				}
+			}
+		})
+		_, err := OpenDir(context.Background(), dir)
+		if err == nil || !strings.Contains(err.Error(), "num_hidden_layers") || !errors.Is(err, jnf.ErrVerification) {
+			t.Errorf("num_hidden_layers %s with a matching manifest: %v", n, err)
+		}
+		wantProblem(t, check(t, dir), "num_hidden_layers")
 	}
 }

@@ -509,12 +509,14 @@ func build(ctx context.Context, dir string, cfgBytes []byte) (_ *built, err erro
 			return nil, fmt.Errorf("JNF directory %s: %w", dir, err)
 		}
 	}
+	// A config.json Tarfa refuses is a directory that does not check (its
+	// digest may match a manifest forged to fit it).
 	cfg, err := hf.ParseConfig(cfgBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		return nil, fmt.Errorf("%s: %w: %w", cfgPath, err, jnf.ErrVerification)
 	}
 	if cfg.Layers < 1 || cfg.Layers > MaxLayers {
-		return nil, fmt.Errorf("%s: num_hidden_layers = %d, want 1 to %d", cfgPath, cfg.Layers, MaxLayers)
+		return nil, fmt.Errorf("%s: num_hidden_layers = %d, want 1 to %d: %w", cfgPath, cfg.Layers, MaxLayers, jnf.ErrVerification)
 	}
 	cfgSum := jnf.SHA256Bytes(cfgBytes).Hex()
 	m := &Manifest{Format: ManifestFormat, Version: ManifestVersion, Arch: string(cfg.Arch), ModelType: cfg.ModelType,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
-	"github.com/tarfa-ai/tarfa/reports"
 )
 
 // resolve returns p as a cleaned absolute path with every symbolic link
@@ -74,8 +73,9 @@ type SpaceError struct {
 }
 
 func (e *SpaceError) Error() string {
-	return fmt.Sprintf("%s: %s free on its file system, this conversion needs %s (%d files to write); free some space, or convert part of the model with --layers",
-		e.Dir, reports.Bytes(int64(min(e.Free, 1<<62))), reports.Bytes(int64(min(e.Need, 1<<62))), e.Files)
+	gib := func(n uint64) float64 { return float64(n) / (1 << 30) }
+	return fmt.Sprintf("%s: %.2f GiB (%d bytes) free on its file system, this conversion needs %.2f GiB (%d bytes, %d files to write); free some space, or convert part of the model with --layers",
+		e.Dir, gib(e.Free), e.Free, gib(e.Need), e.Need, e.Files)
 }
 
 // checkSpace compares the space the files still to write will take (their
