@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,12 +26,22 @@ func defaultModel(cmd *cobra.Command) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no model directory given and no user cache directory for the default model: %w", err)
 	}
-	dir, built, err := synth.EnsureDefault(cmd.Context(), filepath.Join(cache, "tarfa"))
+	stderr := cmd.ErrOrStderr()
+	dir, built, err := synth.EnsureDefaultWith(cmd.Context(), filepath.Join(cache, "tarfa"), synth.EnsureOptions{
+		Rebuilding: func(why string) {
+			if !strings.HasPrefix(why, "no cached copy") {
+				fmt.Fprintf(stderr, "embedded default model: %s; rebuilding it\n", why)
+			}
+		},
+		Waiting: func(pid int) {
+			fmt.Fprintf(stderr, "another tarfa (pid %d) is building the embedded default model, waiting…\n", pid)
+		},
+	})
 	if err != nil {
 		return "", fmt.Errorf("embedded default model: %w", err)
 	}
 	if built {
-		fmt.Fprintf(cmd.ErrOrStderr(), "built the embedded default model (synth → convert --verify → verify) in %s\n", dir)
+		fmt.Fprintf(stderr, "built the embedded default model (synth → convert --verify → verify) in %s\n", dir)
 	}
 	return dir, nil
 }

@@ -2,11 +2,13 @@ package synth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/internal/flock"
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/verify"
@@ -50,21 +52,64 @@ func WithTokenizer(o Options) (Options, error) {
 	return o, nil
 }
 
-// EnsureDefault returns the JNF directory of the embedded default model under
-// cacheDir, building it on first use (synth → convert --verify → verify). An
-// existing copy is re-verified from the raw bytes every time; one that fails
-// is rebuilt. built reports whether it was (re)built now.
+// DefaultRoot is the manifest root of the embedded default model. Its
+// recipe is deterministic and build-invariant, so every build writes exactly
+// this model; a cached copy with any other root (however consistent with
+// itself) is not the default model and is rebuilt. Change it only together
+// with the recipe (and DefaultVersion).
+const DefaultRoot = "8ea65e10f5dcf056421bd61a8ccd5625329a28246bbf1c5b7184849828f37f00"
+
+// EnsureOptions reports what EnsureDefaultWith does.
+type EnsureOptions struct {
+	// Rebuilding, if set, is told why the cached copy is not used before it
+	// is rebuilt ("no cached copy", what failed verification, another root).
+	Rebuilding func(reason string)
+	// Waiting, if set, is called while another process holds the cache's
+	// lock (building the model), with its pid.
+	Waiting func(pid int)
+}
+
+// EnsureDefault is EnsureDefaultWith without reports.
 func EnsureDefault(ctx context.Context, cacheDir string) (dir string, built bool, err error) {
+	return EnsureDefaultWith(ctx, cacheDir, EnsureOptions{})
+}
+
+// EnsureDefaultWith returns the JNF directory of the embedded default model
+// under cacheDir, building it on first use (synth → convert --verify →
+// verify). An existing copy is re-verified from the raw bytes every time and
+// must have the pinned DefaultRoot; one that does not is rebuilt (saying
+// why). Concurrent first uses by several processes are safe: one builds
+// while the others wait on cacheDir's lock, then use its copy. built reports
+// whether it was (re)built now.
+func EnsureDefaultWith(ctx context.Context, cacheDir string, opt EnsureOptions) (dir string, built bool, err error) {
 	base := filepath.Join(cacheDir, DefaultVersion)
 	dir = filepath.Join(base, "jnf")
-	if rep, err := verify.Check(ctx, dir, verify.CheckOptions{}); err == nil && rep.OK() && rep.Complete {
+	if checkDefault(ctx, dir) == nil {
 		return dir, false, nil
 	}
-	if err := os.RemoveAll(base); err != nil {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", false, err
 	}
+	lock, err := flock.Acquire(ctx, filepath.Join(cacheDir, DefaultVersion+".lock"), opt.Waiting)
+	if err != nil {
+		return "", false, err
+	}
+	defer lock.Unlock()
+	// Another process may have built it while this one waited.
+	why := checkDefault(ctx, dir)
+	if why == nil {
+		return dir, false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return "", false, err
+	}
+	if opt.Rebuilding != nil {
+		opt.Rebuilding(why.Error())
+	}
 	tmp := base + ".tmp"
-	os.RemoveAll(tmp)
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", false, err
+	}
 	o, err := DefaultOptions()
 	if err != nil {
 		return "", false, err
@@ -75,15 +120,34 @@ func EnsureDefault(ctx context.Context, cacheDir string) (dir string, built bool
 	if _, err := convert.Convert(ctx, filepath.Join(tmp, "hf"), filepath.Join(tmp, "jnf"), convert.Options{LastLayer: -1, Verify: true}); err != nil {
 		return "", false, err
 	}
-	rep, err := verify.Check(ctx, filepath.Join(tmp, "jnf"), verify.CheckOptions{})
-	if err != nil {
-		return "", false, err
+	if err := checkDefault(ctx, filepath.Join(tmp, "jnf")); err != nil {
+		return "", false, fmt.Errorf("the default model's recipe did not produce the model this binary pins (a bug in this build): %w", err)
 	}
-	if !rep.OK() {
-		return "", false, fmt.Errorf("default model does not verify: %v", rep.Problems[0])
+	if err := os.RemoveAll(base); err != nil {
+		return "", false, err
 	}
 	if err := os.Rename(tmp, base); err != nil {
 		return "", false, err
 	}
 	return dir, true, nil
+}
+
+// checkDefault verifies dir from the raw bytes and requires DefaultRoot;
+// the error says what is wrong with it, for people.
+func checkDefault(ctx context.Context, dir string) error {
+	rep, err := verify.Check(ctx, dir, verify.CheckOptions{})
+	var nj *verify.NotJNFError
+	switch {
+	case errors.As(err, &nj):
+		return fmt.Errorf("no cached copy in %s", dir)
+	case err != nil:
+		return fmt.Errorf("the cached copy in %s could not be checked: %w", dir, err)
+	case !rep.OK():
+		return fmt.Errorf("the cached copy in %s failed verification (%d problem(s)), first: %v", dir, len(rep.Problems), rep.Problems[0])
+	case !rep.Complete:
+		return fmt.Errorf("the cached copy in %s is incomplete", dir)
+	case rep.Root != DefaultRoot:
+		return fmt.Errorf("the cached copy in %s has root %s, the embedded default model is %s (a model made to look like it)", dir, rep.Root, DefaultRoot)
+	}
+	return nil
 }
