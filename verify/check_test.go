@@ -331,3 +331,23 @@ func TestConfigCheckedBeforeParse(t *testing.T) {
 		wantProblem(t, check(t, dir), "num_hidden_layers")
 	}
 }
+
+// TestWeightsRootCheckedOnLoad: weights_root is derived from the content
+// leaves and re-derived by every reader; an edited value is refused even
+// with the root recomputed.
+func TestWeightsRootCheckedOnLoad(t *testing.T) {
+	dir := converted(t, -1)
+	b := mustRead(t, filepath.Join(dir, ManifestFile))
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := m.ComputeRoots()
+	m.Root, m.WeightsRoot = hex.EncodeToString(root[:]), strings.Repeat("5", 64)
+	if err := m.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadManifest(dir); err == nil || !strings.Contains(err.Error(), "weights_root mismatch") || !errors.Is(err, jnf.ErrVerification) {
+		t.Errorf("edited weights_root: %v", err)
+	}
+}
