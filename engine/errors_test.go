@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -208,4 +210,29 @@ func TestForwardErrors(t *testing.T) {
 	long := make([]int, cfg.MaxPositions+1)
 	_, err = s.Forward(long, false)
 	wantErr(t, err, fmt.Sprint(cfg.MaxPositions), "positions")
+}
+
+// TestForwardStopsWhenCancelled: a cancelled context stops Forward between
+// layers with the context's error, and the session must then be Reset.
+func TestForwardStopsWhenCancelled(t *testing.T) {
+	_, w := synth(t, 1)
+	m, err := loadMem(t, w, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.NewSession()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.ForwardContext(ctx, []int{1, 2, 3}, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Forward: %v", err)
+	}
+	if st := m.Stats(); st.Tokens != 0 {
+		t.Errorf("a cancelled Forward ran %d tokens", st.Tokens)
+	}
+	_, err = s.Forward([]int{1}, false)
+	wantErr(t, err, "Reset")
+	s.Reset()
+	if _, err := s.Forward([]int{1, 2, 3}, false); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -66,7 +66,7 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 	}
 	smp := newSampler(g)
 	t0 := time.Now()
-	lg, err := s.Forward(prompt, false)
+	lg, err := s.ForwardContext(ctx, prompt, false)
 	res.Prefill = time.Since(t0)
 	if err != nil {
 		return res, err
@@ -96,7 +96,7 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 			res.StopReason = StopLength
 			return res, nil
 		}
-		lg, err := s.Forward([]int{tok}, false)
+		lg, err := s.ForwardContext(ctx, []int{tok}, false)
 		if err != nil {
 			return res, err
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -88,6 +89,13 @@ func (s *Session) Len() int { return s.pos }
 // at a time gives the same bits as one call. After an error the session
 // must be Reset.
 func (s *Session) Forward(tokens []int, all bool) ([][]float32, error) {
+	return s.ForwardContext(context.Background(), tokens, all)
+}
+
+// ForwardContext is Forward that stops between layers when ctx is done,
+// returning ctx's error; the session must then be Reset (its state holds a
+// partial step).
+func (s *Session) ForwardContext(ctx context.Context, tokens []int, all bool) ([][]float32, error) {
 	m := s.m
 	c := m.cfg
 	if s.broken != nil {
@@ -120,7 +128,7 @@ func (s *Session) Forward(tokens []int, all bool) ([][]float32, error) {
 		} else if off+len(chunk) == len(tokens) {
 			want = 1
 		}
-		lg, err := s.chunk(chunk, want)
+		lg, err := s.chunk(ctx, chunk, want)
 		if err != nil {
 			s.broken = err
 			return nil, err
@@ -137,7 +145,7 @@ func (s *Session) Forward(tokens []int, all bool) ([][]float32, error) {
 
 // chunk runs T tokens through every layer and returns the logits of the
 // last want positions.
-func (s *Session) chunk(tokens []int, want int) ([][]float32, error) {
+func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float32, error) {
 	m, be, c := s.m, s.m.be, s.m.cfg
 	T, H := len(tokens), c.Hidden
 	sc := &s.sc
@@ -155,6 +163,9 @@ func (s *Session) chunk(tokens []int, want int) ([][]float32, error) {
 		}
 	}
 	for l := range m.layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		L := &m.layers[l]
 		be.RMSNorm(x, h, L.inNorm, H, c.RMSNormEps)
 		if L.attn != nil {

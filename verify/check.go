@@ -68,7 +68,7 @@ func CheckFileData(ctx context.Context, f *jnf.File, onRecord func(*jnf.Record))
 			return err
 		}
 		r := &f.Table.Records[i]
-		ps, err := checkRecord(f, r, buf)
+		ps, err := checkRecord(ctx, f, r, buf)
 		if err != nil {
 			return err
 		}
@@ -92,14 +92,15 @@ func checkTablePadding(f *jnf.File, buf []byte) ([]Problem, error) {
 	return []Problem{{File: f.Name, Layer: f.Table.Layer, Expert: -1, Offset: p, What: "non-zero byte in the padding after the record table"}}, nil
 }
 
-// checkRecord re-hashes one record and checks the padding after it.
-func checkRecord(f *jnf.File, r *jnf.Record, buf []byte) ([]Problem, error) {
+// checkRecord re-hashes one record and checks the padding after it. It
+// stops with ctx's error between 4 MiB reads (a record can be gigabytes).
+func checkRecord(ctx context.Context, f *jnf.File, r *jnf.Record, buf []byte) ([]Problem, error) {
 	want, err := r.Digests()
 	if err != nil {
 		return nil, err
 	}
 	h := jnf.NewHasher()
-	if _, err := io.CopyBuffer(h, io.NewSectionReader(f, r.Offset, r.Length), buf); err != nil {
+	if _, err := io.CopyBuffer(h, ctxReader{ctx, io.NewSectionReader(f, r.Offset, r.Length)}, buf); err != nil {
 		return nil, fmt.Errorf("%s: record %s at offset %d: %w", f.Path, r.Name, r.Offset, err)
 	}
 	var ps []Problem
@@ -115,6 +116,19 @@ func checkRecord(f *jnf.File, r *jnf.Record, buf []byte) ([]Problem, error) {
 		ps = append(ps, recordProblem(f.Name, r, p, "non-zero byte in the padding after the record"))
 	}
 	return ps, nil
+}
+
+// ctxReader stops reading when its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // checkZero reports the first non-zero byte in [from, to).
@@ -261,7 +275,7 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 				if j.rec < 0 {
 					ps, err = checkTablePadding(j.f, buf)
 				} else {
-					ps, err = checkRecord(j.f, &j.f.Table.Records[j.rec], buf)
+					ps, err = checkRecord(ctx, j.f, &j.f.Table.Records[j.rec], buf)
 				}
 				mu.Lock()
 				if err != nil && firstErr == nil {

@@ -351,3 +351,14 @@ func TestWeightsRootCheckedOnLoad(t *testing.T) {
 		t.Errorf("edited weights_root: %v", err)
 	}
 }
+
+// TestCheckStopsWhenCancelled: Check returns the context's error, not a
+// report, when it is cancelled.
+func TestCheckStopsWhenCancelled(t *testing.T) {
+	dir := converted(t, -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Check(ctx, dir, CheckOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Check: %v", err)
+	}
+}
