@@ -65,15 +65,20 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 		stop[t] = true
 	}
 	smp := newSampler(g)
+	s.ledger.Prompt(prompt)
 	t0 := time.Now()
 	lg, err := s.ForwardContext(ctx, prompt, false)
 	res.Prefill = time.Since(t0)
+	s.ledger.Time("prefill", res.Prefill)
 	if err != nil {
 		return res, err
 	}
 	logits := lg[0]
 	t0 = time.Now()
-	defer func() { res.Decode = time.Since(t0) }() // res is the named result: the deferred write is returned
+	defer func() { // res is the named result: the deferred write is returned
+		res.Decode = time.Since(t0)
+		s.ledger.Time("decode", res.Decode)
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -83,6 +88,7 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 			return res, err
 		}
 		res.Tokens = append(res.Tokens, tok)
+		s.ledger.Step(logits, tok)
 		if onToken != nil {
 			if err := onToken(tok, logits); err != nil {
 				return res, err

@@ -246,7 +246,7 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 				continue
 			}
 			for e := 0; e < cfg.Experts; e++ {
-				if err := m.expert(l, e, &mats); err != nil {
+				if _, _, err := m.expert(l, e, &mats); err != nil {
 					return nil, err
 				}
 			}
@@ -443,7 +443,7 @@ func (l *loader) mlp(p string, I, H int) *mlpWeights {
 // expert fetches routed expert e of layer l from the checkpoint (or the
 // cache), checks it and makes mats[0..2] view its gate, up and down
 // projections.
-func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
+func (m *Model) expert(l, e int, mats *[3]backend.Mat) (weights.VerifiedExpert, bool, error) {
 	ve, hit := m.cache.get(l, e)
 	if hit {
 		m.cacheHits.Add(1)
@@ -452,13 +452,13 @@ func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
 		var err error
 		ve, err = m.w.Expert(l, e)
 		if err != nil {
-			return fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
+			return ve, false, fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
 		}
 		if id := ve.ID(); id.Layer != l || id.Expert != e {
-			return fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
+			return ve, false, fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
 		}
 		if r := ve.Root(); !r.Equal(m.root) {
-			return fmt.Errorf("engine: layer %d expert %d comes from the checkpoint with root %s, the model is %s", l, e, r.Hex(), m.root.Hex())
+			return ve, false, fmt.Errorf("engine: layer %d expert %d comes from the checkpoint with root %s, the model is %s", l, e, r.Hex(), m.root.Hex())
 		}
 	}
 	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
@@ -469,14 +469,14 @@ func (m *Model) expert(l, e int, mats *[3]backend.Mat) error {
 	}{{ve.Gate(), "gate", I, H}, {ve.Up(), "up", I, H}, {ve.Down(), "down", H, I}}
 	for i, p := range parts {
 		if err := checkShape(p.v, []int{p.rows, p.cols}); err != nil {
-			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
+			return ve, false, fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
 		if err := mats[i].Init(p.v, p.rows, p.cols); err != nil {
-			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
+			return ve, false, fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
 	}
 	if !hit {
 		m.cache.put(l, e, ve)
 	}
-	return nil
+	return ve, hit, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/ledger"
 )
 
 // maxChunk is the number of tokens Forward pushes through the layers at
@@ -21,6 +22,9 @@ type Session struct {
 	m      *Model
 	pos    int
 	broken error
+	// ledger, if set, records this session's routing, expert use and
+	// logits chain (SetLedger).
+	ledger *ledger.Ledger
 	layers []layerState
 	sc     scratch
 	mats   [3]backend.Mat
@@ -65,6 +69,14 @@ func (m *Model) NewSession() *Session {
 
 // Reset empties the sequence (keeping allocated buffers) and clears an
 // earlier error.
+// SetLedger makes the session record its routing, expert use, tokens and
+// logits chain in l (nil: no ledger). Set it before the first Forward; each
+// session (request) has its own.
+func (s *Session) SetLedger(l *ledger.Ledger) { s.ledger = l }
+
+// Ledger is the session's ledger (nil if none).
+func (s *Session) Ledger() *ledger.Ledger { return s.ledger }
+
 func (s *Session) Reset() {
 	c := s.m.cfg
 	s.pos, s.broken = 0, nil
@@ -162,8 +174,10 @@ func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float3
 			canon.RopeRow(m.invFreq, s.pos+t, cos[t*n:(t+1)*n], sin[t*n:(t+1)*n])
 		}
 	}
+	s.ledger.BeginChunk(s.pos, T)
 	for l := range m.layers {
 		if err := ctx.Err(); err != nil {
+			s.ledger.AbortChunk()
 			return nil, err
 		}
 		L := &m.layers[l]
@@ -177,6 +191,7 @@ func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float3
 		be.RMSNorm(x, h, L.postNorm, H, c.RMSNormEps)
 		if L.sparse {
 			if err := s.moe(L, x, out, T); err != nil {
+				s.ledger.AbortChunk()
 				return nil, err
 			}
 		} else {
@@ -184,6 +199,7 @@ func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float3
 		}
 		be.Add(h, h, out)
 	}
+	s.ledger.EndChunk()
 	s.pos += T
 	m.tokens.Add(int64(T))
 	if want == 0 {
@@ -322,6 +338,7 @@ func (s *Session) moe(L *layer, x, out []float32, T int) error {
 	wts := grow(&sc.wts, T*k)
 	be.MatMul(logits, L.router, x, T)
 	be.Route(idx, wts, logits, T, E, k, c.NormTopKProb)
+	s.ledger.Route(L.index, idx, wts, k)
 
 	// Group the T·k (token, slot) pairs by expert (counting sort).
 	cnt := grow(&sc.cnt, E)
@@ -353,8 +370,16 @@ func (s *Session) moe(L *layer, x, out []float32, T int) error {
 		if n == 0 {
 			continue
 		}
-		if err := m.expert(L.index, e, &s.mats); err != nil {
+		ve, hit, err := m.expert(L.index, e, &s.mats)
+		if err != nil {
 			return err
+		}
+		if s.ledger != nil {
+			tier, hashed := ledger.TierStorage, ve.Bytes()
+			if hit {
+				tier, hashed = ledger.TierRAM, 0
+			}
+			s.ledger.UseExpert(L.index, e, ve.Digest(), tier, n, hashed)
 		}
 		xe := grow(&sc.xe, n*H)
 		for j, p := range pairs {

@@ -29,7 +29,7 @@ import (
 // fencedDirs are module-relative directories whose packages (recursively)
 // are fenced. A directory that does not exist or has no Go files yet is
 // fine; one with Go files must yield at least one package.
-var fencedDirs = []string{"jnf", "verify", "attest", "golden", "weights"}
+var fencedDirs = []string{"jnf", "verify", "attest", "golden", "weights", "ledger"}
 
 // allowedImports are the only non-standard packages a fenced package may
 // depend on, directly or indirectly: each entry also covers its subpackages.
@@ -39,6 +39,7 @@ var allowedImports = []string{
 	"github.com/tarfa-ai/tarfa/attest",
 	"github.com/tarfa-ai/tarfa/golden",
 	"github.com/tarfa-ai/tarfa/weights",
+	"github.com/tarfa-ai/tarfa/ledger",
 	"github.com/zeebo/blake3",
 	"github.com/minio/sha256-simd",
 	"github.com/klauspost/cpuid/v2", // sha256-simd's CPU detection

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/ledger"
+)
+
+// TestLedgerRoutingIsChunkInvariant: the routing digest of a sequence does
+// not depend on how it is fed (one prefill, token by token, random chunks),
+// every position of every MoE layer is committed with the configured k,
+// and the experts' token counts add up.
+func TestLedgerRoutingIsChunkInvariant(t *testing.T) {
+	for i := range synthCases {
+		cfg, w := synth(t, i)
+		ck := w.open(t)
+		m, err := Load(ck, Options{ExpertCacheBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks := make([]int, 40)
+		for j := range toks {
+			toks[j] = (j*37 + 11) % cfg.Vocab
+		}
+		moe := 0
+		for _, sp := range cfg.Sparse {
+			if sp {
+				moe++
+			}
+		}
+		var digests []string
+		for _, chunks := range [][]int{{len(toks)}, ones(len(toks)), randomChunks(len(toks), 3)} {
+			s := m.NewSession()
+			l := ledger.New(ck.Root(), cfg.Layers, cfg.TopK, ledger.ModeExact)
+			s.SetLedger(l)
+			off := 0
+			for _, n := range chunks {
+				if _, err := s.Forward(toks[off:off+n], false); err != nil {
+					t.Fatal(err)
+				}
+				off += n
+			}
+			sum := l.Summary()
+			digests = append(digests, sum.RoutingDigest)
+			if sum.RoutingEntries != int64(len(toks)*moe) || !sum.KExact() || sum.TopK != cfg.TopK {
+				t.Errorf("%s: %d entries for %d positions × %d MoE layers, k exact %v", synthCases[i].name, sum.RoutingEntries, len(toks), moe, sum.KExact())
+			}
+			var slots int64
+			for _, e := range sum.Experts {
+				slots += e.Tokens
+			}
+			if want := int64(len(toks) * moe * cfg.TopK); slots != want {
+				t.Errorf("%s: experts saw %d token slots, want %d", synthCases[i].name, slots, want)
+			}
+		}
+		if digests[0] != digests[1] || digests[0] != digests[2] {
+			t.Errorf("%s: routing digests by chunking %v", synthCases[i].name, digests)
+		}
+	}
+}
+
+// TestLedgerPerSession: concurrent sessions keep their own ledgers, equal
+// to the same runs alone, and Generate's logits chain is golden's.
+func TestLedgerPerSession(t *testing.T) {
+	_, w := synth(t, 1)
+	ck := w.open(t)
+	m, err := Load(ck, Options{ExpertCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int{{1, 2, 3}, {9, 8}, {4, 4, 4, 4}}
+	run := func(p []int) (ledger.Summary, [][]float32) {
+		s := m.NewSession()
+		l := ledger.New(ck.Root(), m.cfg.Layers, m.cfg.TopK, ledger.ModeExact)
+		s.SetLedger(l)
+		var rows [][]float32
+		_, err := Generate(context.Background(), s, p, GenOptions{MaxTokens: 5, Temperature: 0.9, Seed: 3}, func(_ int, lg []float32) error {
+			rows = append(rows, append([]float32(nil), lg...))
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		return l.Summary(), rows
+	}
+	solo := make([]ledger.Summary, len(prompts))
+	for i, p := range prompts {
+		var rows [][]float32
+		solo[i], rows = run(p)
+		chain := golden.Chain(ck.Root().Sum, &golden.Run{PromptTokens: p, Logits: rows})
+		if solo[i].LogitsChain != chain[len(chain)-1] {
+			t.Errorf("prompt %d: ledger chain %s, golden %s", i, solo[i].LogitsChain, chain[len(chain)-1])
+		}
+	}
+	var wg sync.WaitGroup
+	got := make([]ledger.Summary, len(prompts))
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i], _ = run(p) }()
+	}
+	wg.Wait()
+	for i := range prompts {
+		if got[i].RoutingDigest != solo[i].RoutingDigest || got[i].LogitsChain != solo[i].LogitsChain || len(got[i].Experts) != len(solo[i].Experts) {
+			t.Errorf("prompt %d among others: routing %s chain %s, alone %s %s", i, got[i].RoutingDigest, got[i].LogitsChain, solo[i].RoutingDigest, solo[i].LogitsChain)
+		}
+	}
+	if solo[0].RoutingDigest == solo[1].RoutingDigest {
+		t.Error("two different prompts with the same routing digest")
+	}
+}

@@ -1,0 +1,125 @@
+package ledger
+
+import (
+	"encoding/hex"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
+)
+
+func testRoot() jnf.Digest {
+	d := jnf.Digest{Alg: jnf.SHA256}
+	for i := range d.Sum {
+		d.Sum[i] = 0x11
+	}
+	return d
+}
+
+// TestRoutingVector pins the routing chain's encoding to a vector computed
+// from the package comment with Python's hashlib (see the test's comment
+// for the inputs): two positions, MoE layers 1 and 3, k = 2, the layers
+// reported out of order within the chunk.
+func TestRoutingVector(t *testing.T) {
+	l := New(testRoot(), 4, 2, ModeExact)
+	if got := hex.EncodeToString(func() []byte { r := RoutingStart(testRoot().Sum); return r[:] }()); got != "54ce57662cb30984efafe451cd4bb571feb1eb15d236bcde6357a9d8d945c523" {
+		t.Fatalf("r0 = %s", got)
+	}
+	l.BeginChunk(0, 2)
+	l.Route(3, []int32{0, 2, 4, 6}, []float32{0.6, 0.4, 0.9, 0.1}, 2)
+	l.Route(1, []int32{3, 5, 7, 1}, []float32{0.75, 0.25, 0.5, 0.5}, 2)
+	l.EndChunk()
+	s := l.Summary()
+	if s.RoutingDigest != "f00de9ee13537260acfe590407b19af0ae0c0777aaaca286e049b161a4b59fa7" || s.RoutingEntries != 4 {
+		t.Errorf("routing %s (%d entries)", s.RoutingDigest, s.RoutingEntries)
+	}
+	if !s.KExact() || len(s.KPerLayer) != 2 || s.KPerLayer[0].K[2] != 2 {
+		t.Errorf("k per layer %+v", s.KPerLayer)
+	}
+}
+
+// TestRoutingChunkInvariant: the same routing reported as one chunk or
+// token by token gives the same digest; a different weight bit does not.
+func TestRoutingChunkInvariant(t *testing.T) {
+	idx := map[int][]int32{0: {1, 2, 3, 4, 5, 6}, 2: {7, 0, 6, 1, 5, 2}}
+	w := map[int][]float32{0: {0.5, 0.5, 0.25, 0.75, 1, 0}, 2: {0.1, 0.9, 0.2, 0.8, 0.3, 0.7}}
+	whole := New(testRoot(), 3, 2, ModeExact)
+	whole.BeginChunk(5, 3)
+	for _, layer := range []int{0, 2} {
+		whole.Route(layer, idx[layer], w[layer], 2)
+	}
+	whole.EndChunk()
+	step := New(testRoot(), 3, 2, ModeExact)
+	for t := range 3 {
+		step.BeginChunk(5+t, 1)
+		for _, layer := range []int{2, 0} {
+			step.Route(layer, idx[layer][2*t:2*t+2], w[layer][2*t:2*t+2], 2)
+		}
+		step.EndChunk()
+	}
+	a, b := whole.Summary(), step.Summary()
+	if a.RoutingDigest != b.RoutingDigest || a.RoutingEntries != 6 {
+		t.Errorf("one chunk %s, token by token %s", a.RoutingDigest, b.RoutingDigest)
+	}
+	w[2][3] = 0.80000007
+	other := New(testRoot(), 3, 2, ModeExact)
+	other.BeginChunk(5, 3)
+	for _, layer := range []int{0, 2} {
+		other.Route(layer, idx[layer], w[layer], 2)
+	}
+	other.EndChunk()
+	if other.Summary().RoutingDigest == a.RoutingDigest {
+		t.Error("one weight's last bit changed and the digest did not")
+	}
+	// An aborted chunk commits nothing.
+	ab := New(testRoot(), 3, 2, ModeExact)
+	ab.BeginChunk(0, 3)
+	ab.Route(0, idx[0], w[0], 2)
+	ab.AbortChunk()
+	ab.EndChunk()
+	if s := ab.Summary(); s.RoutingEntries != 0 || s.RoutingDigest != hex.EncodeToString(func() []byte { r := RoutingStart(testRoot().Sum); return r[:] }()) {
+		t.Errorf("aborted chunk: %+v", s)
+	}
+}
+
+func TestKExactFindsAReducedTopK(t *testing.T) {
+	l := New(testRoot(), 2, 2, ModeExact)
+	l.BeginChunk(0, 1)
+	l.Route(0, []int32{1, 2}, []float32{0.5, 0.5}, 2)
+	l.Route(1, []int32{1}, []float32{1}, 1)
+	l.EndChunk()
+	if s := l.Summary(); s.KExact() {
+		t.Errorf("k = 1 in layer 1 of a top-2 model reported as exact: %+v", s.KPerLayer)
+	}
+}
+
+// TestLogitsChainIsGolden: the ledger's chain is golden's.
+func TestLogitsChainIsGolden(t *testing.T) {
+	l := New(testRoot(), 1, 1, ModeExact)
+	prompt := []int{3, 1, 4}
+	rows := [][]float32{{1, 2, 3}, {-1, 0.5, 9}}
+	l.Prompt(prompt)
+	for i, r := range rows {
+		l.Step(r, i)
+	}
+	want := golden.Chain(testRoot().Sum, &golden.Run{PromptTokens: prompt, Logits: rows})
+	if s := l.Summary(); s.LogitsChain != want[len(want)-1] || s.Steps != 2 || len(s.Generated) != 2 {
+		t.Errorf("chain %s, golden %s", s.LogitsChain, want[len(want)-1])
+	}
+}
+
+func TestExpertUse(t *testing.T) {
+	l := New(testRoot(), 2, 2, ModeExact)
+	d := jnf.BLAKE3Bytes([]byte("e"))
+	l.UseExpert(1, 7, d, TierStorage, 3, 1000)
+	l.UseExpert(1, 7, d, TierRAM, 2, 0)
+	l.UseExpert(0, 9, d, TierStorage, 1, 500)
+	s := l.Summary()
+	if len(s.Experts) != 2 || s.Experts[0].Layer != 0 || s.Experts[1].Tokens != 5 || s.Experts[1].Uses[TierRAM] != 1 || s.BytesHashed[jnf.BLAKE3] != 1500 {
+		t.Errorf("%+v", s)
+	}
+	var nl *Ledger
+	nl.UseExpert(0, 0, d, TierRAM, 1, 0) // a nil ledger records nothing, and does not crash
+	nl.BeginChunk(0, 1)
+	nl.EndChunk()
+}
