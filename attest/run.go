@@ -1,0 +1,396 @@
+package attest
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/verify"
+)
+
+// PredicateRun is the predicateType of a signed run report (RunPredicate);
+// PREDICATE.md specifies it for independent verifiers.
+const PredicateRun = "https://tarfa.dev/attestation/run/v1"
+
+// RunPredicate says what one `tarfa attest run` did: which model (by its
+// manifest root, with the exact config.json so that a verifier needs only
+// the manifest), which code, in which mode, and for every prompt what came
+// out and the commitments a replay re-derives.
+type RunPredicate struct {
+	Model      RunModel           `json:"model"`
+	Build      RunBuild           `json:"build"`
+	Mode       string             `json:"mode"` // ledger.ModeExact today
+	Host       RunHost            `json:"host"`
+	Load       RunLoad            `json:"load"`
+	Prompts    []RunPrompt        `json:"prompts"`
+	Experts    []ledger.ExpertUse `json:"experts"`      // every routed expert used, by layer then expert (union over prompts)
+	KPerLayer  []ledger.LayerK    `json:"k_per_layer"`  // union over prompts
+	Hashed     map[jnf.Alg]int64  `json:"bytes_hashed"` // by algorithm, load and generation together
+	Golden     *RunGolden         `json:"golden,omitempty"`
+	StartedAt  time.Time          `json:"started_at"`
+	FinishedAt time.Time          `json:"finished_at"`
+}
+
+// RunModel identifies the model that ran.
+type RunModel struct {
+	Root        jnf.Digest `json:"root"`         // manifest root (sha256)
+	WeightsRoot jnf.Digest `json:"weights_root"` // sha256
+	Arch        string     `json:"arch"`
+	Layers      int        `json:"layers"`
+	Experts     int        `json:"experts"`
+	TopK        int        `json:"top_k"`
+	// ConfigJSON is config.json, base64 (standard, padded): its SHA-256 is
+	// the manifest's config_sha256, so a verifier holding the manifest reads
+	// the configuration (top-k, layers) from the report.
+	ConfigJSON string `json:"config_json"`
+	// Files are the SHA-256 digests of every auxiliary file (tokenizer,
+	// chat template, …) the manifest lists, by name.
+	Files     map[string]jnf.Digest `json:"files"`
+	Signature RunManifestSignature  `json:"manifest_signature"`
+}
+
+// Manifest signature states in a run report.
+const (
+	SignatureNone     = "none"     // the model directory has no manifest.sig.json
+	SignaturePresent  = "present"  // it has one, not checked at run time (no key given)
+	SignatureVerified = "verified" // checked at run time against a trusted key
+)
+
+// RunManifestSignature is what the run knew of the model's signature.
+type RunManifestSignature struct {
+	Status string `json:"status"`
+	// KeyID names the key: the one that verified it, or the envelope's hint.
+	KeyID string `json:"keyid,omitempty"`
+	// Subject is the signed model name.
+	Subject string `json:"subject,omitempty"`
+	// Envelope is the SHA-256 of manifest.sig.json.
+	Envelope *jnf.Digest `json:"envelope,omitempty"`
+}
+
+// RunBuild identifies the code.
+type RunBuild struct {
+	Tarfa   string `json:"tarfa"`
+	Commit  string `json:"commit"`
+	Go      string `json:"go"`
+	GOOS    string `json:"goos"`
+	GOARCH  string `json:"goarch"`
+	GOAMD64 string `json:"goamd64,omitempty"`
+	Kernels string `json:"kernels"` // "avx2" or "scalar"
+	Backend string `json:"backend"`
+	Threads int    `json:"threads"`
+}
+
+// RunHost describes the machine (for people; nothing is verified from it).
+type RunHost struct {
+	OS       string `json:"os"`
+	CPU      string `json:"cpu"`
+	Cores    int    `json:"cores"`
+	MemBytes int64  `json:"memory_bytes"`
+}
+
+// RunLoad is what opening the model verified.
+type RunLoad struct {
+	Tensors int     `json:"tensors_verified"`
+	Bytes   int64   `json:"bytes_hashed"`
+	Seconds float64 `json:"seconds"`
+}
+
+// RunPrompt is one prompt of the run.
+type RunPrompt struct {
+	Index        int             `json:"index"`
+	Source       string          `json:"source"` // the prompt file line
+	PromptTokens []int           `json:"prompt_tokens"`
+	Generated    []int           `json:"generated"`
+	MaxTokens    int             `json:"max_tokens"`
+	Stop         []int           `json:"stop"`
+	Sampling     golden.Sampling `json:"sampling"`
+	StopReason   string          `json:"stop_reason"`
+	// Transcript is TranscriptDigest of the tokens: the statement subject
+	// "prompt-<index>".
+	Transcript     jnf.Digest        `json:"transcript"`
+	LogitsChain    string            `json:"logits_chain"`   // hex head of golden's chain
+	RoutingDigest  string            `json:"routing_digest"` // hex head of the ledger's routing chain
+	RoutingEntries int64             `json:"routing_entries"`
+	ExpertsUsed    int               `json:"experts_used"`
+	Hashed         map[jnf.Alg]int64 `json:"bytes_hashed"`
+	PrefillSeconds float64           `json:"prefill_s"`
+	DecodeSeconds  float64           `json:"decode_s"`
+	Golden         *PromptGolden     `json:"golden,omitempty"`
+}
+
+// RunGolden is the comparison with a golden record, when one was given.
+type RunGolden struct {
+	ID    string `json:"id"` // golden.Golden.ID
+	Exact bool   `json:"exact"`
+}
+
+// PromptGolden is one prompt's comparison with its golden run.
+type PromptGolden struct {
+	Exact          bool    `json:"exact"`
+	Steps          int     `json:"steps"`
+	Identical      int     `json:"identical_steps"`
+	FirstDivergent int     `json:"first_divergent_step"`
+	MaxAbs         float64 `json:"max_abs"`
+}
+
+// TranscriptDigest commits to one prompt's tokens:
+//
+//	SHA-256("tarfa-transcript-v1\n" ‖ model root (32 bytes) ‖ u64 len(prompt) ‖ prompt as u64 ‖ u64 len(generated) ‖ generated as u64)
+//
+// (little-endian).
+func TranscriptDigest(root jnf.Digest, prompt, generated []int) jnf.Digest {
+	h := sha256.New()
+	h.Write([]byte("tarfa-transcript-v1\n"))
+	h.Write(root.Sum[:])
+	var b [8]byte
+	for _, xs := range [][]int{prompt, generated} {
+		binary.LittleEndian.PutUint64(b[:], uint64(len(xs)))
+		h.Write(b[:])
+		for _, x := range xs {
+			binary.LittleEndian.PutUint64(b[:], uint64(x))
+			h.Write(b[:])
+		}
+	}
+	d := jnf.Digest{Alg: jnf.SHA256}
+	h.Sum(d.Sum[:0])
+	return d
+}
+
+// PromptSubject is the statement subject name of prompt i.
+func PromptSubject(i int) string { return "prompt-" + strconv.Itoa(i) }
+
+// NewRunStatement builds the statement of a run report: one subject per
+// prompt (its transcript digest) and the predicate. It checks the
+// predicate's internal consistency first (VerifyRunPredicate's
+// manifest-free checks), so a report that would not verify is never signed.
+func NewRunStatement(p RunPredicate) (Statement, error) {
+	if err := p.checkSelf(); err != nil {
+		return Statement{}, err
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return Statement{}, err
+	}
+	st := Statement{Type: StatementTypeV1, PredicateType: PredicateRun, Predicate: raw}
+	for _, pr := range p.Prompts {
+		st.Subject = append(st.Subject, Subject{Name: PromptSubject(pr.Index), Digest: NewDigestSet(pr.Transcript)})
+	}
+	return st, nil
+}
+
+// SignRun signs a run report.
+func SignRun(priv ed25519.PrivateKey, p RunPredicate) (Envelope, error) {
+	st, err := NewRunStatement(p)
+	if err != nil {
+		return Envelope{}, err
+	}
+	return SignStatement(priv, st)
+}
+
+// RunResult is a verified run report.
+type RunResult struct {
+	KeyID     string       `json:"keyid"`
+	Predicate RunPredicate `json:"predicate"`
+	// Config is the model's configuration, parsed from the report's
+	// config.json (whose digest the manifest records).
+	Config *hf.Config `json:"-"`
+	// Checked lists what was verified, for people.
+	Checked []string `json:"checked"`
+}
+
+// VerifyRun checks a run report offline, with no weights: the DSSE
+// signature by one of trusted, the statement and predicate (strict JSON),
+// that every subject is the transcript digest of its prompt, and against
+// man (a manifest that LoadManifest checked): the model root and
+// weights_root, config.json (carried in the report) by the manifest's
+// config_sha256, every auxiliary file digest, that every routed expert the
+// report claims was used is the manifest's expert of that layer and index
+// with that BLAKE3 digest, and that every routing entry used the
+// configuration's top-k, for every position of every MoE layer. Every
+// failure matches ErrVerification and names what differed.
+func VerifyRun(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest) (*RunResult, error) {
+	payload, keyID, err := VerifyEnvelope(env, PayloadTypeInToto, trusted)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseStatement(payload)
+	if err != nil {
+		return nil, err
+	}
+	if st.PredicateType != PredicateRun {
+		return nil, fmt.Errorf("%w: got %q, want %q", ErrPredicateType, st.PredicateType, PredicateRun)
+	}
+	var p RunPredicate
+	if err := jnf.DecodeJSON(st.Predicate, &p); err != nil {
+		return nil, fmt.Errorf("%w: run predicate: %v", ErrPredicate, err)
+	}
+	if err := p.checkSelf(); err != nil {
+		return nil, err
+	}
+	res := &RunResult{KeyID: keyID, Predicate: p}
+	res.Checked = append(res.Checked, "signature by key "+keyID, "statement and predicate (strict JSON)")
+	if len(st.Subject) != len(p.Prompts) {
+		return nil, fmt.Errorf("%w: %d subjects for %d prompts", ErrSubject, len(st.Subject), len(p.Prompts))
+	}
+	for i, pr := range p.Prompts {
+		sub := st.Subject[i]
+		d, err := sub.Digest.Get(jnf.SHA256)
+		if err != nil || sub.Name != PromptSubject(pr.Index) || !d.Equal(pr.Transcript) {
+			return nil, fmt.Errorf("%w: subject %d is %q %v, want %s with the transcript digest %s of prompt %d", ErrSubject, i, sub.Name, sub.Digest, PromptSubject(pr.Index), pr.Transcript, pr.Index)
+		}
+	}
+	res.Checked = append(res.Checked, fmt.Sprintf("%d subjects: the transcript digests of the prompts", len(st.Subject)))
+	cfg, err := p.checkManifest(man)
+	if err != nil {
+		return nil, err
+	}
+	res.Config = cfg
+	res.Checked = append(res.Checked,
+		"model root and weights_root: the manifest's",
+		"config.json in the report: the manifest's config_sha256; auxiliary files: the manifest's digests",
+		fmt.Sprintf("%d routed experts: each the manifest's record (layer, index, BLAKE3)", len(p.Experts)),
+		fmt.Sprintf("top-k %d in every routing entry of every MoE layer, for every position", cfg.TopK))
+	return res, nil
+}
+
+func predicateErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrPredicate, fmt.Sprintf(format, a...))
+}
+
+// checkSelf checks what a run predicate says about itself: subjects'
+// inputs, per-prompt counts, the union of k per layer.
+func (p *RunPredicate) checkSelf() error {
+	if p.Mode != ledger.ModeExact && p.Mode != ledger.ModeFast {
+		return predicateErr("mode %q, want %q or %q", p.Mode, ledger.ModeExact, ledger.ModeFast)
+	}
+	if p.Model.Root.Alg != jnf.SHA256 || p.Model.WeightsRoot.Alg != jnf.SHA256 {
+		return predicateErr("model root and weights_root must be sha256 digests")
+	}
+	if len(p.Prompts) == 0 {
+		return predicateErr("no prompts")
+	}
+	for i, pr := range p.Prompts {
+		if pr.Index != i {
+			return predicateErr("prompt %d has index %d", i, pr.Index)
+		}
+		if len(pr.PromptTokens) == 0 || len(pr.Generated) == 0 {
+			return predicateErr("prompt %d: %d prompt and %d generated tokens (both must be > 0)", i, len(pr.PromptTokens), len(pr.Generated))
+		}
+		if d := TranscriptDigest(p.Model.Root, pr.PromptTokens, pr.Generated); !d.Equal(pr.Transcript) {
+			return predicateErr("prompt %d: transcript %s, its tokens hash to %s", i, pr.Transcript, d)
+		}
+		for _, h := range []string{pr.LogitsChain, pr.RoutingDigest} {
+			if _, err := jnf.ParseHex(jnf.SHA256, h); err != nil {
+				return predicateErr("prompt %d: %v", i, err)
+			}
+		}
+		if pr.Golden != nil && pr.Golden.Exact != (pr.Golden.Identical == pr.Golden.Steps && pr.Golden.FirstDivergent < 0) {
+			return predicateErr("prompt %d: golden verdict exact=%v with %d of %d steps identical", i, pr.Golden.Exact, pr.Golden.Identical, pr.Golden.Steps)
+		}
+	}
+	if p.Golden != nil {
+		exact := true
+		for _, pr := range p.Prompts {
+			exact = exact && pr.Golden != nil && pr.Golden.Exact
+		}
+		if p.Golden.Exact != exact {
+			return predicateErr("golden verdict exact=%v, the prompts' verdicts say %v", p.Golden.Exact, exact)
+		}
+	}
+	return nil
+}
+
+// checkManifest checks the predicate against a manifest and returns the
+// configuration from the report's config.json.
+func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, error) {
+	if root, err := man.RootDigest(); err != nil || !root.Equal(p.Model.Root) {
+		return nil, fmt.Errorf("%w: the report is for the model with root %s, the manifest's root is %s", ErrSubject, p.Model.Root.Hex(), man.Root)
+	}
+	if p.Model.WeightsRoot.Hex() != man.WeightsRoot {
+		return nil, predicateErr("weights_root %s, the manifest's is %s", p.Model.WeightsRoot.Hex(), man.WeightsRoot)
+	}
+	cfgBytes, err := base64.StdEncoding.Strict().DecodeString(p.Model.ConfigJSON)
+	if err != nil {
+		return nil, predicateErr("config_json: %v", err)
+	}
+	if got := jnf.SHA256Bytes(cfgBytes).Hex(); got != man.ConfigSHA256 {
+		return nil, predicateErr("the report's config.json has sha256 %s, the manifest records %s", got, man.ConfigSHA256)
+	}
+	cfg, err := hf.ParseConfig(cfgBytes)
+	if err != nil {
+		return nil, predicateErr("config.json: %v", err)
+	}
+	if cfg.TopK != p.Model.TopK || cfg.Layers != p.Model.Layers || cfg.Experts != p.Model.Experts || string(cfg.Arch) != p.Model.Arch {
+		return nil, predicateErr("model says arch %s, %d layers, %d experts, top-k %d; its config.json says %s, %d, %d, %d",
+			p.Model.Arch, p.Model.Layers, p.Model.Experts, p.Model.TopK, cfg.Arch, cfg.Layers, cfg.Experts, cfg.TopK)
+	}
+	entries := map[string]*verify.Entry{}
+	files := 0
+	for i := range man.Entries {
+		e := &man.Entries[i]
+		entries[e.Name] = e
+		if e.Kind == jnf.KindFile {
+			files++
+			d, ok := p.Model.Files[e.Name]
+			if !ok || d.Alg != jnf.SHA256 || d.Hex() != e.SHA256 {
+				return nil, predicateErr("auxiliary file %s: the report says %v, the manifest %s", e.Name, d, e.SHA256)
+			}
+		}
+	}
+	if len(p.Model.Files) != files {
+		return nil, predicateErr("the report lists %d auxiliary files, the manifest %d", len(p.Model.Files), files)
+	}
+	for _, u := range p.Experts {
+		e, ok := entries[hf.ExpertName(u.Layer, u.Expert)]
+		if !ok || e.Kind != jnf.KindExpert || e.Layer != u.Layer || e.Expert != u.Expert {
+			return nil, predicateErr("layer %d expert %d: the manifest has no such expert record", u.Layer, u.Expert)
+		}
+		if u.Digest.Alg != jnf.BLAKE3 || u.Digest.Hex() != e.BLAKE3 {
+			return nil, predicateErr("layer %d expert %d: the report says digest %s, the manifest's record is blake3:%s", u.Layer, u.Expert, u.Digest, e.BLAKE3)
+		}
+	}
+	// k per layer: every MoE layer, every position, exactly top-k.
+	positions := int64(0)
+	for _, pr := range p.Prompts {
+		positions += int64(len(pr.PromptTokens) + len(pr.Generated) - 1)
+	}
+	moe := 0
+	var want []int
+	for l, sparse := range cfg.Sparse {
+		if sparse {
+			moe++
+			want = append(want, l)
+		}
+	}
+	var got []int
+	for _, lk := range p.KPerLayer {
+		got = append(got, lk.Layer)
+		for k, n := range lk.K {
+			if k != cfg.TopK {
+				return nil, predicateErr("layer %d: %d routing entries with k = %d, the model's top-k is %d", lk.Layer, n, k, cfg.TopK)
+			}
+		}
+		if n := lk.K[cfg.TopK]; n != positions {
+			return nil, predicateErr("layer %d: %d routing entries, the prompts ran %d positions", lk.Layer, n, positions)
+		}
+	}
+	if !slices.Equal(got, want) {
+		return nil, predicateErr("routing entries for layers %v, the model's MoE layers are %v", got, want)
+	}
+	for _, pr := range p.Prompts {
+		if want := int64(len(pr.PromptTokens)+len(pr.Generated)-1) * int64(moe); pr.RoutingEntries != want {
+			return nil, predicateErr("prompt %d: %d routing entries, want %d (positions × MoE layers)", pr.Index, pr.RoutingEntries, want)
+		}
+	}
+	return cfg, nil
+}
