@@ -1,0 +1,75 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/ledger"
+)
+
+func sampleView(verified bool) *RunView {
+	d := jnf.SHA256Bytes([]byte("m"))
+	p := attest.RunPredicate{
+		Model: attest.RunModel{Root: d, WeightsRoot: d, Arch: "qwen3_5_moe<script>alert(1)</script>", Layers: 2, Experts: 8, TopK: 2,
+			Signature: attest.RunManifestSignature{Status: attest.SignatureNone}},
+		Build:  attest.RunBuild{Tarfa: "v|1", Commit: "abc", Go: "go1.26.8", GOOS: "linux", GOARCH: "amd64", Kernels: "avx2", Backend: "cpu", Threads: 2},
+		Mode:   ledger.ModeExact,
+		Hashed: map[jnf.Alg]int64{jnf.BLAKE3: 3 << 20},
+		Prompts: []attest.RunPrompt{{Index: 0, PromptTokens: []int{1, 2}, Generated: []int{3, 4, 5}, StopReason: "length", Transcript: d,
+			LogitsChain: strings.Repeat("a", 64), RoutingDigest: strings.Repeat("b", 64), DecodeSeconds: 0.5,
+			Golden: &attest.PromptGolden{Exact: true, Steps: 3, Identical: 3, FirstDivergent: -1}}},
+		Experts: []ledger.ExpertUse{{Layer: 1, Expert: 3, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1, ledger.TierRAM: 2}},
+			{Layer: 1, Expert: 5, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1}}},
+		KPerLayer: []ledger.LayerK{{Layer: 1, K: map[int]int64{2: 4}}},
+		Golden:    &attest.RunGolden{ID: "sha256:" + strings.Repeat("c", 64), Exact: true},
+		StartedAt: time.Unix(0, 0).UTC(), FinishedAt: time.Unix(9, 0).UTC(),
+	}
+	v := &RunView{Predicate: p, KeyID: "kid"}
+	if verified {
+		v.Verified = []string{"signature by key kid"}
+	}
+	return v
+}
+
+func TestRenderRun(t *testing.T) {
+	for _, f := range RunFormats {
+		for _, verified := range []bool{false, true} {
+			var b bytes.Buffer
+			if err := RenderRun(&b, sampleView(verified), f); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			out := b.String()
+			if f == "json" {
+				var back RunView
+				if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Predicate.Prompts[0].RoutingDigest != strings.Repeat("b", 64) {
+					t.Errorf("json: %v", err)
+				}
+				continue
+			}
+			for _, want := range []string{"EXACT", "top-k 2", "1 MoE layers", "4.0 tok/s"[:3], d16("b"), "3/3 identical"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s (verified %v): no %q in\n%s", f, verified, want, out)
+				}
+			}
+			if strings.Contains(out, "NOT VERIFIED") == verified {
+				t.Errorf("%s: verified=%v but the output says otherwise:\n%s", f, verified, out)
+			}
+			if f == "html" && (strings.Contains(out, "<script>alert") || !strings.Contains(out, "&lt;script&gt;")) {
+				t.Errorf("html does not escape the report's strings")
+			}
+			if f == "md" && !strings.Contains(out, `v\|1`) {
+				t.Errorf("markdown does not escape '|'")
+			}
+		}
+	}
+	if err := RenderRun(&bytes.Buffer{}, sampleView(false), "pdf"); err == nil {
+		t.Error("unknown format accepted")
+	}
+}
+
+func d16(c string) string { return strings.Repeat(c, 16) }
