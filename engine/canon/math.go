@@ -195,7 +195,10 @@ func sincos64(x float64) (sin, cos float64) {
 		x = -x
 		sinSign = true
 	}
-	j := uint64(x * (4 / math.Pi))
+	// The conversion to uint64 subtracts 2⁶³ from large values, which
+	// riscv64, ppc64 and loong64 would fuse with the product (a branch that
+	// |x| < 2²⁹ never takes, but the rounding is written out anyway).
+	j := uint64(float64(x * (4 / math.Pi)))
 	y := float64(j)
 	if j&1 == 1 {
 		j++
