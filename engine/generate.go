@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -43,15 +44,17 @@ type GenResult struct {
 // afterwards s.Len() == Len before + len(prompt) + len(Tokens) − 1; feed it
 // first when continuing the sequence.
 //
-// Sampling (Temperature > 0) is deterministic for a seed: logits are divided
-// by the temperature (float32), candidates are ordered by that value,
-// descending, ties to the lower id, and cut to TopK; probabilities are
-// e_i = canon.Exp(z_i − z_max), p_i = e_i / Sum(e) (canon order over the
-// ordered candidates); TopP keeps the shortest prefix whose sequential
-// float32 cumulative p reaches TopP; one draw u = (x>>40)·2⁻²⁴ from
-// math/rand/v2's PCG (seeded NewPCG(Seed, PCGStream)), target
-// u·Sum(e over kept), and the first kept candidate whose sequential
-// cumulative e exceeds the target is chosen.
+// Sampling (Temperature > 0) is deterministic for a seed, as EXACTNESS.md
+// specifies it: logits are divided by the temperature (float32),
+// candidates are ordered by that value, descending, ties to the lower id,
+// and cut to TopK; the largest value must be finite (else an error);
+// probabilities are e_i = canon.Exp(z_i − z_max), p_i = e_i / Sum(e)
+// (canon order over the ordered candidates); TopP keeps the shortest
+// prefix whose sequential float32 cumulative p reaches TopP; one draw
+// u = (x>>40)·2⁻²⁴ per token from math/rand/v2's PCG (seeded
+// NewPCG(Seed, PCGStream) once per call), target u·Sum(e over kept), and
+// the first kept candidate whose sequential cumulative e exceeds the
+// target is chosen (the last kept one if none does).
 func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onToken func(tok int, logits []float32) error) (res GenResult, err error) {
 	res = GenResult{PromptTokens: len(prompt)}
 	if err := g.check(); err != nil {
@@ -171,6 +174,12 @@ func (sp *sampler) pick(logits []float32) (int, error) {
 	}
 	e := grow(&sp.e, len(cand))
 	zmax := z[cand[0]]
+	if math.IsInf(float64(zmax), 0) {
+		// +∞ (a logit of +∞, or ℓ/T overflowing) or every logit −∞:
+		// z − z_max would be NaN.
+		return 0, fmt.Errorf("engine: sampling: the largest logit/temperature is %g (token %d, logit %g, temperature %g), want a finite value",
+			zmax, cand[0], logits[cand[0]], sp.g.Temperature)
+	}
 	for i, c := range cand {
 		e[i] = canon.Exp(z[c] - zmax)
 	}

@@ -33,6 +33,13 @@ func Softplus(x float32) float32 {
 	return float32(log1p64(exp64(float64(x))))
 }
 
+// Log returns the natural logarithm of x rounded to float32 (fdlibm's log
+// in float64 with explicit rounding, rounded once). The engine does not use
+// it; it gives build-invariant results where Go's math.Log does not (that
+// is assembly on amd64 and s390x, and pure Go that the compiler fuses on
+// arm64, riscv64, ppc64, loong64).
+func Log(x float32) float32 { return float32(log64(float64(x))) }
+
 // exp64 is fdlibm's exp (Go's math.exp) with explicit rounding. Results below
 // 2**-1022 (x < -708.4) may be double rounded; they are far below anything
 // a float32 caller can observe.
@@ -188,7 +195,10 @@ func sincos64(x float64) (sin, cos float64) {
 		x = -x
 		sinSign = true
 	}
-	j := uint64(x * (4 / math.Pi))
+	// The conversion to uint64 subtracts 2⁶³ from large values, which
+	// riscv64, ppc64 and loong64 would fuse with the product (a branch that
+	// |x| < 2²⁹ never takes, but the rounding is written out anyway).
+	j := uint64(float64(x * (4 / math.Pi)))
 	y := float64(j)
 	if j&1 == 1 {
 		j++

@@ -8,34 +8,66 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// fmaInstr matches fused multiply-add mnemonics in `go build -gcflags=-S`
-// output: amd64 VFMADD231SS & co, arm64/riscv64/ppc64/s390x FMADDS,
-// FMSUBD, FNMADDS, …, arm64 vector VFMLA/VFMLS.
-var fmaInstr = regexp.MustCompile(`^(VF(N)?M(ADD|SUB)|F(N)?M(ADD|SUB)|VFML[AS])`)
+// fmaInstr matches the fused multiply-add mnemonics of Go's assemblers.
+// What the compiler emits for x*y+z, x*y−z, z−x*y and −(x*y)−z (float32,
+// float64), read from the control program of TestFMADetector:
+//
+//	amd64 v3, v4      VFMADD231SS VFMADD231SD (x*y+z only)
+//	arm64             FMADDS FMADDD FMSUBS FMSUBD FNMADDS FNMADDD FNMSUBS FNMSUBD
+//	riscv64           FMADDS FMADDD FMSUBS FMSUBD FNMSUBS FNMSUBD
+//	ppc64, ppc64le    FMADDS FMADD FMSUBS FMSUB
+//	loong64           FMADDF FMADDD FMSUBF FMSUBD FNMADDF FNMADDD FNMSUBF FNMSUBD
+//	s390x             FMADDS FMADD FMSUBS FMSUB
+//
+// The vector forms (amd64 VFNMADD…/VFMSUB…, arm64 VFMLA/VFMLS, s390x
+// VFMA/WFMADB…, ppc64 XSMADDADP…) are matched too, for assembly files.
+var fmaInstr = regexp.MustCompile(`^(VF(N)?M(ADD|SUB)|F(N)?M(ADD|SUB)|VFML[AS]|[VW]FN?M[AS]([SD]B)?$|X[SV]N?M(ADD|SUB))`)
 
-// The packages whose arithmetic is canonical: no FMA may appear in them.
+// mulInstr matches a separate floating-point multiply of any of these
+// architectures (MULSS, FMULS, FMUL, MULF, MULD, F32Mul, …); on arm,
+// MULAF/MULSF are VMLA/VMLS, which round the product before adding.
+var mulInstr = regexp.MustCompile(`(?i)mul`)
+
+// The packages whose arithmetic must be canonical: no FMA may appear in
+// them. validation/synth writes the synthetic checkpoints that tests pin.
 var canonicalPackages = []string{
 	"github.com/tarfa-ai/tarfa/engine/canon",
 	"github.com/tarfa-ai/tarfa/engine/cpu",
 	"github.com/tarfa-ai/tarfa/engine",
+	"github.com/tarfa-ai/tarfa/validation/synth",
 }
 
-// targets are the builds in which Go contracts x*y+z into FMA.
-var targets = []struct {
+// fmaTargets are the builds in which Go contracts x*y+z into FMA: all of
+// them (TestFMATargetsComplete checks every GOARCH).
+var fmaTargets = []struct {
 	name string
 	env  []string
 }{
 	{"amd64-v3", []string{"GOOS=linux", "GOARCH=amd64", "GOAMD64=v3"}},
+	{"amd64-v4", []string{"GOOS=linux", "GOARCH=amd64", "GOAMD64=v4"}},
 	{"arm64", []string{"GOOS=linux", "GOARCH=arm64"}},
+	{"riscv64", []string{"GOOS=linux", "GOARCH=riscv64"}},
+	{"ppc64le", []string{"GOOS=linux", "GOARCH=ppc64le"}},
+	{"ppc64", []string{"GOOS=linux", "GOARCH=ppc64"}},
+	{"loong64", []string{"GOOS=linux", "GOARCH=loong64"}},
+	{"s390x", []string{"GOOS=linux", "GOARCH=s390x"}},
 }
 
-// fmaLines compiles pkgs for one target and returns the assembly lines with
-// FMA instructions (file:line and instruction).
-func fmaLines(t *testing.T, dir string, env []string, pkgs ...string) []string {
+// instr is one instruction of `go build -gcflags=-S` output.
+type instr struct {
+	fn  string // symbol of the function, e.g. fmactl.A32
+	pos string // "(file.go:12)"
+	op  string // mnemonic
+}
+
+// compiled compiles pkgs (in dir) for env with -gcflags=-S and returns
+// their instructions.
+func compiled(t *testing.T, dir string, env []string, pkgs ...string) []instr {
 	t.Helper()
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	args := append([]string{"build", "-o", os.DevNull, "-gcflags=-S"}, pkgs...)
@@ -44,37 +76,144 @@ func fmaLines(t *testing.T, dir string, env []string, pkgs ...string) []string {
 	cmd.Env = append(os.Environ(), append(env, "CGO_ENABLED=0")...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%s go %s: %v\n%s", strings.Join(env, " "), strings.Join(args, " "), err, out)
 	}
-	var hits []string
+	var ins []instr
+	fn := ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		f := strings.Split(sc.Text(), "\t")
-		// instruction lines: "\t0x0000 00000 (file.go:12)\tMNEMONIC\targs"
-		if len(f) >= 3 && strings.HasPrefix(f[1], "0x") && fmaInstr.MatchString(f[2]) {
-			hits = append(hits, f[1]+" "+f[2])
+		line := sc.Text()
+		// function headers: "fmactl.A32 STEXT nosplit size=… args=…"
+		if i := strings.Index(line, " STEXT"); i > 0 && !strings.HasPrefix(line, "\t") {
+			fn = line[:i]
+			continue
+		}
+		// instructions: "\t0x0000 00000 (file.go:12)\tMNEMONIC\targs"
+		f := strings.Split(line, "\t")
+		if len(f) >= 3 && strings.HasPrefix(f[1], "0x") {
+			pos := f[1]
+			if i := strings.Index(pos, "("); i >= 0 {
+				pos = pos[i:]
+			}
+			ins = append(ins, instr{fn, pos, f[2]})
 		}
 	}
-	return hits
+	if len(ins) == 0 {
+		t.Fatalf("%s: no instructions in the -S output of %v", strings.Join(env, " "), pkgs)
+	}
+	return ins
+}
+
+// controlProgram holds every shape of multiply-add that Go can fuse.
+const controlProgram = `package fmactl
+
+func A32(x, y, z float32) float32 { return x*y + z }
+func S32(x, y, z float32) float32 { return x*y - z }
+func R32(x, y, z float32) float32 { return z - x*y }
+func N32(x, y, z float32) float32 { return -(x * y) - z }
+func A64(x, y, z float64) float64 { return x*y + z }
+func S64(x, y, z float64) float64 { return x*y - z }
+func R64(x, y, z float64) float64 { return z - x*y }
+func N64(x, y, z float64) float64 { return -(x * y) - z }
+`
+
+var controlFuncs = []string{"A32", "S32", "R32", "N32", "A64", "S64", "R64", "N64"}
+
+// controlFused compiles the control program for env and returns, for each
+// function of controlFuncs, whether the detector sees an FMA in it. It
+// fails the test if a function has neither an FMA nor a separate multiply
+// (a fused instruction the detector does not know).
+func controlFused(t *testing.T, env []string) map[string]bool {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module fmactl\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f.go"), []byte(controlProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fused, mul := map[string]bool{}, map[string]bool{}
+	for _, in := range compiled(t, dir, env, ".") {
+		name := strings.TrimPrefix(in.fn, "fmactl.")
+		if fmaInstr.MatchString(in.op) {
+			fused[name] = true
+		} else if mulInstr.MatchString(in.op) {
+			mul[name] = true
+		}
+	}
+	for _, f := range controlFuncs {
+		if !fused[f] && !mul[f] {
+			t.Errorf("%s: control %s has neither a multiply nor an FMA the detector knows", strings.Join(env, " "), f)
+		}
+	}
+	return fused
 }
 
 // TestNoFMA proves that the canonical packages compile without fused
-// multiply-add on the targets where Go contracts x*y+z, so their bits do
-// not depend on GOAMD64/GOARCH. A control program checks that the detector
-// sees the FMA that plain x*y+z produces there.
+// multiply-add on every target where Go contracts x*y+z, so their bits do
+// not depend on GOARCH/GOAMD64. On each target the control program shows
+// that the detector sees the FMA that plain x*y+z produces there.
 func TestNoFMA(t *testing.T) {
-	ctl := t.TempDir()
-	os.WriteFile(filepath.Join(ctl, "go.mod"), []byte("module fmactl\ngo 1.26\n"), 0o644)
-	os.WriteFile(filepath.Join(ctl, "f.go"), []byte("package fmactl\n\nfunc F(x, y, z float32) float32 { return x*y + z }\n"), 0o644)
-	for _, tg := range targets {
-		if len(fmaLines(t, ctl, tg.env, ".")) == 0 {
-			t.Fatalf("%s: the detector found no FMA in x*y+z", tg.name)
+	for _, tg := range fmaTargets {
+		fused := controlFused(t, tg.env)
+		if !fused["A32"] || !fused["A64"] {
+			t.Fatalf("%s: the detector found no FMA in x*y+z (float32 %v, float64 %v)", tg.name, fused["A32"], fused["A64"])
 		}
-		if hits := fmaLines(t, ".", tg.env, canonicalPackages...); len(hits) > 0 {
+		var hits []string
+		for _, in := range compiled(t, ".", tg.env, canonicalPackages...) {
+			if fmaInstr.MatchString(in.op) {
+				hits = append(hits, in.fn+" "+in.pos+" "+in.op)
+			}
+		}
+		if len(hits) > 0 {
 			t.Errorf("%s: %d fused multiply-adds in canonical code, e.g.:\n%s", tg.name, len(hits), strings.Join(hits[:min(len(hits), 10)], "\n"))
 		}
 	}
+}
+
+// TestFMATargetsComplete: the control program compiled for every GOARCH the
+// toolchain supports (and every GOAMD64 level) is fused exactly on the
+// builds listed in fmaTargets, so TestNoFMA leaves none out.
+func TestFMATargetsComplete(t *testing.T) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goTool, "tool", "dist", "list").Output()
+	if err != nil {
+		t.Fatalf("go tool dist list: %v", err)
+	}
+	goos := map[string]string{} // GOARCH -> a GOOS for it, linux if possible
+	for _, p := range strings.Fields(string(out)) {
+		o, arch, _ := strings.Cut(p, "/")
+		if g, ok := goos[arch]; !ok || g != "linux" && o == "linux" {
+			goos[arch] = o
+		}
+	}
+	listed := map[string]bool{}
+	for _, tg := range fmaTargets {
+		listed[strings.Join(tg.env, " ")] = true
+	}
+	var fusedBuilds []string
+	for arch, o := range goos {
+		envs := [][]string{{"GOOS=" + o, "GOARCH=" + arch}}
+		if arch == "amd64" {
+			envs = nil
+			for _, v := range []string{"v1", "v2", "v3", "v4"} {
+				envs = append(envs, []string{"GOOS=" + o, "GOARCH=" + arch, "GOAMD64=" + v})
+			}
+		}
+		for _, env := range envs {
+			fused := controlFused(t, env)
+			key := strings.Join(env, " ")
+			if len(fused) > 0 {
+				fusedBuilds = append(fusedBuilds, key)
+			}
+			if len(fused) > 0 != listed[key] {
+				t.Errorf("%s: control fused %v, but listed in fmaTargets: %v", key, fused, listed[key])
+			}
+		}
+	}
+	slices.Sort(fusedBuilds)
+	t.Logf("%d architectures; x*y+z is fused on: %s", len(goos), strings.Join(fusedBuilds, "; "))
 }
 
 // TestNoFMAInAssembly: hand-written assembly is not in the compiler's -S
@@ -83,7 +222,7 @@ func TestNoFMA(t *testing.T) {
 func TestNoFMAInAssembly(t *testing.T) {
 	arith := regexp.MustCompile(`^V?(ADD|SUB|MUL|DIV|SQRT|RCP|RSQRT|MIN|MAX|DP|HADD|HSUB)(P|S)[SD]\b|^VF`)
 	var files []string
-	for _, dir := range []string{".", "../cpu", ".."} {
+	for _, dir := range []string{".", "../cpu", "..", "../../validation/synth"} {
 		m, _ := filepath.Glob(filepath.Join(dir, "*.s"))
 		files = append(files, m...)
 	}

@@ -3,6 +3,13 @@
 // families with deterministic pseudo-random weights: tiny models for tests
 // and the embedded default model, and models with the real per-layer shapes
 // of Qwen3.5-122B-A10B / Qwen3-30B-A3B for I/O benchmarks.
+//
+// The bytes depend only on the options, not on the build: every product
+// that reaches an addition is rounded explicitly, so that no GOARCH or
+// GOAMD64 level fuses it into a multiply-add (engine/canon.TestNoFMA), and
+// logarithms come from canon.Log rather than math.Log, whose bits differ
+// between architectures. TestBuildInvariance compares the GOAMD64=v1 and
+// v3 builds (and, with TARFA_TEST_QEMU=1, five other architectures).
 package synth
 
 import (
@@ -17,6 +24,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
@@ -336,7 +344,7 @@ func fill(w io.Writer, s tensorSpec, seed uint64) error {
 		case initNormOff:
 			v = (st.float() - 0.5) * 2 * s.scale
 		case initALog:
-			v = float32(math.Log(float64(1 + 15*st.float())))
+			v = canon.Log(1 + float32(15*st.float()))
 		}
 		switch s.dtype {
 		case jnf.BF16:
@@ -374,5 +382,7 @@ func (r *splitmix) next() uint64 {
 	return z ^ (z >> 31)
 }
 
-// float is uniform on [0, 1).
-func (r *splitmix) float() float32 { return float32(r.next()>>40) / (1 << 24) }
+// float is uniform on [0, 1). The compiler turns the division into a
+// multiplication by 2⁻²⁴; the conversion keeps it from being fused into an
+// addition of the caller.
+func (r *splitmix) float() float32 { return float32(float32(r.next()>>40) / (1 << 24)) }
