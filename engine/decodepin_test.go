@@ -5,10 +5,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // decodeCases are synthetic models whose reductions run several full
@@ -62,41 +62,38 @@ const (
 
 // onceExperts verifies each expert once (ref64 fetches one for every token).
 type onceExperts struct {
-	Weights
-	seen map[[2]int]*attest.VerifiedExpert
+	source
+	seen map[[2]int]weights.VerifiedExpert
 }
 
-func (w *onceExperts) Expert(l, e int) (*attest.VerifiedExpert, error) {
+func (w *onceExperts) Expert(l, e int) (weights.VerifiedExpert, error) {
 	if v, ok := w.seen[[2]int{l, e}]; ok {
 		return v, nil
 	}
-	v, err := w.Weights.Expert(l, e)
+	v, err := w.source.Expert(l, e)
 	if err == nil {
 		if w.seen == nil {
-			w.seen = map[[2]int]*attest.VerifiedExpert{}
+			w.seen = map[[2]int]weights.VerifiedExpert{}
 		}
 		w.seen[[2]int{l, e}] = v
 	}
 	return v, err
 }
 
-func decodeModel(t *testing.T, i int) (*hf.Config, *memWeights, []int) {
+func decodeModel(t *testing.T, i int) (*hf.Config, *weights.Checkpoint, []int) {
 	t.Helper()
 	c := decodeCases[i]
-	cfg, err := hf.ParseConfig([]byte(c.json))
-	if err != nil {
-		t.Fatal(err)
-	}
 	f32 := map[string]bool{}
 	for _, n := range c.f32 {
 		f32[n] = true
 	}
+	cfg, w := synthModel(t, c.json, uint64(100+i), f32)
 	r := rand.New(rand.NewPCG(uint64(i), 813))
 	toks := make([]int, decodeLen)
 	for j := range toks {
 		toks[j] = r.IntN(cfg.Vocab)
 	}
-	return cfg, synthModel(cfg, uint64(100+i), f32), toks
+	return cfg, w.open(t), toks
 }
 
 // decodeRows runs the prompt in one Forward and then one token per Forward,
@@ -136,7 +133,7 @@ func TestPinnedDecodeLogits(t *testing.T) {
 	for i, dc := range decodeCases {
 		t.Run(dc.name, func(t *testing.T) {
 			cfg, w, toks := decodeModel(t, i)
-			m, err := Load(cfg, w, Options{Threads: 1, CheckExperts: true, ExpertCacheBytes: -1})
+			m, err := Load(w, Options{Threads: 1, CheckExperts: true, ExpertCacheBytes: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,13 +147,13 @@ func TestPinnedDecodeLogits(t *testing.T) {
 			compareAll(t, "decode vs one prefill Forward", rows, full)
 			be := cpu.New(3)
 			be.SetMinParallelWork(0)
-			mp, err := Load(cfg, w, Options{Backend: be, ExpertCacheBytes: -1})
+			mp, err := Load(w, Options{Backend: be, ExpertCacheBytes: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			compareAll(t, "3 threads (forced parallel) decode vs 1", decodeRows(t, mp, toks), rows)
 
-			want := (&ref64{cfg: cfg, w: &onceExperts{Weights: w}}).forward(toks[:ref64Prefix])
+			want := (&ref64{cfg: cfg, w: &onceExperts{source: w}}).forward(toks[:ref64Prefix])
 			worst, scale := 0.0, 0.0
 			for p := decodePrompt - 1; p < ref64Prefix; p++ {
 				for j, v := range rows[p-(decodePrompt-1)] {
