@@ -134,9 +134,13 @@ type RunGolden struct {
 	Exact bool   `json:"exact"`
 }
 
-// PromptGolden is one prompt's comparison with its golden run.
+// PromptGolden is one prompt's comparison with its golden run. Exact holds
+// exactly when the prompt and every generated token are the golden's
+// (TokensEqual), every step's logits are bit-identical (Identical = Steps)
+// and no step diverged (FirstDivergent = −1).
 type PromptGolden struct {
 	Exact          bool    `json:"exact"`
+	TokensEqual    bool    `json:"tokens_equal"`
 	Steps          int     `json:"steps"`
 	Identical      int     `json:"identical_steps"`
 	FirstDivergent int     `json:"first_divergent_step"`
@@ -294,8 +298,8 @@ func (p *RunPredicate) checkSelf() error {
 				return predicateErr("prompt %d: %v", i, err)
 			}
 		}
-		if pr.Golden != nil && pr.Golden.Exact != (pr.Golden.Identical == pr.Golden.Steps && pr.Golden.FirstDivergent < 0) {
-			return predicateErr("prompt %d: golden verdict exact=%v with %d of %d steps identical", i, pr.Golden.Exact, pr.Golden.Identical, pr.Golden.Steps)
+		if g := pr.Golden; g != nil && g.Exact != (g.TokensEqual && g.Identical == g.Steps && g.FirstDivergent < 0) {
+			return predicateErr("prompt %d: golden verdict exact=%v with tokens equal %v, %d of %d steps identical, first divergent step %d", i, g.Exact, g.TokensEqual, g.Identical, g.Steps, g.FirstDivergent)
 		}
 	}
 	if p.Golden != nil {

@@ -200,7 +200,7 @@ func TestRunReportRefusals(t *testing.T) {
 	p = p0
 	p.Prompts = append([]RunPrompt(nil), p0.Prompts...)
 	for i := range p.Prompts {
-		p.Prompts[i].Golden = &PromptGolden{Exact: true, Steps: 2, Identical: 2, FirstDivergent: -1}
+		p.Prompts[i].Golden = &PromptGolden{Exact: true, TokensEqual: true, Steps: 2, Identical: 2, FirstDivergent: -1}
 	}
 	p.Prompts[1].Golden = &PromptGolden{Exact: false, Steps: 3, Identical: 1, FirstDivergent: 1}
 	p.Golden = &RunGolden{ID: "sha256:" + strings.Repeat("0", 64), Exact: true}

@@ -117,6 +117,15 @@ type Stats struct {
 	ExpertCacheHits int64
 }
 
+// Loaded reports what Load verified: the non-expert tensors it fetched and
+// the bytes hashed for them (BLAKE3).
+func (m *Model) Loaded() (tensors int, bytes int64) {
+	for _, t := range m.resident {
+		bytes += int64(len(t.View().Data()))
+	}
+	return len(m.resident), bytes
+}
+
 // Root is the manifest root of the checkpoint every weight came from.
 func (m *Model) Root() jnf.Digest { return m.root }
 

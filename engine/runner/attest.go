@@ -1,0 +1,287 @@
+package runner
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/verify"
+)
+
+// AttestOptions configures AttestRun.
+type AttestOptions struct {
+	Build attest.RunBuild
+	Host  attest.RunHost
+	// LoadSeconds is how long opening the model took.
+	LoadSeconds float64
+	// ManifestKeys, if set, verify the model's manifest.sig.json now
+	// (status "verified"); otherwise its presence is recorded ("present").
+	ManifestKeys []ed25519.PublicKey
+	// ManifestName is the signed model name to require (default: the
+	// subject the signature names).
+	ManifestName string
+	// Golden, if set, is compared step by step (the runs of GoldenRuns).
+	Golden     *golden.Golden
+	GoldenRuns []golden.Run
+	// OnPrompt, if set, is called after each prompt.
+	OnPrompt func(i int, p attest.RunPrompt)
+}
+
+// PromptRun is one generation with its ledger.
+type PromptRun struct {
+	Run     golden.Run
+	Ledger  ledger.Summary
+	Result  engine.GenResult
+	Prefill time.Duration
+}
+
+// GenerateLedger runs one prompt in a fresh session with its own ledger and
+// keeps every step's logits.
+func (r *Runner) GenerateLedger(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling) (PromptRun, error) {
+	pr := PromptRun{Run: golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}}
+	sess := r.Engine.NewSession()
+	l := ledger.New(r.Checkpoint.Root(), r.Config.Layers, r.Config.TopK, ledger.ModeExact)
+	sess.SetLedger(l)
+	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
+		pr.Run.Generated = append(pr.Run.Generated, tok)
+		pr.Run.Logits = append(pr.Run.Logits, append([]float32(nil), logits...))
+		return nil
+	})
+	pr.Result, pr.Ledger = res, l.Summary()
+	return pr, err
+}
+
+// AttestRun runs every prompt, each with its own ledger, and returns the
+// run predicate (to sign with attest.SignRun) and the runs. With a golden
+// record it compares every step; the predicate carries the verdicts.
+func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt AttestOptions) (*attest.RunPredicate, []PromptRun, error) {
+	if opt.Golden != nil {
+		if root := r.Checkpoint.Root().Hex(); opt.Golden.ModelRoot != root {
+			return nil, nil, fmt.Errorf("the golden record was made with model root %s, %s has root %s: not the same model: %w", opt.Golden.ModelRoot, r.Dir, root, jnf.ErrVerification)
+		}
+		if len(opt.GoldenRuns) != len(prompts) {
+			return nil, nil, fmt.Errorf("the golden record has %d prompts, the prompt file %d", len(opt.GoldenRuns), len(prompts))
+		}
+	}
+	p, err := r.runModel(opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Build, p.Host, p.Mode = opt.Build, opt.Host, ledger.ModeExact
+	p.StartedAt = time.Now().UTC()
+	tensors, bytes := r.Engine.Loaded()
+	p.Load = attest.RunLoad{Tensors: tensors, Bytes: bytes, Seconds: opt.LoadSeconds}
+	p.Hashed = map[jnf.Alg]int64{jnf.BLAKE3: bytes}
+	experts := map[ledger.ExpertKey]*ledger.ExpertUse{}
+	kper := map[int]map[int]int64{}
+	var runs []PromptRun
+	exact := true
+	for i, pl := range prompts {
+		ids, err := r.PromptTokens(pl)
+		if err != nil {
+			return nil, nil, fmt.Errorf("prompt line %d: %w", pl.Line, err)
+		}
+		stop := pl.Stop
+		if stop == nil {
+			stop = r.DefaultStops()
+		}
+		if opt.Golden != nil {
+			g := &opt.GoldenRuns[i]
+			if !slices.Equal(g.PromptTokens, ids) {
+				return nil, nil, fmt.Errorf("prompt line %d: its tokens differ from the golden record's prompt %d", pl.Line, i)
+			}
+			ids, stop = g.PromptTokens, g.Stop
+			pl.MaxTokens, pl.Sampling = g.MaxTokens, g.Sampling
+		}
+		run, err := r.GenerateLedger(ctx, ids, pl.MaxTokens, stop, pl.Sampling)
+		if err != nil {
+			return nil, nil, fmt.Errorf("prompt line %d: %w", pl.Line, err)
+		}
+		s := run.Ledger
+		rp := attest.RunPrompt{Index: i, Source: pl.Source, PromptTokens: ids, Generated: run.Run.Generated, MaxTokens: pl.MaxTokens,
+			Stop: append([]int{}, stop...), Sampling: pl.Sampling, StopReason: run.Result.StopReason,
+			Transcript:  attest.TranscriptDigest(r.Checkpoint.Root(), ids, run.Run.Generated),
+			LogitsChain: s.LogitsChain, RoutingDigest: s.RoutingDigest, RoutingEntries: s.RoutingEntries,
+			ExpertsUsed: len(s.Experts), Hashed: s.BytesHashed,
+			PrefillSeconds: run.Result.Prefill.Seconds(), DecodeSeconds: run.Result.Decode.Seconds()}
+		if opt.Golden != nil {
+			d := golden.Compare(i, &opt.GoldenRuns[i], &run.Run)
+			rp.Golden = &attest.PromptGolden{Exact: d.Exact(), Steps: d.Steps, Identical: d.Identical, FirstDivergent: d.FirstDivergent,
+				TokensEqual: d.TokensEqual && d.PromptEqual && d.Compared == d.Steps, MaxAbs: d.MaxAbs}
+			exact = exact && rp.Golden.Exact
+		}
+		for _, u := range s.Experts {
+			k := ledger.ExpertKey{Layer: u.Layer, Expert: u.Expert}
+			e := experts[k]
+			if e == nil {
+				c := u
+				c.Uses = map[ledger.Tier]int64{}
+				e = &c
+				e.Tokens = 0
+				experts[k] = e
+			}
+			e.Tokens += u.Tokens
+			for t, n := range u.Uses {
+				e.Uses[t] += n
+			}
+		}
+		for _, lk := range s.KPerLayer {
+			if kper[lk.Layer] == nil {
+				kper[lk.Layer] = map[int]int64{}
+			}
+			for k, n := range lk.K {
+				kper[lk.Layer][k] += n
+			}
+		}
+		for a, n := range s.BytesHashed {
+			p.Hashed[a] += n
+		}
+		p.Prompts = append(p.Prompts, rp)
+		runs = append(runs, run)
+		if opt.OnPrompt != nil {
+			opt.OnPrompt(i, rp)
+		}
+	}
+	for _, e := range experts {
+		p.Experts = append(p.Experts, *e)
+	}
+	sort.Slice(p.Experts, func(i, j int) bool {
+		a, b := p.Experts[i], p.Experts[j]
+		return a.Layer < b.Layer || a.Layer == b.Layer && a.Expert < b.Expert
+	})
+	for l, k := range kper {
+		p.KPerLayer = append(p.KPerLayer, ledger.LayerK{Layer: l, K: k})
+	}
+	sort.Slice(p.KPerLayer, func(i, j int) bool { return p.KPerLayer[i].Layer < p.KPerLayer[j].Layer })
+	if opt.Golden != nil {
+		p.Golden = &attest.RunGolden{ID: opt.Golden.ID(), Exact: exact}
+	}
+	p.FinishedAt = time.Now().UTC()
+	return p, runs, nil
+}
+
+// runModel fills the predicate's model section from the checkpoint.
+func (r *Runner) runModel(opt AttestOptions) (*attest.RunPredicate, error) {
+	ck, cfg := r.Checkpoint, r.Config
+	p := &attest.RunPredicate{Model: attest.RunModel{Root: ck.Root(), WeightsRoot: ck.WeightsRoot(), Arch: string(cfg.Arch),
+		Layers: cfg.Layers, Experts: cfg.Experts, TopK: cfg.TopK, ConfigJSON: base64.StdEncoding.EncodeToString(ck.ConfigBytes()),
+		Files: map[string]jnf.Digest{}}}
+	for _, e := range ck.Manifest().Entries {
+		if e.Kind == jnf.KindFile {
+			d, err := jnf.ParseHex(jnf.SHA256, e.SHA256)
+			if err != nil {
+				return nil, err
+			}
+			p.Model.Files[e.Name] = d
+		}
+	}
+	sig, err := manifestSignature(ck.Dir(), opt)
+	if err != nil {
+		return nil, err
+	}
+	p.Model.Signature = sig
+	return p, nil
+}
+
+// manifestSignature reports the model's signature status, verifying it
+// when keys are given.
+func manifestSignature(dir string, opt AttestOptions) (attest.RunManifestSignature, error) {
+	path := filepath.Join(dir, verify.SignatureFile)
+	b, err := jnf.ReadFileLimit(path, jnf.MaxEnvelopeSize, verify.SignatureFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		if len(opt.ManifestKeys) > 0 {
+			return attest.RunManifestSignature{}, fmt.Errorf("%s is not signed (no %s), but --manifest-pub asks to verify its signature: %w", dir, verify.SignatureFile, jnf.ErrVerification)
+		}
+		return attest.RunManifestSignature{Status: attest.SignatureNone}, nil
+	}
+	if err != nil {
+		return attest.RunManifestSignature{}, err
+	}
+	d := jnf.SHA256Bytes(b)
+	env, err := attest.ParseEnvelope(b)
+	if err != nil {
+		return attest.RunManifestSignature{}, fmt.Errorf("%s: %w", path, err)
+	}
+	st := attest.RunManifestSignature{Status: attest.SignaturePresent, Envelope: &d}
+	if len(env.Signatures) == 1 {
+		st.KeyID = env.Signatures[0].KeyID
+	}
+	if len(opt.ManifestKeys) == 0 {
+		return st, nil
+	}
+	res, err := attest.VerifyManifest(dir, opt.ManifestName, opt.ManifestKeys, attest.VerifyManifestOptions{UnsafeSkipData: true})
+	if err != nil {
+		return attest.RunManifestSignature{}, err
+	}
+	st.Status, st.KeyID = attest.SignatureVerified, res.KeyID
+	if res.MatchedSubject != nil {
+		st.Subject = res.MatchedSubject.Name
+	}
+	return st, nil
+}
+
+// ReplayDiff is how one prompt's replay compares with a run report.
+type ReplayDiff struct {
+	Index     int      `json:"index"`
+	Exact     bool     `json:"exact"`
+	Differ    []string `json:"differ,omitempty"` // what differs: tokens, logits chain, routing, transcript
+	Generated []int    `json:"generated"`
+}
+
+// ReplayRun re-runs every prompt of a (verified) run predicate on this
+// model with the report's tokens and settings and compares the generated
+// tokens, the logits chain, the routing chain and the transcript digest
+// bit for bit.
+func (r *Runner) ReplayRun(ctx context.Context, p *attest.RunPredicate) ([]ReplayDiff, error) {
+	if root := r.Checkpoint.Root(); !root.Equal(p.Model.Root) {
+		return nil, fmt.Errorf("the report is for the model with root %s, %s has root %s: %w", p.Model.Root.Hex(), r.Dir, root.Hex(), jnf.ErrVerification)
+	}
+	var out []ReplayDiff
+	for _, pr := range p.Prompts {
+		run, err := r.GenerateLedger(ctx, pr.PromptTokens, pr.MaxTokens, pr.Stop, pr.Sampling)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %d: %w", pr.Index, err)
+		}
+		d := ReplayDiff{Index: pr.Index, Generated: run.Run.Generated}
+		if !slices.Equal(run.Run.Generated, pr.Generated) {
+			d.Differ = append(d.Differ, "generated tokens")
+		}
+		if run.Ledger.LogitsChain != pr.LogitsChain {
+			d.Differ = append(d.Differ, "logits chain")
+		}
+		if run.Ledger.RoutingDigest != pr.RoutingDigest || run.Ledger.RoutingEntries != pr.RoutingEntries {
+			d.Differ = append(d.Differ, "routing digest")
+		}
+		if t := attest.TranscriptDigest(r.Checkpoint.Root(), pr.PromptTokens, run.Run.Generated); !t.Equal(pr.Transcript) {
+			d.Differ = append(d.Differ, "transcript")
+		}
+		d.Exact = len(d.Differ) == 0
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// HostFacts describes this machine for a run report.
+func HostFacts() attest.RunHost {
+	h := attest.RunHost{OS: hostOS(), Cores: numCPU()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		h.CPU = cpuModel(b)
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		h.MemBytes = memTotal(b)
+	}
+	return h
+}
