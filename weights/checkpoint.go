@@ -225,6 +225,70 @@ func (c *Checkpoint) Expert(layer, expert int) (VerifiedExpert, error) {
 	return VerifiedExpert{r}, nil
 }
 
+// ExpertRef locates one routed expert's record for a reader outside this
+// package (the streaming tier): where its bytes are, and — kept inside —
+// the manifest's digest they must hash to. Only a Checkpoint makes one.
+type ExpertRef struct {
+	ck  *Checkpoint
+	ref *recordRef
+}
+
+// ExpertRef locates routed expert e of layer l.
+func (c *Checkpoint) ExpertRef(layer, expert int) (ExpertRef, error) {
+	ref, ok := c.records[hf.ExpertName(layer, expert)]
+	if !ok || ref.rec.Kind != jnf.KindExpert {
+		return ExpertRef{}, fmt.Errorf("model %s: no expert %d of layer %d in the manifest", c.dir.Path, expert, layer)
+	}
+	return ExpertRef{c, ref}, nil
+}
+
+// ID is the expert's layer and index.
+func (r ExpertRef) ID() ExpertID { return ExpertID{r.ref.rec.Layer, r.ref.rec.Expert} }
+
+// Path is the JNF file holding the record.
+func (r ExpertRef) Path() string { return r.ref.file.Path }
+
+// Offset is the record's offset in its file (a multiple of jnf.Align).
+func (r ExpertRef) Offset() int64 { return r.ref.rec.Offset }
+
+// Length is the record's length.
+func (r ExpertRef) Length() int64 { return r.ref.rec.Length }
+
+// ReadLength is Length rounded up to jnf.Align: the record and its zero
+// padding, the range an O_DIRECT read covers.
+func (r ExpertRef) ReadLength() int64 { return jnf.AlignUp(r.ref.rec.Length) }
+
+// Digest is the manifest's BLAKE3 digest of the record.
+func (r ExpertRef) Digest() jnf.Digest { return r.ref.want }
+
+// Verify mints the expert from the record's bytes read into b (the first
+// Length bytes; b must hold at least that many): it seals b read-only, then
+// hashes those bytes against the manifest digest. On a match the value
+// views b in place until b is released (which invalidates it); on a
+// mismatch b is unsealed and the error names the record.
+func (r ExpertRef) Verify(b *Buffer) (VerifiedExpert, error) {
+	if r.ref == nil {
+		panic("weights: use of a zero ExpertRef")
+	}
+	n := r.ref.rec.Length
+	if b == nil || !b.inUse || b.sealed || int64(len(b.mem)) < n {
+		return VerifiedExpert{}, fmt.Errorf("%s: a %d-byte record needs a writable buffer of the arena, at least as long", r.ref.rec.Name, n)
+	}
+	if err := b.seal(); err != nil {
+		return VerifiedExpert{}, err
+	}
+	rec, err := mint(r.ck.root, r.ref.file.Name, &r.ref.rec, r.ref.want, b.mem[:n:n])
+	if err != nil {
+		b.unseal()
+		return VerifiedExpert{}, err
+	}
+	rec.buf, rec.gen = b, b.gen.Load()
+	r.ck.mu.Lock()
+	r.ck.served[1]++
+	r.ck.mu.Unlock()
+	return VerifiedExpert{rec}, nil
+}
+
 // ExpertBytes is the length of routed expert e of layer l's record (0 if
 // the manifest has none).
 func (c *Checkpoint) ExpertBytes(layer, expert int) int64 {

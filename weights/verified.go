@@ -83,6 +83,18 @@ type record struct {
 	data  string
 	views []View // one for a tensor; gate, up, down for an expert
 	id    ExpertID
+	// buf is the arena buffer the bytes live in (nil: memory of their
+	// own), valid while its generation is gen.
+	buf *Buffer
+	gen uint64
+}
+
+// live panics if the record's arena buffer was released.
+func (r *record) live() *record {
+	if r.buf != nil && r.buf.gen.Load() != r.gen {
+		panic("weights: use of a verified value whose arena buffer was released (" + r.name + ")")
+	}
+	return r
 }
 
 func (r *record) recheck() error {
@@ -102,7 +114,7 @@ func (t VerifiedTensor) rec() *record {
 	if t.r == nil {
 		panic("weights: use of a zero VerifiedTensor (verified values come only from a weights.Checkpoint)")
 	}
-	return t.r
+	return t.r.live()
 }
 
 // Name is the canonical tensor name.
@@ -130,7 +142,7 @@ func (e VerifiedExpert) rec() *record {
 	if e.r == nil {
 		panic("weights: use of a zero VerifiedExpert (verified values come only from a weights.Checkpoint)")
 	}
-	return e.r
+	return e.r.live()
 }
 
 // ID is the expert's layer and index, as its manifest entry records them.

@@ -1,0 +1,169 @@
+package weights
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Arena is off-heap memory for verified copies that are read from storage
+// into recycled buffers (the streaming tier): page-aligned buffers of one
+// size (so O_DIRECT can read into them), mapped outside the Go heap (the
+// garbage collector never owns the lifetime of verified bytes), counted
+// against a hard byte budget, and sealed read-only (mprotect) while they
+// hold verified bytes — a stray write faults instead of changing what was
+// verified. An Arena is safe for concurrent use.
+type Arena struct {
+	size   int
+	budget int64
+
+	mu     sync.Mutex
+	free   []*Buffer
+	mapped int // buffers mapped
+	closed bool
+}
+
+// ErrBudget says an arena's budget has no room for another buffer.
+var ErrBudget = errors.New("arena budget exhausted")
+
+// PageSize is the alignment of arena buffers.
+var PageSize = os.Getpagesize()
+
+// NewArena makes an arena of buffers of at least size bytes (rounded up to
+// the page size), at most budget bytes in all.
+func NewArena(size int, budget int64) (*Arena, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("arena: buffer size %d", size)
+	}
+	size = (size + PageSize - 1) / PageSize * PageSize
+	if budget < int64(size) {
+		return nil, fmt.Errorf("arena: a budget of %d bytes holds no %d-byte buffer: %w", budget, size, ErrBudget)
+	}
+	return &Arena{size: size, budget: budget}, nil
+}
+
+// BufferSize is the size of every buffer.
+func (a *Arena) BufferSize() int { return a.size }
+
+// Capacity is the number of buffers the budget allows.
+func (a *Arena) Capacity() int { return int(a.budget / int64(a.size)) }
+
+// InUse is the number of buffers handed out and not released.
+func (a *Arena) InUse() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mapped - len(a.free)
+}
+
+// Mapped is the bytes of memory the arena holds (never above the budget).
+func (a *Arena) Mapped() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int64(a.mapped) * int64(a.size)
+}
+
+// Get returns a free, writable buffer, or ErrBudget when every buffer the
+// budget allows is in use.
+func (a *Arena) Get() (*Buffer, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, errors.New("arena: closed")
+	}
+	if n := len(a.free); n > 0 {
+		b := a.free[n-1]
+		a.free = a.free[:n-1]
+		b.inUse = true
+		return b, nil
+	}
+	if int64(a.mapped+1)*int64(a.size) > a.budget {
+		return nil, ErrBudget
+	}
+	mem, err := unix.Mmap(-1, 0, a.size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, fmt.Errorf("arena: mmap %d bytes: %w", a.size, err)
+	}
+	a.mapped++
+	return &Buffer{a: a, mem: mem, inUse: true}, nil
+}
+
+// Close unmaps every buffer; buffers still in use are unmapped when
+// released.
+func (a *Arena) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	var first error
+	for _, b := range a.free {
+		if err := unix.Munmap(b.mem); err != nil && first == nil {
+			first = err
+		}
+		a.mapped--
+	}
+	a.free = nil
+	return first
+}
+
+// Buffer is one arena buffer. While writable (after Get) its bytes are the
+// reader's; once a verified value is minted over it (ExpertRef.Verify) it
+// is sealed read-only until Release, which also invalidates that value.
+type Buffer struct {
+	a      *Arena
+	mem    []byte
+	gen    atomic.Uint64 // bumped by Release: values minted before are invalid
+	sealed bool
+	inUse  bool
+}
+
+// Bytes is the buffer's memory, writable until it is sealed.
+func (b *Buffer) Bytes() []byte { return b.mem }
+
+// Sealed reports whether the buffer holds verified bytes.
+func (b *Buffer) Sealed() bool { return b.sealed }
+
+func (b *Buffer) seal() error {
+	if err := unix.Mprotect(b.mem, unix.PROT_READ); err != nil {
+		return fmt.Errorf("arena: seal: %w", err)
+	}
+	b.sealed = true
+	return nil
+}
+
+func (b *Buffer) unseal() error {
+	if !b.sealed {
+		return nil
+	}
+	if err := unix.Mprotect(b.mem, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		return fmt.Errorf("arena: unseal: %w", err)
+	}
+	b.sealed = false
+	return nil
+}
+
+// Release invalidates any value minted over the buffer (its methods panic
+// from now on), makes the buffer writable and returns it to the arena. The
+// caller must have stopped using those values and every view of them.
+func (b *Buffer) Release() error {
+	a := b.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !b.inUse {
+		return errors.New("arena: buffer released twice")
+	}
+	b.inUse = false
+	b.gen.Add(1)
+	err := b.unseal()
+	if a.closed {
+		a.mapped--
+		if uerr := unix.Munmap(b.mem); err == nil {
+			err = uerr
+		}
+		return err
+	}
+	a.free = append(a.free, b)
+	return err
+}

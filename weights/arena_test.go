@@ -1,0 +1,135 @@
+package weights
+
+import (
+	"errors"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+)
+
+func TestArenaBudget(t *testing.T) {
+	a, err := NewArena(10000, 3*16384)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.BufferSize()%PageSize != 0 || a.BufferSize() < 10000 || a.Capacity() != 3*16384/a.BufferSize() {
+		t.Fatalf("size %d capacity %d", a.BufferSize(), a.Capacity())
+	}
+	var bufs []*Buffer
+	for range a.Capacity() {
+		b, err := a.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+	}
+	if _, err := a.Get(); !errors.Is(err, ErrBudget) {
+		t.Fatalf("over budget: %v", err)
+	}
+	if a.Mapped() > 3*16384 || a.InUse() != a.Capacity() {
+		t.Errorf("mapped %d in use %d", a.Mapped(), a.InUse())
+	}
+	bufs[0].Release()
+	if err := bufs[0].Release(); err == nil {
+		t.Error("released twice")
+	}
+	if b, err := a.Get(); err != nil || b != bufs[0] {
+		t.Errorf("a released buffer is not reused: %v", err)
+	}
+	if _, err := NewArena(8192, 4096); !errors.Is(err, ErrBudget) {
+		t.Errorf("budget below one buffer: %v", err)
+	}
+}
+
+// TestVerifyInArena: an expert read into an arena buffer is minted in
+// place, sealed read-only (a write faults), invalidated by Release, and a
+// tampered read is refused.
+func TestVerifyInArena(t *testing.T) {
+	dir := convertFixture(t, "qwen3moe-dev-a/checkpoint")
+	c := open(t, dir)
+	ref, err := c.ExpertRef(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewArena(int(ref.ReadLength()), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	read := func(b *Buffer) {
+		f, err := os.Open(ref.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.ReadAt(b.Bytes()[:ref.ReadLength()], ref.Offset()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := a.Get()
+	read(b)
+	e, err := ref.Verify(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.Expert(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ID() != (ExpertID{2, 3}) || e.Down().Data() != want.Down().Data() || !e.Digest().Equal(ref.Digest()) || !b.Sealed() {
+		t.Fatalf("arena expert %v differs from the checkpoint's", e.ID())
+	}
+	if err := e.Recheck(); err != nil {
+		t.Fatal(err)
+	}
+	// A write to a sealed buffer faults.
+	func() {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmtAny(r), "invalid memory address") {
+				t.Errorf("writing a sealed buffer: recovered %v, want a fault", r)
+			}
+		}()
+		b.Bytes()[5] ^= 1
+	}()
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmtAny(r), "released") {
+				t.Errorf("a value used after its buffer was released: recovered %v", r)
+			}
+		}()
+		e.Gate()
+	}()
+	// Tampered bytes: refused, the buffer left writable.
+	b, _ = a.Get()
+	read(b)
+	b.Bytes()[100] ^= 0x40
+	var mm *jnf.MismatchError
+	if _, err := ref.Verify(b); !errors.As(err, &mm) || b.Sealed() || !strings.Contains(err.Error(), "model.layers.2.mlp.experts.3") {
+		t.Errorf("tampered read: %v (sealed %v)", err, b.Sealed())
+	}
+	b.Release()
+	var zero ExpertRef
+	func() {
+		defer func() { recover() }()
+		zero.Verify(b)
+		t.Error("a zero ExpertRef verified")
+	}()
+}
+
+func fmtAny(v any) string {
+	if e, ok := v.(error); ok {
+		return e.Error()
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return ""
+}
