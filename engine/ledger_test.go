@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // TestLedgerRoutingIsChunkInvariant: the routing digest of a sequence does
@@ -109,5 +111,64 @@ func TestLedgerPerSession(t *testing.T) {
 	}
 	if solo[0].RoutingDigest == solo[1].RoutingDigest {
 		t.Error("two different prompts with the same routing digest")
+	}
+}
+
+// shuffled delivers experts in a seeded random order (as a parallel
+// hierarchy does, by completion), optionally one of them twice.
+type shuffled struct {
+	ck   *weights.Checkpoint
+	rng  *rand.Rand
+	dup  bool
+	used int
+}
+
+func (s *shuffled) Stream(ctx context.Context, layer int, experts []int, c ExpertConsumer) error {
+	order := append([]int(nil), experts...)
+	s.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	if s.dup && len(order) > 1 {
+		order = append(order, order[0])
+	}
+	for _, e := range order {
+		ve, err := s.ck.Expert(layer, e)
+		if err != nil {
+			return err
+		}
+		s.used++
+		if err := c.Consume(e, ve, ledger.TierStorage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestExpertArrivalOrderDoesNotMatter: logits are bit-identical whatever
+// order the source delivers a step's experts in; a source that delivers one
+// twice is caught.
+func TestExpertArrivalOrderDoesNotMatter(t *testing.T) {
+	for i := range synthCases {
+		cfg, w := synth(t, i)
+		ck := w.open(t)
+		ref, err := Load(ck, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks := make([]int, 30)
+		for j := range toks {
+			toks[j] = (j*13 + 5) % cfg.Vocab
+		}
+		want := allLogits(t, ref, toks, randomChunks(len(toks), 9))
+		src := &shuffled{ck: ck, rng: rand.New(rand.NewPCG(uint64(i), 1))}
+		m, err := Load(ck, Options{Experts: src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareAll(t, synthCases[i].name+": shuffled expert order", allLogits(t, m, toks, randomChunks(len(toks), 4)), want)
+		if src.used == 0 {
+			t.Fatal("the source was not used")
+		}
+		m2, _ := Load(ck, Options{Experts: &shuffled{ck: ck, rng: rand.New(rand.NewPCG(1, 1)), dup: true}})
+		_, err = m2.NewSession().Forward(toks[:4], false)
+		wantErr(t, err, "experts evaluated, want top-k")
 	}
 }

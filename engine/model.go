@@ -39,6 +39,10 @@ type Options struct {
 	// shapes and dtypes. Otherwise experts are checked each time they are
 	// fetched for use (always).
 	CheckExperts bool
+	// Experts supplies routed experts (the streaming hierarchy, package
+	// tier). Nil: read them from the checkpoint as they are needed, keeping
+	// up to ExpertCacheBytes of them.
+	Experts ExpertSource
 	// ExpertCacheBytes keeps up to this many bytes of verified experts in
 	// memory (least recently used first out), so that a hot expert is not
 	// re-read and re-hashed by the attestation layer for every token.
@@ -67,7 +71,8 @@ type Model struct {
 	tokens, forwards atomic.Int64
 	evals, fetches   []atomic.Int64 // per layer
 	cacheHits        atomic.Int64
-	cache            *expertCache // nil: no cache
+	experts          ExpertSource
+	cache            *expertCache // of the default source; nil: no cache
 	// resident are the verified tensors the model views in place, for Scrub.
 	resident []weights.VerifiedTensor
 }
@@ -190,8 +195,14 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 		be = cpu.New(opt.Threads)
 	}
 	m := &Model{cfg: cfg, root: root, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE}
-	if opt.ExpertCacheBytes != 0 {
-		m.cache = newExpertCache(opt.ExpertCacheBytes)
+	m.experts = opt.Experts
+	if m.experts == nil {
+		var cache *expertCache
+		if opt.ExpertCacheBytes != 0 {
+			cache = newExpertCache(opt.ExpertCacheBytes)
+		}
+		m.cache = cache
+		m.experts = &directSource{w: w, cache: cache}
 	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)
@@ -255,7 +266,11 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 				continue
 			}
 			for e := 0; e < cfg.Experts; e++ {
-				if _, _, err := m.expert(l, e, &mats); err != nil {
+				ve, err := w.Expert(l, e)
+				if err != nil {
+					return nil, fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
+				}
+				if err := m.bind(l, e, ve, &mats); err != nil {
 					return nil, err
 				}
 			}
@@ -449,26 +464,15 @@ func (l *loader) mlp(p string, I, H int) *mlpWeights {
 	}
 }
 
-// expert fetches routed expert e of layer l from the checkpoint (or the
-// cache), checks it and makes mats[0..2] view its gate, up and down
-// projections.
-func (m *Model) expert(l, e int, mats *[3]backend.Mat) (weights.VerifiedExpert, bool, error) {
-	ve, hit := m.cache.get(l, e)
-	if hit {
-		m.cacheHits.Add(1)
-	} else {
-		m.fetches[l].Add(1)
-		var err error
-		ve, err = m.w.Expert(l, e)
-		if err != nil {
-			return ve, false, fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
-		}
-		if id := ve.ID(); id.Layer != l || id.Expert != e {
-			return ve, false, fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
-		}
-		if r := ve.Root(); !r.Equal(m.root) {
-			return ve, false, fmt.Errorf("engine: layer %d expert %d comes from the checkpoint with root %s, the model is %s", l, e, r.Hex(), m.root.Hex())
-		}
+// bind checks a routed expert the source returned for layer l, index e —
+// that it is the one asked for, of this model, with the configured shapes —
+// and makes mats[0..2] view its gate, up and down projections.
+func (m *Model) bind(l, e int, ve weights.VerifiedExpert, mats *[3]backend.Mat) error {
+	if id := ve.ID(); id.Layer != l || id.Expert != e {
+		return fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
+	}
+	if r := ve.Root(); !r.Equal(m.root) {
+		return fmt.Errorf("engine: layer %d expert %d comes from the checkpoint with root %s, the model is %s", l, e, r.Hex(), m.root.Hex())
 	}
 	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
 	parts := [3]struct {
@@ -478,14 +482,11 @@ func (m *Model) expert(l, e int, mats *[3]backend.Mat) (weights.VerifiedExpert, 
 	}{{ve.Gate(), "gate", I, H}, {ve.Up(), "up", I, H}, {ve.Down(), "down", H, I}}
 	for i, p := range parts {
 		if err := checkShape(p.v, []int{p.rows, p.cols}); err != nil {
-			return ve, false, fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
+			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
 		if err := mats[i].Init(p.v, p.rows, p.cols); err != nil {
-			return ve, false, fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
+			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
 	}
-	if !hit {
-		m.cache.put(l, e, ve)
-	}
-	return ve, hit, nil
+	return nil
 }

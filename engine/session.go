@@ -9,6 +9,7 @@ import (
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // maxChunk is the number of tokens Forward pushes through the layers at
@@ -28,6 +29,7 @@ type Session struct {
 	layers []layerState
 	sc     scratch
 	mats   [3]backend.Mat
+	use    moeUse
 }
 
 type layerState struct {
@@ -47,6 +49,7 @@ type scratch struct {
 	idx                         []int32
 	wts                         []float32
 	cnt, start, order, perToken []int
+	need                        []int
 	xe, ge, ue, ye, yslots      []float32
 	sg, su, ss, gl              []float32
 }
@@ -67,8 +70,6 @@ func (m *Model) NewSession() *Session {
 	return s
 }
 
-// Reset empties the sequence (keeping allocated buffers) and clears an
-// earlier error.
 // SetLedger makes the session record its routing, expert use, tokens and
 // logits chain in l (nil: no ledger). Set it before the first Forward; each
 // session (request) has its own.
@@ -77,6 +78,8 @@ func (s *Session) SetLedger(l *ledger.Ledger) { s.ledger = l }
 // Ledger is the session's ledger (nil if none).
 func (s *Session) Ledger() *ledger.Ledger { return s.ledger }
 
+// Reset empties the sequence (keeping allocated buffers) and clears an
+// earlier error.
 func (s *Session) Reset() {
 	c := s.m.cfg
 	s.pos, s.broken = 0, nil
@@ -190,7 +193,7 @@ func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float3
 		be.Add(h, h, out)
 		be.RMSNorm(x, h, L.postNorm, H, c.RMSNormEps)
 		if L.sparse {
-			if err := s.moe(L, x, out, T); err != nil {
+			if err := s.moe(ctx, L, x, out, T); err != nil {
 				s.ledger.AbortChunk()
 				return nil, err
 			}
@@ -329,7 +332,7 @@ func (s *Session) mlp(w *mlpWeights, x, out []float32, T int) {
 // one). Experts are fetched from the attestation layer once per chunk and
 // evaluated for all tokens routed to them; each token's k slot outputs are
 // then combined in slot order.
-func (s *Session) moe(L *layer, x, out []float32, T int) error {
+func (s *Session) moe(ctx context.Context, L *layer, x, out []float32, T int) error {
 	m, be, c := s.m, s.m.be, s.m.cfg
 	E, k, H, I := c.Experts, c.TopK, c.Hidden, c.MoEIntermediate
 	sc := &s.sc
@@ -363,42 +366,19 @@ func (s *Session) moe(L *layer, x, out []float32, T int) error {
 
 	perTok := grow(&sc.perToken, T)
 	clear(perTok)
-	slots := grow(&sc.yslots, T*k*H)
+	need := sc.need[:0]
 	for e := range E {
-		pairs := order[start[e]:start[e+1]]
-		n := len(pairs)
-		if n == 0 {
-			continue
+		if start[e+1] > start[e] {
+			need = append(need, e)
 		}
-		ve, hit, err := m.expert(L.index, e, &s.mats)
-		if err != nil {
-			return err
-		}
-		if s.ledger != nil {
-			tier, hashed := ledger.TierStorage, ve.Bytes()
-			if hit {
-				tier, hashed = ledger.TierRAM, 0
-			}
-			s.ledger.UseExpert(L.index, e, ve.Digest(), tier, n, hashed)
-		}
-		xe := grow(&sc.xe, n*H)
-		for j, p := range pairs {
-			t := p / k
-			copy(xe[j*H:(j+1)*H], x[t*H:(t+1)*H])
-		}
-		ge := grow(&sc.ge, n*I)
-		ue := grow(&sc.ue, n*I)
-		ye := grow(&sc.ye, n*H)
-		be.MatMul(ge, &s.mats[0], xe, n)
-		be.MatMul(ue, &s.mats[1], xe, n)
-		be.SiLUMul(ge, ge, ue)
-		be.MatMul(ye, &s.mats[2], ge, n)
-		for j, p := range pairs {
-			copy(slots[p*H:(p+1)*H], ye[j*H:(j+1)*H])
-			perTok[p/k]++
-		}
-		m.evals[L.index].Add(int64(n))
 	}
+	sc.need = need
+	u := &s.use
+	*u = moeUse{s: s, L: L, x: x, order: order, start: start, perTok: perTok, slots: grow(&sc.yslots, T*k*H), k: k, H: H, I: I}
+	if err := m.experts.Stream(ctx, L.index, need, u); err != nil {
+		return err
+	}
+	slots := u.slots
 	for t, n := range perTok {
 		if n != k {
 			return fmt.Errorf("engine: layer %d token %d: %d experts evaluated, want top-k = %d", L.index, t, n, k)
@@ -413,5 +393,65 @@ func (s *Session) moe(L *layer, x, out []float32, T int) error {
 		be.MatMul(gl, L.sharedGate, x, T)
 		be.GateAdd(out, ys, gl, T, H)
 	}
+	return nil
+}
+
+// moeUse computes one MoE step's experts as the source delivers them: for
+// expert e, the rows of the (token, slot) pairs routed to it, into their
+// slots. It holds the step's scratch; Consume runs on the session's
+// goroutine.
+type moeUse struct {
+	s            *Session
+	L            *layer
+	x            []float32
+	order, start []int
+	perTok       []int
+	slots        []float32
+	k, H, I      int
+}
+
+func (u *moeUse) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) error {
+	s, m, be := u.s, u.s.m, u.s.m.be
+	sc := &s.sc
+	k, H, I := u.k, u.H, u.I
+	pairs := u.order[u.start[e]:u.start[e+1]]
+	n := len(pairs)
+	if n == 0 {
+		return fmt.Errorf("engine: layer %d: the expert source delivered expert %d, which no token was routed to", u.L.index, e)
+	}
+	if err := m.bind(u.L.index, e, ve, &s.mats); err != nil {
+		return err
+	}
+	if tier == ledger.TierStorage {
+		m.fetches[u.L.index].Add(1)
+	} else {
+		m.cacheHits.Add(1)
+	}
+	if s.ledger != nil {
+		hashed := int64(0)
+		if tier == ledger.TierStorage {
+			hashed = ve.Bytes()
+		}
+		s.ledger.UseExpert(u.L.index, e, ve.Digest(), tier, n, hashed)
+	}
+	xe := grow(&sc.xe, n*H)
+	for j, p := range pairs {
+		t := p / k
+		copy(xe[j*H:(j+1)*H], u.x[t*H:(t+1)*H])
+	}
+	ge := grow(&sc.ge, n*I)
+	ue := grow(&sc.ue, n*I)
+	ye := grow(&sc.ye, n*H)
+	be.MatMul(ge, &s.mats[0], xe, n)
+	be.MatMul(ue, &s.mats[1], xe, n)
+	be.SiLUMul(ge, ge, ue)
+	be.MatMul(ye, &s.mats[2], ge, n)
+	for j, p := range pairs {
+		copy(u.slots[p*H:(p+1)*H], ye[j*H:(j+1)*H])
+		u.perTok[p/k]++
+	}
+	m.evals[u.L.index].Add(int64(n))
+	// The views end here: the source may recycle the copy.
+	s.mats = [3]backend.Mat{}
 	return nil
 }
