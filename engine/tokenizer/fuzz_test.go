@@ -1,9 +1,14 @@
 package tokenizer
 
 import (
+	"bytes"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -348,8 +353,11 @@ func encodeNoCache(tok *Tokenizer, s string) []int {
 }
 
 // FuzzParse feeds mutated tokenizer.json / tokenizer_config.json bytes to
-// Parse: errors are expected, panics are bugs, and whatever loads must
-// encode to ids that decode.
+// Parse: errors are expected, panics are bugs, whatever loads must encode to
+// ids that decode, has no more ids than its file can describe, and is
+// refused when the model's vocabulary is one smaller. The seeds include
+// every boundCase, committed under testdata/fuzz/FuzzParse
+// (TestFuzzParseCorpusHasBoundCases).
 func FuzzParse(f *testing.F) {
 	tj, cj, err := SyntheticFiles(300)
 	if err != nil {
@@ -358,10 +366,21 @@ func FuzzParse(f *testing.F) {
 	f.Add(tj, cj)
 	f.Add(tj, []byte(`{"chat_template": "{{ messages }}", "eos_token": {"content": "<|im_end|>"}}`))
 	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a\u0041": 1}, "merges": ["a b"]}}`), []byte(nil))
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2147483646}, "merges": []}}`), []byte(nil))
+	f.Add([]byte(`{"added_tokens": [{"id": 1000000000000000, "content": "x"}], "model": {"type": "BPE", "vocab": {"a": 0}, "merges": null}}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, tj, cj []byte) {
+		if len(tj)+len(cj) > 1<<20 {
+			return // keep each run short
+		}
 		tok, err := Parse(tj, cj)
 		if err != nil {
 			return
+		}
+		if n := tok.VocabSize(); n > len(tj)+maxUnusedIDs {
+			t.Fatalf("%d bytes of tokenizer.json load as %d ids", len(tj), n)
+		}
+		if _, err := (LoadOptions{ModelVocab: tok.VocabSize() - 1}).Parse(tj, cj); err == nil {
+			t.Fatalf("loads with ModelVocab %d although its largest id is %d", tok.VocabSize()-1, tok.VocabSize()-1)
 		}
 		for _, s := range []string{"Hello, world! 123", "<|im_start|>x\u00e9\u3000 y"} {
 			if _, err := tok.Decode(tok.Encode(s)); err != nil {
@@ -369,4 +388,33 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+var updateCorpus = flag.Bool("update-corpus", false, "write the bound cases into testdata/fuzz/FuzzParse")
+
+// TestFuzzParseCorpusHasBoundCases checks that every boundCase that fits
+// FuzzParse's input size is a committed seed. -update-corpus writes them.
+func TestFuzzParseCorpusHasBoundCases(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzParse")
+	n := 0
+	for _, c := range boundCases(t) {
+		if len(c.tj) > 1<<20 {
+			continue // beyond FuzzParse's inputs; TestLoadBoundsIDs has it
+		}
+		n++
+		path := filepath.Join(dir, "bound-"+strings.NewReplacer(" ", "-", "*", "x").Replace(c.name))
+		data := []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(c.tj)) + ")\n[]byte(\"\")\n")
+		if *updateCorpus {
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s is missing or stale (%v); run go test -run TestFuzzParseCorpusHasBoundCases -update-corpus", path, err)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d bound cases are seeds", n)
+	}
 }
