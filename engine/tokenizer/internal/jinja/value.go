@@ -390,10 +390,10 @@ func (p *printer) WriteByte(c byte) error {
 	return err
 }
 
-func (p *printer) WriteRune(r rune) {
+func (p *printer) WriteRune(r rune) (int, error) {
 	var buf [utf8.UTFMax]byte
 	n := utf8.EncodeRune(buf[:], r)
-	p.WriteString(string(buf[:n]))
+	return p.WriteString(string(buf[:n]))
 }
 
 // fail records err unless an error is already recorded.
