@@ -20,11 +20,15 @@ import (
 )
 
 // fuzzSeeds are adversarial inputs shared by the fuzz targets (the committed
-// corpus under testdata/fuzz has more).
+// corpus under testdata/fuzz has more): besides the pattern's corner cases,
+// long words (BPE's heap path), long runs of space, and text made of the
+// added tokens' prefixes (the matcher's trie walks and gives up).
 var fuzzSeeds = []string{
 	"", " ", "Hello, world!", "a\u3000\u3000b", "x  \n\n  y", "I'M you'LL 's", "'ſt", "\r\n\r\n",
 	"<|im_start|>user\nhi<|im_end|>", "<|im_start", "é e\u0301 \u212b", "😀👍🏽🇫🇷 👨‍👩‍👧", "\xff\xfe", "\xe2\x82",
 	"价格是 42 元。", "\t\tcode()  // comment\n", "\u00a0\u00a0x", "a\u0085b\u2028c",
+	strings.Repeat("abracadabra", 20), strings.Repeat(" ", 200) + "x", strings.Repeat("<|im_", 40) + "end|>",
+	strings.Repeat("<|", 60) + "<think></think" + strings.Repeat("\xff\xe2\x82", 20),
 }
 
 // qwenRegexp2 is the Qwen pattern in regexp2's default (.NET, Unicode \s)
@@ -213,6 +217,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	f.Add([]byte("\xe2\x82\xac"), uint8(1))
 	f.Add([]byte("\xf0\x9f\x98\x80abc\xed\xa0\x80"), uint8(3))
 	f.Add([]byte("\xc0\x80\xf4\x90\x80\x80"), uint8(0))
+	f.Add([]byte(strings.Repeat("\xf0\x9f\x98\x80\xe2\x82", 50)), uint8(7))
 	tok := loadQwen(f)
 	imEnd, _ := tok.TokenID("<|im_end|>")
 	f.Fuzz(func(t *testing.T, raw []byte, specialEvery uint8) {
