@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -25,26 +26,57 @@ type AddedToken struct {
 // matcher finds added tokens in text with the semantics of Hugging Face's
 // AddedVocabulary: leftmost-longest non-overlapping matches (Aho-Corasick
 // MatchKind::LeftmostLongest), then the single_word / lstrip / rstrip rules.
+// The tokens form a byte trie, so the longest token at a position is found
+// by reading at most as many bytes as the longest token has, however many
+// tokens there are.
 type matcher struct {
-	first  [256]bool
-	tokens []*AddedToken // sorted by descending content length
+	first [256]bool
+	nodes []trieNode // nodes[0] is the root
+}
+
+type trieNode struct {
+	edges []trieEdge // sorted by byte
+	tok   *AddedToken
+}
+
+type trieEdge struct {
+	b  byte
+	to int32
 }
 
 func newMatcher(tokens []*AddedToken) *matcher {
 	if len(tokens) == 0 {
 		return nil
 	}
-	m := &matcher{tokens: append([]*AddedToken(nil), tokens...)}
-	// Longest first, so the first hit at a position is the longest one.
-	for i := 1; i < len(m.tokens); i++ {
-		for j := i; j > 0 && len(m.tokens[j].Content) > len(m.tokens[j-1].Content); j-- {
-			m.tokens[j], m.tokens[j-1] = m.tokens[j-1], m.tokens[j]
+	m := &matcher{nodes: make([]trieNode, 1)}
+	for _, tok := range tokens {
+		n := int32(0)
+		for i := 0; i < len(tok.Content); i++ {
+			n = m.child(n, tok.Content[i], true)
 		}
-	}
-	for _, tok := range m.tokens {
+		if m.nodes[n].tok == nil { // of equal contents, the first wins
+			m.nodes[n].tok = tok
+		}
 		m.first[tok.Content[0]] = true
 	}
 	return m
+}
+
+// child follows the edge of n labelled c, adding it when add is set (else
+// -1 when there is none).
+func (m *matcher) child(n int32, c byte, add bool) int32 {
+	edges := m.nodes[n].edges
+	i, found := slices.BinarySearchFunc(edges, c, func(e trieEdge, c byte) int { return int(e.b) - int(c) })
+	if found {
+		return edges[i].to
+	}
+	if !add {
+		return -1
+	}
+	to := int32(len(m.nodes))
+	m.nodes = append(m.nodes, trieNode{})
+	m.nodes[n].edges = slices.Insert(edges, i, trieEdge{c, to})
+	return to
 }
 
 // next returns the leftmost-longest match at or after from, or ok == false.
@@ -53,10 +85,17 @@ func (m *matcher) next(s string, from int) (tok *AddedToken, start int, ok bool)
 		if !m.first[s[i]] {
 			continue
 		}
-		for _, t := range m.tokens {
-			if strings.HasPrefix(s[i:], t.Content) {
-				return t, i, true
+		n := int32(0)
+		for j := i; j < len(s); j++ {
+			if n = m.child(n, s[j], false); n < 0 {
+				break
 			}
+			if t := m.nodes[n].tok; t != nil {
+				tok = t
+			}
+		}
+		if tok != nil {
+			return tok, i, true
 		}
 	}
 	return nil, 0, false

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/tarfa-ai/tarfa/engine/tokenizer/internal/jinja"
@@ -41,9 +40,10 @@ func parseChatTemplate(origin, src string, tokens configTokens) (*ChatTemplate, 
 }
 
 // LoadChatTemplate reads only the chat template of a tokenizer directory
-// (chat_template.jinja, else tokenizer_config.json's "chat_template").
+// (chat_template.jinja, else tokenizer_config.json's "chat_template"), with
+// the file rules of Load.
 func LoadChatTemplate(dir string) (*ChatTemplate, error) {
-	c, err := LoadChatTemplateFS(os.DirFS(dir))
+	c, err := loadChatTemplate(dirReader(dir))
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
@@ -51,8 +51,10 @@ func LoadChatTemplate(dir string) (*ChatTemplate, error) {
 }
 
 // LoadChatTemplateFS is LoadChatTemplate over a file system.
-func LoadChatTemplateFS(fsys fs.FS) (*ChatTemplate, error) {
-	cfg, err := fs.ReadFile(fsys, TokenizerConfigFile)
+func LoadChatTemplateFS(fsys fs.FS) (*ChatTemplate, error) { return loadChatTemplate(fsReader(fsys)) }
+
+func loadChatTemplate(read readFunc) (*ChatTemplate, error) {
+	cfg, err := read(TokenizerConfigFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -71,7 +73,7 @@ func LoadChatTemplateFS(fsys fs.FS) (*ChatTemplate, error) {
 		}
 	}
 	origin := TokenizerConfigFile + " chat_template"
-	if data, err := fs.ReadFile(fsys, ChatTemplateFile); err == nil {
+	if data, err := read(ChatTemplateFile); err == nil {
 		src, origin = string(data), ChatTemplateFile
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: %w", err)

@@ -68,3 +68,45 @@ func TestChatTemplateWithNow(t *testing.T) {
 		t.Fatalf("WithNow changed the original template: %q, %v", got, err)
 	}
 }
+
+// TestChatTemplateLimits checks that a chat template from a checkpoint is
+// bounded: a hostile one fails ChatTemplate (syntax nested too deep) or
+// RenderJSON (a budget), quickly, with an error that names the limit.
+func TestChatTemplateLimits(t *testing.T) {
+	tj, _, err := SyntheticFiles(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tmpl, want string
+		atParse    bool
+	}{
+		{"{{ 'a'|indent(1000000000000) }}", "line 1: template exceeds its value budget of 128 MiB (filter indent)", false},
+		{"{{ " + strings.Repeat("(", 100_000) + "1" + strings.Repeat(")", 100_000) + " }}", "template nests deeper than its limit of 1000 (parsing)", true},
+		{"{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(40) }}", "template exceeds its budget of 10000000 steps", false},
+		{"{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s + ns.s %}{% endfor %}", "template exceeds its value budget of 128 MiB ('+')", false},
+	} {
+		cfg, err := json.Marshal(map[string]string{"chat_template": c.tmpl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		tok, err := Parse(tj, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := tok.ChatTemplate()
+		if err == nil {
+			if c.atParse {
+				t.Fatalf("%.40q: ChatTemplate succeeded", c.tmpl)
+			}
+			_, err = tmpl.RenderJSON([]byte(`{"messages": []}`))
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%.40q: %v; want %q", c.tmpl, err, c.want)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("%.40q: took %v", c.tmpl, d)
+		}
+	}
+}

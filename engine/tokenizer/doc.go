@@ -31,7 +31,16 @@
 // synthetic models, with the Qwen3 special tokens at the top of the
 // vocabulary and the Qwen3 chat template.
 //
-// See docs/tokenizer.md for the pipeline, what is not supported and how
-// parity with Hugging Face is tested. A Tokenizer and a ChatTemplate are
-// safe for concurrent use; a StreamDecoder is not.
+// # Bounds
+//
+// The files come with models from strangers, so loading is bounded by what
+// they hold: regular files of at most jnf.MaxAuxFileSize bytes, ids below
+// the number of tokens plus 1024 (and below LoadOptions.ModelVocab when the
+// caller knows the model's vocabulary), added tokens of bounded size. A chat
+// template renders within a budget of bytes, steps and nesting, and an error
+// names the limit it exceeded.
+//
+// See docs/tokenizer.md for the pipeline, the bounds, what is not supported
+// and how parity with Hugging Face is tested. A Tokenizer and a ChatTemplate
+// are safe for concurrent use; a StreamDecoder is not.
 package tokenizer

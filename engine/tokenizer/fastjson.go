@@ -197,11 +197,19 @@ func (r *jsonReader) end() error {
 	return nil
 }
 
-// parseVocab reads model.vocab. The token strings share one allocation.
-func parseVocab(raw []byte) (map[string]int32, error) {
+// vocabEntry is a token of model.vocab and its id.
+type vocabEntry struct {
+	tok string
+	id  int32
+}
+
+// parseVocab reads model.vocab and returns it with its entry of the largest
+// id. The token strings share one allocation.
+func parseVocab(raw []byte) (map[string]int32, vocabEntry, error) {
+	var top vocabEntry
 	r := &jsonReader{b: raw}
 	if err := r.expect('{'); err != nil {
-		return nil, fmt.Errorf("model.vocab: %w", err)
+		return nil, top, fmt.Errorf("model.vocab: %w", err)
 	}
 	type entry struct{ start, end, id int32 }
 	var entries []entry
@@ -209,41 +217,45 @@ func parseVocab(raw []byte) (map[string]int32, error) {
 	for r.peek() != '}' {
 		if len(entries) > 0 {
 			if err := r.expect(','); err != nil {
-				return nil, fmt.Errorf("model.vocab: %w", err)
+				return nil, top, fmt.Errorf("model.vocab: %w", err)
 			}
 		}
 		tok, err := r.rawStr()
 		if err != nil {
-			return nil, fmt.Errorf("model.vocab: %w", err)
+			return nil, top, fmt.Errorf("model.vocab: %w", err)
 		}
 		start := len(arena)
 		arena = append(arena, tok...)
 		if err := r.expect(':'); err != nil {
-			return nil, fmt.Errorf("model.vocab: %w", err)
+			return nil, top, fmt.Errorf("model.vocab: %w", err)
 		}
 		id, err := r.integer()
 		if err != nil {
-			return nil, fmt.Errorf("model.vocab[%q]: %w", tok, err)
+			return nil, top, fmt.Errorf("model.vocab[%q]: %w", tok, err)
 		}
 		if id < 0 || id > maxVocabID {
-			return nil, fmt.Errorf("model.vocab[%q]: id %d out of range [0, %d]", arena[start:], id, maxVocabID)
+			return nil, top, fmt.Errorf("model.vocab[%q]: id %d out of range [0, %d]", arena[start:], id, maxVocabID)
 		}
 		entries = append(entries, entry{int32(start), int32(len(arena)), int32(id)})
 	}
 	r.pos++
 	if err := r.end(); err != nil {
-		return nil, fmt.Errorf("model.vocab: %w", err)
+		return nil, top, fmt.Errorf("model.vocab: %w", err)
 	}
 	all := string(arena)
 	vocab := make(map[string]int32, len(entries))
+	top.id = -1
 	for _, e := range entries {
 		tok := all[e.start:e.end]
 		if _, dup := vocab[tok]; dup {
-			return nil, fmt.Errorf("model.vocab: %q appears twice", tok)
+			return nil, top, fmt.Errorf("model.vocab: %q appears twice", tok)
 		}
 		vocab[tok] = e.id
+		if e.id > top.id {
+			top = vocabEntry{tok, e.id}
+		}
 	}
-	return vocab, nil
+	return vocab, top, nil
 }
 
 // eachMerge calls f(rank, a, b) for model.merges in either format; null or

@@ -1,9 +1,14 @@
 package tokenizer
 
 import (
+	"bytes"
+	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +20,15 @@ import (
 )
 
 // fuzzSeeds are adversarial inputs shared by the fuzz targets (the committed
-// corpus under testdata/fuzz has more).
+// corpus under testdata/fuzz has more): besides the pattern's corner cases,
+// long words (BPE's heap path), long runs of space, and text made of the
+// added tokens' prefixes (the matcher's trie walks and gives up).
 var fuzzSeeds = []string{
 	"", " ", "Hello, world!", "a\u3000\u3000b", "x  \n\n  y", "I'M you'LL 's", "'ſt", "\r\n\r\n",
 	"<|im_start|>user\nhi<|im_end|>", "<|im_start", "é e\u0301 \u212b", "😀👍🏽🇫🇷 👨‍👩‍👧", "\xff\xfe", "\xe2\x82",
 	"价格是 42 元。", "\t\tcode()  // comment\n", "\u00a0\u00a0x", "a\u0085b\u2028c",
+	strings.Repeat("abracadabra", 20), strings.Repeat(" ", 200) + "x", strings.Repeat("<|im_", 40) + "end|>",
+	strings.Repeat("<|", 60) + "<think></think" + strings.Repeat("\xff\xe2\x82", 20),
 }
 
 // qwenRegexp2 is the Qwen pattern in regexp2's default (.NET, Unicode \s)
@@ -208,6 +217,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	f.Add([]byte("\xe2\x82\xac"), uint8(1))
 	f.Add([]byte("\xf0\x9f\x98\x80abc\xed\xa0\x80"), uint8(3))
 	f.Add([]byte("\xc0\x80\xf4\x90\x80\x80"), uint8(0))
+	f.Add([]byte(strings.Repeat("\xf0\x9f\x98\x80\xe2\x82", 50)), uint8(7))
 	tok := loadQwen(f)
 	imEnd, _ := tok.TokenID("<|im_end|>")
 	f.Fuzz(func(t *testing.T, raw []byte, specialEvery uint8) {
@@ -348,8 +358,11 @@ func encodeNoCache(tok *Tokenizer, s string) []int {
 }
 
 // FuzzParse feeds mutated tokenizer.json / tokenizer_config.json bytes to
-// Parse: errors are expected, panics are bugs, and whatever loads must
-// encode to ids that decode.
+// Parse: errors are expected, panics are bugs, whatever loads must encode to
+// ids that decode, has no more ids than its file can describe, and is
+// refused when the model's vocabulary is one smaller. The seeds include
+// every boundCase, committed under testdata/fuzz/FuzzParse
+// (TestFuzzParseCorpusHasBoundCases).
 func FuzzParse(f *testing.F) {
 	tj, cj, err := SyntheticFiles(300)
 	if err != nil {
@@ -358,10 +371,21 @@ func FuzzParse(f *testing.F) {
 	f.Add(tj, cj)
 	f.Add(tj, []byte(`{"chat_template": "{{ messages }}", "eos_token": {"content": "<|im_end|>"}}`))
 	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a\u0041": 1}, "merges": ["a b"]}}`), []byte(nil))
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2147483646}, "merges": []}}`), []byte(nil))
+	f.Add([]byte(`{"added_tokens": [{"id": 1000000000000000, "content": "x"}], "model": {"type": "BPE", "vocab": {"a": 0}, "merges": null}}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, tj, cj []byte) {
+		if len(tj)+len(cj) > 1<<20 {
+			return // keep each run short
+		}
 		tok, err := Parse(tj, cj)
 		if err != nil {
 			return
+		}
+		if n := tok.VocabSize(); n > len(tj)+maxUnusedIDs {
+			t.Fatalf("%d bytes of tokenizer.json load as %d ids", len(tj), n)
+		}
+		if _, err := (LoadOptions{ModelVocab: tok.VocabSize() - 1}).Parse(tj, cj); err == nil {
+			t.Fatalf("loads with ModelVocab %d although its largest id is %d", tok.VocabSize()-1, tok.VocabSize()-1)
 		}
 		for _, s := range []string{"Hello, world! 123", "<|im_start|>x\u00e9\u3000 y"} {
 			if _, err := tok.Decode(tok.Encode(s)); err != nil {
@@ -369,4 +393,33 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+var updateCorpus = flag.Bool("update-corpus", false, "write the bound cases into testdata/fuzz/FuzzParse")
+
+// TestFuzzParseCorpusHasBoundCases checks that every boundCase that fits
+// FuzzParse's input size is a committed seed. -update-corpus writes them.
+func TestFuzzParseCorpusHasBoundCases(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzParse")
+	n := 0
+	for _, c := range boundCases(t) {
+		if len(c.tj) > 1<<20 {
+			continue // beyond FuzzParse's inputs; TestLoadBoundsIDs has it
+		}
+		n++
+		path := filepath.Join(dir, "bound-"+strings.NewReplacer(" ", "-", "*", "x").Replace(c.name))
+		data := []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(c.tj)) + ")\n[]byte(\"\")\n")
+		if *updateCorpus {
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s is missing or stale (%v); run go test -run TestFuzzParseCorpusHasBoundCases -update-corpus", path, err)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d bound cases are seeds", n)
+	}
 }

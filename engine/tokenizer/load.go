@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"path/filepath"
 	"sort"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // File names inside a tokenizer directory.
@@ -102,31 +104,56 @@ type splitPattern struct {
 	String *string `json:"String"`
 }
 
+// LoadOptions are what a caller knows about a tokenizer beyond its files.
+// The zero value is what Load, LoadFS and Parse use.
+type LoadOptions struct {
+	// ModelVocab, when > 0, is the vocabulary size of the model the
+	// tokenizer belongs to (its embedding rows): a token id at or beyond it
+	// is refused before anything is allocated for it.
+	ModelVocab int
+}
+
 // Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
-// and dir/chat_template.jinja.
-func Load(dir string) (*Tokenizer, error) {
-	t, err := LoadFS(os.DirFS(dir))
+// and dir/chat_template.jinja. Each file must be a regular file of at most
+// jnf.MaxAuxFileSize bytes.
+func Load(dir string) (*Tokenizer, error) { return LoadOptions{}.Load(dir) }
+
+// LoadFS is Load over a file system (the directory is its root).
+func LoadFS(fsys fs.FS) (*Tokenizer, error) { return LoadOptions{}.LoadFS(fsys) }
+
+// Parse builds a Tokenizer from the bytes of tokenizer.json and of
+// tokenizer_config.json (which may be nil: then there is no chat template and
+// no EOS token).
+func Parse(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
+	return LoadOptions{}.Parse(tokenizerJSON, configJSON)
+}
+
+// Load is the package's Load with these options.
+func (o LoadOptions) Load(dir string) (*Tokenizer, error) {
+	t, err := o.load(dirReader(dir))
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
 	return t, nil
 }
 
-// LoadFS is Load over a file system (the directory is its root).
-func LoadFS(fsys fs.FS) (*Tokenizer, error) {
-	tj, err := fs.ReadFile(fsys, TokenizerFile)
+// LoadFS is the package's LoadFS with these options.
+func (o LoadOptions) LoadFS(fsys fs.FS) (*Tokenizer, error) { return o.load(fsReader(fsys)) }
+
+func (o LoadOptions) load(read readFunc) (*Tokenizer, error) {
+	tj, err := read(TokenizerFile)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	cfg, err := fs.ReadFile(fsys, TokenizerConfigFile)
+	cfg, err := read(TokenizerConfigFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t, err := Parse(tj, cfg)
+	t, err := o.Parse(tj, cfg)
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := fs.ReadFile(fsys, ChatTemplateFile)
+	tmpl, err := read(ChatTemplateFile)
 	switch {
 	case err == nil:
 		t.chat, t.chatErr = parseChatTemplate(ChatTemplateFile, string(tmpl), t.config)
@@ -136,15 +163,49 @@ func LoadFS(fsys fs.FS) (*Tokenizer, error) {
 	return t, nil
 }
 
-// Parse builds a Tokenizer from the bytes of tokenizer.json and of
-// tokenizer_config.json (which may be nil: then there is no chat template and
-// no EOS token).
-func Parse(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
+// readFunc reads one file of a tokenizer directory whole (an error
+// matching fs.ErrNotExist when it is absent).
+type readFunc func(name string) ([]byte, error)
+
+// dirReader reads the files of dir: regular files only (a FIFO is refused
+// without blocking), at most jnf.MaxAuxFileSize bytes each.
+func dirReader(dir string) readFunc {
+	return func(name string) ([]byte, error) {
+		return jnf.ReadFileLimit(filepath.Join(dir, name), jnf.MaxAuxFileSize, name)
+	}
+}
+
+// fsReader reads the files of fsys with the same rules as dirReader: the
+// mode is checked before the file is opened (fs.Stat), the size before and
+// while it is read.
+func fsReader(fsys fs.FS) readFunc {
+	return func(name string) ([]byte, error) {
+		st, err := fs.Stat(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		if !st.Mode().IsRegular() {
+			return nil, &jnf.NotRegularError{Path: name, Mode: st.Mode()}
+		}
+		if st.Size() > jnf.MaxAuxFileSize {
+			return nil, &jnf.LimitError{Path: name, Size: st.Size(), Max: jnf.MaxAuxFileSize, Which: name}
+		}
+		f, err := fsys.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return jnf.ReadAllLimit(f, name, jnf.MaxAuxFileSize, name)
+	}
+}
+
+// Parse is the package's Parse with these options.
+func (o LoadOptions) Parse(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
 	tj, err := decodeTokenizerJSON(tokenizerJSONBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerFile, err)
 	}
-	t, err := build(tj)
+	t, err := build(tj, o)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerFile, err)
 	}
@@ -156,7 +217,23 @@ func Parse(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
 	return t, nil
 }
 
-func build(tj *tokenizerJSON) (*Tokenizer, error) {
+// Bounds on what a tokenizer.json may ask for, so that loading one takes
+// memory in proportion to its size. Hugging Face's own files stay far
+// inside them (Qwen3: 151,669 dense ids, 26 added tokens of at most 20
+// bytes).
+const (
+	// maxUnusedIDs is how many ids below the largest one may belong to no
+	// token. tokenizers accepts any id, but a vocabulary with holes is not
+	// one it writes, and each id costs memory whether used or not.
+	maxUnusedIDs = 1024
+	// maxAddedTokenLen bounds one added token's content (after
+	// normalisation), and maxAddedBytes all of them: they are matched in
+	// every text encoded.
+	maxAddedTokenLen = 1024
+	maxAddedBytes    = 1 << 20
+)
+
+func build(tj *tokenizerJSON, o LoadOptions) (*Tokenizer, error) {
 	m := &tj.Model
 	if m.Type != "BPE" {
 		return nil, fmt.Errorf("model.type %q is not supported (want \"BPE\")", m.Type)
@@ -173,7 +250,19 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 	if m.ByteFallback {
 		return nil, errors.New("model.byte_fallback true is not supported (byte-level BPE needs none)")
 	}
-	vocab, err := parseVocab(m.Vocab)
+	// tokenizers' BPE deserializer requires both members, as lists.
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"model.vocab", m.Vocab}, {"model.merges", m.Merges}} {
+		switch {
+		case len(f.raw) == 0:
+			return nil, fmt.Errorf("%s is missing (Hugging Face tokenizers refuses a BPE model without it)", f.name)
+		case string(f.raw) == "null":
+			return nil, fmt.Errorf("%s is null (Hugging Face tokenizers refuses it; an empty one is written {} or [])", f.name)
+		}
+	}
+	vocab, top, err := parseVocab(m.Vocab)
 	if err != nil {
 		return nil, err
 	}
@@ -187,14 +276,57 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 		cache:        newWordCache(),
 	}
 
+	for b := range 256 {
+		s := string(byteToRune[b])
+		id, ok := vocab[s]
+		if !ok {
+			return nil, fmt.Errorf("model.vocab lacks the byte-level symbol %q for byte 0x%02x (only byte-level BPE is supported)", s, b)
+		}
+		t.byteID[b] = id
+	}
+
+	// Added tokens get the ids Hugging Face would give them: their vocab id
+	// if the content is in the vocab, else the next free id after the model.
+	// They are checked before anything is sized by an id.
+	modelSize := len(vocab)
+	nextAdded := -1
+	fresh := map[string]int32{} // added tokens that are not model.vocab entries
+	t.added = make([]AddedToken, len(tj.AddedTokens))
+	copy(t.added, tj.AddedTokens)
+	maxID, maxWhat := int(top.id), fmt.Sprintf("model.vocab[%q]", top.tok)
+	for i := range t.added {
+		a := &t.added[i]
+		if a.Content == "" {
+			return nil, fmt.Errorf("added_tokens[%d] (id %d): empty content", i, a.ID)
+		}
+		want, ok := vocab[a.Content]
+		if !ok {
+			if want, ok = fresh[a.Content]; !ok {
+				if nextAdded < 0 {
+					nextAdded = modelSize
+				}
+				want = int32(nextAdded)
+			}
+		}
+		if int(want) != a.ID {
+			return nil, fmt.Errorf("added_tokens[%d] %q: id %d, but Hugging Face tokenizers would assign id %d", i, truncate(a.Content, 80), a.ID, want)
+		}
+		if _, inVocab := vocab[a.Content]; !inVocab && int(want) == nextAdded {
+			nextAdded++
+			fresh[a.Content] = want
+			if a.ID > maxID {
+				maxID, maxWhat = a.ID, fmt.Sprintf("added_tokens[%d] %q", i, truncate(a.Content, 80))
+			}
+		}
+	}
+	if ids := len(vocab) + len(fresh); maxID >= ids+maxUnusedIDs {
+		return nil, fmt.Errorf("%s: id %d, but there are only %d tokens: at most %d ids may be unused", maxWhat, maxID, ids, maxUnusedIDs)
+	}
+	if o.ModelVocab > 0 && maxID >= o.ModelVocab {
+		return nil, fmt.Errorf("%s: id %d is beyond the model's vocabulary of %d", maxWhat, maxID, o.ModelVocab)
+	}
+
 	// Vocabulary.
-	maxID := -1
-	for _, id := range vocab {
-		maxID = max(maxID, int(id))
-	}
-	for _, a := range tj.AddedTokens {
-		maxID = max(maxID, a.ID)
-	}
 	t.tokens = make([]string, maxID+1)
 	t.kind = make([]uint8, maxID+1)
 	for tok, id := range vocab {
@@ -203,15 +335,6 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 		}
 		t.tokens[id], t.kind[id] = tok, kindModel
 	}
-	for b := range 256 {
-		s := string(byteToRune[b])
-		id, ok := t.vocab[s]
-		if !ok {
-			return nil, fmt.Errorf("model.vocab lacks the byte-level symbol %q for byte 0x%02x (only byte-level BPE is supported)", s, b)
-		}
-		t.byteID[b] = id
-	}
-
 	// Merges, in rank order. Map lookups with string(bytes) do not allocate.
 	t.merges = make(map[uint64]merge, len(m.Merges)/24)
 	var buf []byte
@@ -233,34 +356,17 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 		return nil, err
 	}
 
-	// Added tokens get the ids Hugging Face would give them: their vocab id
-	// if the content is in the vocab, else the next free id after the model.
-	modelSize := len(vocab)
-	nextAdded := -1
 	var raw, normalized []*AddedToken
-	fresh := map[int]bool{} // added tokens that are not model.vocab entries
-	t.added = make([]AddedToken, len(tj.AddedTokens))
-	copy(t.added, tj.AddedTokens)
+	freshID := map[int]bool{}
 	for i := range t.added {
 		a := &t.added[i]
-		if a.Content == "" {
-			return nil, fmt.Errorf("added_tokens[%d] (id %d): empty content", i, a.ID)
-		}
-		want, ok := t.vocab[a.Content]
-		if !ok {
-			if nextAdded < 0 {
-				nextAdded = modelSize
+		if id, ok := fresh[a.Content]; ok && !freshID[a.ID] {
+			if t.kind[id] != kindHole {
+				return nil, fmt.Errorf("added_tokens[%d] %q: id %d, which model.vocab gives to %q", i, truncate(a.Content, 80), id, t.tokens[id])
 			}
-			want = int32(nextAdded)
-		}
-		if int(want) != a.ID {
-			return nil, fmt.Errorf("added_tokens[%d] %q: id %d, but Hugging Face tokenizers would assign id %d", i, a.Content, a.ID, want)
-		}
-		if !ok {
-			nextAdded = a.ID + 1
-			t.vocab[a.Content] = want
-			t.tokens[a.ID] = a.Content
-			fresh[a.ID] = true
+			t.vocab[a.Content] = id
+			t.tokens[id] = a.Content
+			freshID[a.ID] = true
 		}
 		if a.Special {
 			t.kind[a.ID] = kindSpecial
@@ -289,6 +395,9 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 			normalized[i] = &c
 		}
 	}
+	if err := checkAddedSizes(append(append([]*AddedToken(nil), raw...), normalized...)); err != nil {
+		return nil, err
+	}
 	t.rawMatcher = newMatcher(raw)
 	t.normMatcher = newMatcher(normalized)
 	if err := checkPreTokenizer(tj.PreTokenizer); err != nil {
@@ -311,7 +420,7 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 	// added token "\u2126" as "\u03a9"), then through the ByteLevel decoder.
 	decodeAs := append([]string(nil), t.tokens...)
 	for _, a := range normalized {
-		if fresh[a.ID] {
+		if freshID[a.ID] {
 			decodeAs[a.ID] = a.Content
 		}
 	}
@@ -327,6 +436,22 @@ func build(tj *tokenizerJSON) (*Tokenizer, error) {
 }
 
 const maxVocabID = 1<<31 - 2
+
+// checkAddedSizes bounds the contents the matchers hold (normalised ones as
+// normalised).
+func checkAddedSizes(tokens []*AddedToken) error {
+	total := 0
+	for _, a := range tokens {
+		if len(a.Content) > maxAddedTokenLen {
+			return fmt.Errorf("added token %d %q: %d bytes, more than the %d accepted", a.ID, truncate(a.Content, 40), len(a.Content), maxAddedTokenLen)
+		}
+		total += len(a.Content)
+	}
+	if total > maxAddedBytes {
+		return fmt.Errorf("added_tokens: %d bytes of content, more than the %d accepted", total, maxAddedBytes)
+	}
+	return nil
+}
 
 func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 	if len(raw) == 0 || string(raw) == "null" {

@@ -42,7 +42,7 @@ func pyPow(x, y float64) (Value, error) {
 
 // getattr is jinja2's SandboxedEnvironment.getattr: a Python attribute of
 // the object (a method), else obj[attr], else Undefined.
-func getattr(obj Value, attr string) (Value, error) {
+func (b *budget) getattr(obj Value, attr string) (Value, error) {
 	switch o := obj.(type) {
 	case Undefined:
 		return nil, undefinedAttrErr(o, attr)
@@ -50,8 +50,8 @@ func getattr(obj Value, attr string) (Value, error) {
 		if m := dictMethod(o, attr); m != nil {
 			return m, nil
 		}
-		if v, ok := o.Get(attr); ok {
-			return v, nil
+		if v, ok, err := o.get(b, attr); err != nil || ok {
+			return v, err
 		}
 	case string:
 		if m := strMethod(o, attr); m != nil {
@@ -62,11 +62,20 @@ func getattr(obj Value, attr string) (Value, error) {
 			return m, nil
 		}
 	case *Namespace:
-		if v, ok := o.attrs.Get(attr); ok {
-			return v, nil
+		if v, ok, err := o.attrs.get(b, attr); err != nil || ok {
+			return v, err
 		}
 	case *Loop:
 		return o.attr(attr), nil
+	}
+	return b.noAttr(obj, attr)
+}
+
+// noAttr is the Undefined of a missing attribute (its message is charged:
+// the name can be as long as the template).
+func (b *budget) noAttr(obj Value, attr string) (Value, error) {
+	if err := b.alloc(int64(len(attr))+64, "attribute lookup"); err != nil {
+		return nil, err
 	}
 	return Undefined{Name: fmt.Sprintf("'%s object' has no attribute '%s'", jinjaTypeName(obj), attr)}, nil
 }
@@ -90,13 +99,13 @@ func undefinedAttrErr(u Undefined, attr string) error {
 
 // getitem is jinja2's Environment.getitem: obj[key], else the attribute
 // named key, else Undefined.
-func getitem(obj Value, key Value) (Value, error) {
+func (b *budget) getitem(obj Value, key Value) (Value, error) {
 	switch o := obj.(type) {
 	case Undefined:
-		return nil, undefinedAttrErr(o, toStr(key))
+		return nil, undefinedAttrErr(o, shortStr(key))
 	case *Dict:
-		if v, ok := o.Get(key); ok {
-			return v, nil
+		if v, ok, err := o.get(b, key); err != nil || ok {
+			return v, err
 		}
 	case *List:
 		if i, ok := index(key, len(o.Items)); ok {
@@ -104,18 +113,78 @@ func getitem(obj Value, key Value) (Value, error) {
 		}
 	case string:
 		if _, isNum := numeric(key); isNum {
-			runes := []rune(o)
-			if i, ok := index(key, len(runes)); ok {
-				return string(runes[i]), nil
+			if c, ok, err := b.strIndex(o, key); err != nil || ok {
+				return c, err
 			}
 		}
 	case *Loop:
 	case *Namespace:
 	}
 	if s, ok := key.(string); ok {
-		return getattr(obj, s)
+		return b.getattr(obj, s)
 	}
-	return Undefined{Name: fmt.Sprintf("%s object has no element %s", jinjaTypeName(obj), repr(key))}, nil
+	return Undefined{Name: fmt.Sprintf("%s object has no element %s", jinjaTypeName(obj), shortRepr(key))}, nil
+}
+
+// strIndex is s[key] for an integer key: the character, found by walking
+// from the nearer end, or ok false when the index is out of range.
+func (b *budget) strIndex(s string, key Value) (Value, bool, error) {
+	num, _ := numeric(key)
+	if num.isFloat || !num.i.IsInt64() {
+		return nil, false, nil
+	}
+	i := num.i.Int64()
+	walk := i + 1 // characters to walk through
+	if i < 0 {
+		walk = -i
+	}
+	if err := b.runes(int(min(mulSat(walk, utf8.UTFMax), int64(len(s)))), "subscript"); err != nil {
+		return nil, false, err
+	}
+	var r rune
+	var w int
+	if i >= 0 {
+		off := 0
+		for ; i > 0 && off < len(s); i-- {
+			_, w := utf8.DecodeRuneInString(s[off:])
+			off += w
+		}
+		if off >= len(s) {
+			return nil, false, nil
+		}
+		r, w = utf8.DecodeRuneInString(s[off:])
+		s = s[off:]
+	} else {
+		end := len(s)
+		for ; i < -1 && end > 0; i++ {
+			_, w := utf8.DecodeLastRuneInString(s[:end])
+			end -= w
+		}
+		if end == 0 {
+			return nil, false, nil
+		}
+		r, w = utf8.DecodeLastRuneInString(s[:end])
+		s = s[end-w:]
+	}
+	if r == utf8.RuneError && w == 1 {
+		return string(utf8.RuneError), true, nil // as []rune(s) has it
+	}
+	return s[:w], true, nil
+}
+
+// shortStr is str(v) for error messages: capped like shortRepr.
+func shortStr(v Value) string {
+	if s, ok := v.(string); ok {
+		p := &printer{max: 200}
+		p.WriteString(s)
+		return p.sb.String()
+	}
+	p := &printer{max: 200}
+	p.str(v)
+	if s, err := p.result(); err == nil {
+		return s
+	}
+	return "<" + typeName(v) + ">"
 }
 
 // index resolves a Python sequence index (negative from the end).
@@ -124,11 +193,11 @@ func index(key Value, n int) (int, bool) {
 	if !ok || num.isFloat || !num.i.IsInt64() {
 		return 0, false
 	}
-	i := int(num.i.Int64())
+	i := num.i.Int64()
 	if i < 0 {
-		i += n
+		i += int64(n)
 	}
-	return i, i >= 0 && i < n
+	return int(i), i >= 0 && i < int64(n)
 }
 
 func (l *Loop) attr(name string) Value {
@@ -170,16 +239,18 @@ func (l *Loop) attr(name string) Value {
 			return args[l.index%len(args)], nil
 		}}
 	case "changed":
-		return &Func{Name: "loop.changed", Call: func(_ *renderer, args []Value, _ []kwarg) (Value, error) {
-			v := &List{Items: args, Tuple: true}
-			if l.hasLast && pyEqual(v, &List{Items: l.changed, Tuple: true}) {
-				return false, nil
+		return &Func{Name: "loop.changed", Call: func(r *renderer, args []Value, _ []kwarg) (Value, error) {
+			if l.hasLast {
+				same, err := r.equal(&List{Items: args, Tuple: true}, &List{Items: l.changed, Tuple: true})
+				if err != nil || same {
+					return false, err
+				}
 			}
 			l.changed, l.hasLast = args, true
 			return true, nil
 		}}
 	}
-	return Undefined{Name: fmt.Sprintf("'LoopContext object' has no attribute '%s'", name)}
+	return Undefined{Name: fmt.Sprintf("'LoopContext object' has no attribute '%s'", shortStr(name))}
 }
 
 // argument helpers
@@ -208,7 +279,7 @@ func checkArgs(name string, args []Value, kwargs []kwarg, maxPos int, allowed ..
 			}
 		}
 		if !ok {
-			return fmt.Errorf("%s() got an unexpected keyword argument '%s'", name, kw.name)
+			return fmt.Errorf("%s() got an unexpected keyword argument '%s'", name, shortStr(kw.name))
 		}
 	}
 	return nil
@@ -230,10 +301,8 @@ func intArg(v Value, what string) (int, error) {
 	return int(n.i.Int64()), nil
 }
 
-func method(name string, fn func(args []Value, kwargs []kwarg) (Value, error)) *Func {
-	return &Func{Name: name, Call: func(_ *renderer, args []Value, kwargs []kwarg) (Value, error) {
-		return fn(args, kwargs)
-	}}
+func method(name string, fn func(r *renderer, args []Value, kwargs []kwarg) (Value, error)) *Func {
+	return &Func{Name: name, Call: fn}
 }
 
 func unsafeMethod(typ, name string) *Func {
@@ -245,36 +314,35 @@ func unsafeMethod(typ, name string) *Func {
 func dictMethod(d *Dict, name string) Value {
 	switch name {
 	case "items":
-		return method("items", func(args []Value, kw []kwarg) (Value, error) {
+		return method("items", func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs("items", args, kw, 0); err != nil {
 				return nil, err
 			}
-			return dictItems(d), nil
+			return r.dictItems(d)
 		})
-	case "keys":
-		return method("keys", func(args []Value, kw []kwarg) (Value, error) {
-			if err := checkArgs("keys", args, kw, 0); err != nil {
+	case "keys", "values":
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
+			if err := checkArgs(name, args, kw, 0); err != nil {
 				return nil, err
 			}
-			return &List{Items: append([]Value(nil), d.keys...)}, nil
-		})
-	case "values":
-		return method("values", func(args []Value, kw []kwarg) (Value, error) {
-			if err := checkArgs("values", args, kw, 0); err != nil {
+			if err := r.allocValues(d.Len(), "dict."+name); err != nil {
 				return nil, err
+			}
+			if name == "keys" {
+				return &List{Items: append([]Value(nil), d.keys...)}, nil
 			}
 			return &List{Items: append([]Value(nil), d.vals...)}, nil
 		})
 	case "get":
-		return method("get", func(args []Value, kw []kwarg) (Value, error) {
+		return method("get", func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs("get", args, kw, 2); err != nil {
 				return nil, err
 			}
 			if len(args) == 0 {
 				return nil, errors.New("get expected at least 1 argument, got 0")
 			}
-			if v, ok := d.Get(args[0]); ok {
-				return v, nil
+			if v, ok, err := d.get(r.budget, args[0]); err != nil || ok {
+				return v, err
 			}
 			if len(args) == 2 {
 				return args[1], nil
@@ -287,40 +355,48 @@ func dictMethod(d *Dict, name string) Value {
 	return nil
 }
 
-func dictItems(d *Dict) *List {
+// itemSize is the charge for one (key, value) tuple of dict.items(): its
+// slot in the list, the tuple and the tuple's two slots.
+const itemSize = valueSize + 32 + 2*valueSize
+
+func (b *budget) dictItems(d *Dict) (*List, error) {
+	if err := b.alloc(mulSat(int64(d.Len()), itemSize), "dict items"); err != nil {
+		return nil, err
+	}
 	out := &List{Items: make([]Value, d.Len())}
 	for i, k := range d.keys {
 		out.Items[i] = &List{Items: []Value{k, d.vals[i]}, Tuple: true}
 	}
-	return out
+	return out, nil
 }
 
 func listMethod(l *List, name string) Value {
 	switch name {
-	case "count":
-		return method("count", func(args []Value, kw []kwarg) (Value, error) {
+	case "count", "index":
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if len(args) != 1 || len(kw) != 0 {
-				return nil, errors.New("count() takes exactly one argument")
+				return nil, fmt.Errorf("%s() takes exactly one argument", name)
 			}
 			n := int64(0)
-			for _, it := range l.Items {
-				if pyEqual(it, args[0]) {
+			for i, it := range l.Items {
+				if err := r.work(1, "list."+name); err != nil {
+					return nil, err
+				}
+				eq, err := r.equal(it, args[0])
+				if err != nil {
+					return nil, err
+				}
+				if eq && name == "index" {
+					return int64(i), nil
+				}
+				if eq {
 					n++
 				}
 			}
+			if name == "index" {
+				return nil, fmt.Errorf("%s is not in list", shortRepr(args[0]))
+			}
 			return n, nil
-		})
-	case "index":
-		return method("index", func(args []Value, kw []kwarg) (Value, error) {
-			if len(args) != 1 || len(kw) != 0 {
-				return nil, errors.New("index() takes exactly one argument")
-			}
-			for i, it := range l.Items {
-				if pyEqual(it, args[0]) {
-					return int64(i), nil
-				}
-			}
-			return nil, fmt.Errorf("%s is not in list", repr(args[0]))
 		})
 	case "append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear", "copy":
 		if l.Tuple {
@@ -331,8 +407,9 @@ func listMethod(l *List, name string) Value {
 	return nil
 }
 
-// charSet is the chars argument of str.strip and friends.
-func stripFunc(args []Value, kw []kwarg, name string) (func(rune) bool, error) {
+// stripFunc is the chars argument of str.strip and friends as a rune test
+// (a set, so that stripping costs the same for any chars).
+func (b *budget) stripFunc(args []Value, kw []kwarg, name string) (func(rune) bool, error) {
 	if err := checkArgs(name, args, kw, 1); err != nil {
 		return nil, err
 	}
@@ -343,15 +420,77 @@ func stripFunc(args []Value, kw []kwarg, name string) (func(rune) bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(r rune) bool { return strings.ContainsRune(chars, r) }, nil
+	if len(chars) <= 8 {
+		return func(r rune) bool { return strings.ContainsRune(chars, r) }, nil
+	}
+	if err := b.runes(len(chars), name); err != nil {
+		return nil, err
+	}
+	var ascii [utf8.RuneSelf]bool
+	var other map[rune]bool
+	for i := 0; i < len(chars); {
+		if c := chars[i]; c < utf8.RuneSelf {
+			ascii[c] = true
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(chars[i:])
+		i += w
+		if !other[r] {
+			if err := b.alloc(valueSize, name); err != nil {
+				return nil, err
+			}
+			if other == nil {
+				other = map[rune]bool{}
+			}
+			other[r] = true
+		}
+	}
+	return func(r rune) bool {
+		if r < utf8.RuneSelf {
+			return ascii[r]
+		}
+		return other[r]
+	}, nil
+}
+
+// caseMap charges for f(s), a case mapping: per-character work, and a result
+// at most twice as long as s (the reservation is settled afterwards).
+func (b *budget) caseMap(s, op string, f func(string) string) (string, error) {
+	if err := b.runes(len(s), op); err != nil {
+		return "", err
+	}
+	reserve := mulSat(int64(len(s)), 2)
+	if err := b.alloc(reserve, op); err != nil {
+		return "", err
+	}
+	out := f(s)
+	if d := reserve - int64(len(out)); d >= 0 {
+		b.refund(d)
+	} else if err := b.alloc(-d, op); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// strList is a list of the parts (charged by the caller).
+func strList(parts []string) *List {
+	out := &List{Items: make([]Value, len(parts))}
+	for i, p := range parts {
+		out.Items[i] = p
+	}
+	return out
 }
 
 func strMethod(s, name string) Value {
 	switch name {
 	case "strip", "lstrip", "rstrip":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
-			f, err := stripFunc(args, kw, name)
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
+			f, err := r.stripFunc(args, kw, name)
 			if err != nil {
+				return nil, err
+			}
+			if err := r.runes(len(s), name); err != nil {
 				return nil, err
 			}
 			switch name {
@@ -363,7 +502,7 @@ func strMethod(s, name string) Value {
 			return strings.TrimRightFunc(s, f), nil
 		})
 	case "startswith", "endswith":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 3); err != nil {
 				return nil, err
 			}
@@ -372,15 +511,9 @@ func strMethod(s, name string) Value {
 			}
 			sub := s
 			if len(args) > 1 {
-				runes := []rune(s)
-				idx, err := sliceIndices(len(runes), [3]Value{args[1], argOr(args, 2, nil), nil})
-				if err != nil {
+				var err error
+				if sub, err = r.sliceString(s, [3]Value{args[1], argOr(args, 2, nil), nil}); err != nil {
 					return nil, err
-				}
-				if len(idx) == 0 {
-					sub = ""
-				} else {
-					sub = string(runes[idx[0] : idx[len(idx)-1]+1])
 				}
 			}
 			var cands []Value
@@ -400,6 +533,9 @@ func strMethod(s, name string) Value {
 				if err != nil {
 					return nil, err
 				}
+				if err := r.scan(len(cs), name); err != nil {
+					return nil, err
+				}
 				if name == "startswith" && strings.HasPrefix(sub, cs) || name == "endswith" && strings.HasSuffix(sub, cs) {
 					return true, nil
 				}
@@ -407,7 +543,7 @@ func strMethod(s, name string) Value {
 			return false, nil
 		})
 	case "split", "rsplit":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 2, "sep", "maxsplit"); err != nil {
 				return nil, err
 			}
@@ -422,7 +558,11 @@ func strMethod(s, name string) Value {
 				maxsplit = n
 			}
 			if sepV == nil {
-				return strList(splitWhitespace(s, maxsplit, name == "rsplit")), nil
+				parts, err := r.splitWhitespace(s, maxsplit, name == "rsplit")
+				if err != nil {
+					return nil, err
+				}
+				return strList(parts), nil
 			}
 			sep, err := strArg(sepV, "sep")
 			if err != nil {
@@ -431,29 +571,51 @@ func strMethod(s, name string) Value {
 			if sep == "" {
 				return nil, errors.New("empty separator")
 			}
+			if err := r.scan(len(s), "str."+name); err != nil {
+				return nil, err
+			}
+			n := strings.Count(s, sep) + 1
+			if maxsplit >= 0 {
+				n = min(n, maxsplit+1)
+			}
+			if err := r.alloc(mulSat(int64(n), 2*valueSize), "str."+name); err != nil { // the []string and the list
+				return nil, err
+			}
 			if name == "split" {
 				return strList(strings.SplitN(s, sep, nIfMax(maxsplit))), nil
 			}
 			return strList(rsplitN(s, sep, maxsplit)), nil
 		})
 	case "splitlines":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 1, "keepends"); err != nil {
 				return nil, err
 			}
 			keep, _ := argAt(args, kw, 0, "keepends")
-			return strList(splitLines(s, truthy(keep))), nil
+			parts, err := r.splitLines(s, truthy(keep))
+			if err != nil {
+				return nil, err
+			}
+			return strList(parts), nil
 		})
-	case "lower":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) { return strings.ToLower(s), checkArgs(name, args, kw, 0) })
-	case "upper":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) { return pyUpper(s), checkArgs(name, args, kw, 0) })
-	case "title":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) { return pyTitle(s), checkArgs(name, args, kw, 0) })
-	case "capitalize":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) { return pyCapitalize(s), checkArgs(name, args, kw, 0) })
+	case "lower", "upper", "title", "capitalize":
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
+			if err := checkArgs(name, args, kw, 0); err != nil {
+				return nil, err
+			}
+			f := strings.ToLower
+			switch name {
+			case "upper":
+				f = pyUpper
+			case "title":
+				f = pyTitle
+			case "capitalize":
+				f = pyCapitalize
+			}
+			return r.caseMap(s, "str."+name, f)
+		})
 	case "replace":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 3, "count"); err != nil {
 				return nil, err
 			}
@@ -474,10 +636,10 @@ func strMethod(s, name string) Value {
 					return nil, err
 				}
 			}
-			return strings.Replace(s, old, nw, n), nil
+			return r.replace(s, old, nw, n, "str.replace")
 		})
 	case "find", "rfind", "index", "rindex", "count":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 1); err != nil {
 				return nil, err
 			}
@@ -486,6 +648,9 @@ func strMethod(s, name string) Value {
 			}
 			sub, err := strArg(args[0], name+" arg")
 			if err != nil {
+				return nil, err
+			}
+			if err := r.scan(len(s)+len(sub), "str."+name); err != nil {
 				return nil, err
 			}
 			var i int
@@ -509,36 +674,76 @@ func strMethod(s, name string) Value {
 			return int64(utf8.RuneCountInString(s[:i])), nil
 		})
 	case "join":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 1); err != nil {
 				return nil, err
 			}
 			if len(args) != 1 {
 				return nil, errors.New("join() takes exactly one argument")
 			}
-			items, err := iterate(args[0])
+			items, err := r.iterate(args[0])
 			if err != nil {
+				return nil, err
+			}
+			if err := r.allocValues(len(items), "str.join"); err != nil {
 				return nil, err
 			}
 			parts := make([]string, len(items))
 			for i, it := range items {
-				if parts[i], err = strArg(it, fmt.Sprintf("sequence item %d", i)); err != nil {
-					return nil, err
+				p, ok := it.(string)
+				if !ok {
+					return nil, fmt.Errorf("sequence item %d: expected str instance, %s found", i, typeName(it))
 				}
+				parts[i] = p
 			}
-			return strings.Join(parts, s), nil
+			return r.join(parts, s, "str.join")
 		})
 	case "isdigit", "isnumeric", "isdecimal", "isalpha", "isalnum", "isspace", "islower", "isupper":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) {
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 			if err := checkArgs(name, args, kw, 0); err != nil {
+				return nil, err
+			}
+			if err := r.runes(len(s), "str."+name); err != nil {
 				return nil, err
 			}
 			return strPredicate(name, s), nil
 		})
 	case "format":
-		return method(name, func(args []Value, kw []kwarg) (Value, error) { return strFormat(s, args, kw) })
+		return method(name, func(r *renderer, args []Value, kw []kwarg) (Value, error) { return r.strFormat(s, args, kw) })
 	}
 	return nil
+}
+
+// join is sep.join(parts), its length charged before it is made.
+func (b *budget) join(parts []string, sep, op string) (string, error) {
+	if err := b.work(int64(len(parts)), op); err != nil {
+		return "", err
+	}
+	n := mulSat(int64(len(sep)), int64(max(len(parts)-1, 0)))
+	for _, p := range parts {
+		n = addSat(n, int64(len(p)))
+	}
+	if err := b.alloc(n, op); err != nil {
+		return "", err
+	}
+	return strings.Join(parts, sep), nil
+}
+
+// replace is s.replace(old, new, count), its length charged before it is
+// made.
+func (b *budget) replace(s, old, nw string, count int, op string) (string, error) {
+	if err := b.scan(len(s)+len(old), op); err != nil {
+		return "", err
+	}
+	n := strings.Count(s, old) // for "" one more than the characters, as Go and Python replace
+	if count >= 0 {
+		n = min(n, count)
+	}
+	size := addSat(int64(len(s)), mulSat(int64(n), int64(len(nw))))
+	if err := b.alloc(size, op); err != nil {
+		return "", err
+	}
+	return strings.Replace(s, old, nw, count), nil
 }
 
 func argOr(args []Value, i int, def Value) Value {
@@ -553,14 +758,6 @@ func nIfMax(maxsplit int) int {
 		return -1
 	}
 	return maxsplit + 1
-}
-
-func strList(parts []string) *List {
-	out := &List{Items: make([]Value, len(parts))}
-	for i, p := range parts {
-		out.Items[i] = p
-	}
-	return out
 }
 
 func rsplitN(s, sep string, maxsplit int) []string {
@@ -585,50 +782,67 @@ func rsplitN(s, sep string, maxsplit int) []string {
 }
 
 // splitWhitespace is str.split() / str.rsplit() without a separator.
-func splitWhitespace(s string, maxsplit int, fromRight bool) []string {
+func (b *budget) splitWhitespace(s string, maxsplit int, fromRight bool) ([]string, error) {
+	if err := b.runes(len(s), "str.split"); err != nil {
+		return nil, err
+	}
+	var out []string
+	add := func(p string) error {
+		if err := b.alloc(2*valueSize, "str.split"); err != nil {
+			return err
+		}
+		out = append(out, p)
+		return nil
+	}
 	if !fromRight {
-		var out []string
 		for {
 			s = strings.TrimLeftFunc(s, pyIsSpace)
 			if s == "" {
-				return out
+				return out, nil
 			}
 			if maxsplit == 0 {
-				return append(out, s)
+				return out, add(s)
 			}
 			i := strings.IndexFunc(s, pyIsSpace)
 			if i < 0 {
-				return append(out, s)
+				return out, add(s)
 			}
-			out = append(out, s[:i])
+			if err := add(s[:i]); err != nil {
+				return nil, err
+			}
 			s = s[i:]
 			maxsplit--
 		}
 	}
-	var rev []string
 	for {
 		s = strings.TrimRightFunc(s, pyIsSpace)
 		if s == "" {
 			break
 		}
 		if maxsplit == 0 {
-			rev = append(rev, s)
+			if err := add(s); err != nil {
+				return nil, err
+			}
 			break
 		}
 		i := strings.LastIndexFunc(s, pyIsSpace)
 		if i < 0 {
-			rev = append(rev, s)
+			if err := add(s); err != nil {
+				return nil, err
+			}
 			break
 		}
 		_, w := utf8.DecodeRuneInString(s[i:])
-		rev = append(rev, s[i+w:])
+		if err := add(s[i+w:]); err != nil {
+			return nil, err
+		}
 		s = s[:i]
 		maxsplit--
 	}
-	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-		rev[i], rev[j] = rev[j], rev[i]
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
 	}
-	return rev
+	return out, nil
 }
 
 func isLineBreak(r rune) bool {
@@ -639,9 +853,16 @@ func isLineBreak(r rune) bool {
 	return false
 }
 
-func splitLines(s string, keep bool) []string {
+// splitLines is str.splitlines; each line is charged as it is cut.
+func (b *budget) splitLines(s string, keep bool) ([]string, error) {
+	if err := b.runes(len(s), "splitlines"); err != nil {
+		return nil, err
+	}
 	var out []string
 	for len(s) > 0 {
+		if err := b.alloc(2*valueSize, "splitlines"); err != nil {
+			return nil, err
+		}
 		i := strings.IndexFunc(s, isLineBreak)
 		if i < 0 {
 			out = append(out, s)
@@ -658,7 +879,7 @@ func splitLines(s string, keep bool) []string {
 		}
 		s = s[i+w:]
 	}
-	return out
+	return out, nil
 }
 
 func pyUpper(s string) string {
@@ -734,17 +955,17 @@ func strPredicate(name, s string) bool {
 }
 
 // strFormat is str.format with plain {} / {0} / {name} fields.
-func strFormat(s string, args []Value, kw []kwarg) (Value, error) {
-	var sb strings.Builder
-	auto := 0
-	for i := 0; i < len(s); i++ {
+func (b *budget) strFormat(s string, args []Value, kw []kwarg) (Value, error) {
+	p := &printer{b: b, op: "str.format"}
+	auto, manual := 0, false
+	for i := 0; i < len(s) && p.err == nil; i++ {
 		c := s[i]
 		switch {
 		case c == '{' && i+1 < len(s) && s[i+1] == '{':
-			sb.WriteByte('{')
+			p.WriteByte('{')
 			i++
 		case c == '}' && i+1 < len(s) && s[i+1] == '}':
-			sb.WriteByte('}')
+			p.WriteByte('}')
 			i++
 		case c == '{':
 			j := strings.IndexByte(s[i:], '}')
@@ -753,23 +974,33 @@ func strFormat(s string, args []Value, kw []kwarg) (Value, error) {
 			}
 			field := s[i+1 : i+j]
 			if strings.ContainsAny(field, ":!.[") {
-				return nil, fmt.Errorf("format field {%s} is not supported", field)
+				return nil, fmt.Errorf("format field {%s} is not supported", shortStr(field))
 			}
 			var v Value
 			switch {
 			case field == "":
+				if manual {
+					return nil, errors.New("cannot switch from manual field specification to automatic field numbering")
+				}
 				if auto >= len(args) {
 					return nil, fmt.Errorf("replacement index %d out of range", auto)
 				}
 				v = args[auto]
 				auto++
 			case field[0] >= '0' && field[0] <= '9':
+				if auto > 0 {
+					return nil, errors.New("cannot switch from automatic field numbering to manual field specification")
+				}
+				manual = true
 				n, err := strconv.Atoi(field)
 				if err != nil || n >= len(args) {
-					return nil, fmt.Errorf("replacement index %s out of range", field)
+					return nil, fmt.Errorf("replacement index %s out of range", shortStr(field))
 				}
 				v = args[n]
 			default:
+				if err := b.work(int64(len(kw)), "str.format"); err != nil {
+					return nil, err
+				}
 				found := false
 				for _, k := range kw {
 					if k.name == field {
@@ -777,33 +1008,43 @@ func strFormat(s string, args []Value, kw []kwarg) (Value, error) {
 					}
 				}
 				if !found {
-					return nil, fmt.Errorf("KeyError: %s", strRepr(field))
+					return nil, fmt.Errorf("KeyError: %s", shortRepr(field))
 				}
 			}
-			sb.WriteString(toStr(v))
+			p.str(v)
 			i += j
 		case c == '}':
 			return nil, errors.New("single '}' encountered in format string")
 		default:
-			sb.WriteByte(c)
+			j := strings.IndexAny(s[i:], "{}")
+			if j < 0 {
+				j = len(s) - i
+			}
+			p.WriteString(s[i : i+j])
+			i += j - 1
 		}
 	}
-	return sb.String(), nil
+	return p.result()
 }
 
 // percentFormat is "fmt % args" with %s, %r, %d, %i, %f and %%.
-func percentFormat(format string, arg Value) (Value, error) {
+func (b *budget) percentFormat(format string, arg Value) (Value, error) {
 	var args []Value
 	if l, ok := arg.(*List); ok && l.Tuple {
 		args = l.Items
 	} else {
 		args = []Value{arg}
 	}
-	var sb strings.Builder
+	p := &printer{b: b, op: "'%' on str"}
 	next := 0
-	for i := 0; i < len(format); i++ {
+	for i := 0; i < len(format) && p.err == nil; i++ {
 		if format[i] != '%' {
-			sb.WriteByte(format[i])
+			j := strings.IndexByte(format[i:], '%')
+			if j < 0 {
+				j = len(format) - i
+			}
+			p.WriteString(format[i : i+j])
+			i += j - 1
 			continue
 		}
 		i++
@@ -812,7 +1053,7 @@ func percentFormat(format string, arg Value) (Value, error) {
 		}
 		verb := format[i]
 		if verb == '%' {
-			sb.WriteByte('%')
+			p.WriteByte('%')
 			continue
 		}
 		if next >= len(args) {
@@ -822,40 +1063,44 @@ func percentFormat(format string, arg Value) (Value, error) {
 		next++
 		switch verb {
 		case 's':
-			sb.WriteString(toStr(v))
+			p.str(v)
 		case 'r':
-			sb.WriteString(repr(v))
+			p.repr(v)
 		case 'd', 'i':
 			n, ok := numeric(v)
 			if !ok {
 				return nil, fmt.Errorf("%%d format: a real number is required, not %s", typeName(v))
 			}
 			if n.isFloat {
-				sb.WriteString(strconv.FormatFloat(math.Trunc(n.f), 'f', 0, 64))
+				p.WriteString(strconv.FormatFloat(math.Trunc(n.f), 'f', 0, 64))
 			} else {
-				sb.WriteString(n.i.String())
+				s, err := intText(n.i)
+				if err != nil {
+					return nil, err
+				}
+				p.WriteString(s)
 			}
 		case 'f':
 			n, ok := numeric(v)
 			if !ok {
 				return nil, fmt.Errorf("%%f format: a real number is required, not %s", typeName(v))
 			}
-			sb.WriteString(strconv.FormatFloat(n.float(), 'f', 6, 64))
+			p.WriteString(strconv.FormatFloat(n.float(), 'f', 6, 64))
 		default:
 			return nil, fmt.Errorf("unsupported format character '%c'", verb)
 		}
 	}
-	if next < len(args) {
+	if p.err == nil && next < len(args) {
 		return nil, errors.New("not all arguments converted during string formatting")
 	}
-	return sb.String(), nil
+	return p.result()
 }
 
 // globals are the functions every template sees.
 var globals = map[string]Value{}
 
 func init() {
-	globals["namespace"] = &Func{Name: "namespace", Call: func(_ *renderer, args []Value, kw []kwarg) (Value, error) {
+	globals["namespace"] = &Func{Name: "namespace", Call: func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 		ns := &Namespace{attrs: NewDict()}
 		for _, a := range args {
 			d, ok := a.(*Dict)
@@ -863,19 +1108,19 @@ func init() {
 				return nil, fmt.Errorf("namespace() positional argument must be a dict, not %s", typeName(a))
 			}
 			for i, k := range d.keys {
-				if err := ns.attrs.Set(k, d.vals[i]); err != nil {
+				if err := ns.attrs.set(r.budget, k, d.vals[i]); err != nil {
 					return nil, err
 				}
 			}
 		}
 		for _, k := range kw {
-			if err := ns.attrs.Set(k.name, k.val); err != nil {
+			if err := ns.attrs.set(r.budget, k.name, k.val); err != nil {
 				return nil, err
 			}
 		}
 		return ns, nil
 	}}
-	globals["dict"] = &Func{Name: "dict", Call: func(_ *renderer, args []Value, kw []kwarg) (Value, error) {
+	globals["dict"] = &Func{Name: "dict", Call: func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 		d := NewDict()
 		if len(args) > 1 {
 			return nil, errors.New("dict expected at most 1 argument")
@@ -884,46 +1129,50 @@ func init() {
 			switch a := args[0].(type) {
 			case *Dict:
 				for i, k := range a.keys {
-					if err := d.Set(k, a.vals[i]); err != nil {
+					if err := d.set(r.budget, k, a.vals[i]); err != nil {
 						return nil, err
 					}
 				}
 			default:
-				items, err := iterate(a)
+				items, err := r.iterate(a)
 				if err != nil {
 					return nil, err
 				}
 				for _, it := range items {
-					pair, err := iterate(it)
+					pair, err := r.iterate(it)
 					if err != nil || len(pair) != 2 {
+						var le *LimitError
+						if errors.As(err, &le) {
+							return nil, err
+						}
 						return nil, errors.New("dictionary update sequence element has wrong length")
 					}
-					if err := d.Set(pair[0], pair[1]); err != nil {
+					if err := d.set(r.budget, pair[0], pair[1]); err != nil {
 						return nil, err
 					}
 				}
 			}
 		}
 		for _, k := range kw {
-			if err := d.Set(k.name, k.val); err != nil {
+			if err := d.set(r.budget, k.name, k.val); err != nil {
 				return nil, err
 			}
 		}
 		return d, nil
 	}}
-	globals["range"] = &Func{Name: "range", Call: func(_ *renderer, args []Value, kw []kwarg) (Value, error) {
+	globals["range"] = &Func{Name: "range", Call: func(r *renderer, args []Value, kw []kwarg) (Value, error) {
 		if len(kw) > 0 || len(args) == 0 || len(args) > 3 {
 			return nil, errors.New("range expects 1 to 3 integer arguments")
 		}
-		ints := make([]int, len(args))
+		ints := make([]int64, len(args))
 		for i, a := range args {
 			n, err := intArg(a, "range() argument")
 			if err != nil {
 				return nil, err
 			}
-			ints[i] = n
+			ints[i] = int64(n)
 		}
-		start, stop, step := 0, 0, 1
+		start, stop, step := int64(0), int64(0), int64(1)
 		switch len(ints) {
 		case 1:
 			stop = ints[0]
@@ -935,19 +1184,34 @@ func init() {
 		if step == 0 {
 			return nil, errors.New("range() arg 3 must not be zero")
 		}
-		out := &List{}
-		for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
-			if len(out.Items) >= maxRange {
-				return nil, fmt.Errorf("range() longer than %d", maxRange)
-			}
-			out.Items = append(out.Items, int64(i))
+		// len(range(start, stop, step)) in unsigned arithmetic, which
+		// cannot overflow.
+		var n uint64
+		switch {
+		case step > 0 && start < stop:
+			n = (uint64(stop)-uint64(start)-1)/uint64(step) + 1
+		case step < 0 && stop < start:
+			n = (uint64(start)-uint64(stop)-1)/uint64(-step) + 1
+		}
+		if n > maxRange {
+			return nil, fmt.Errorf("Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", maxRange)
+		}
+		if err := r.allocValues(int(n), "range()"); err != nil {
+			return nil, err
+		}
+		out := &List{Items: make([]Value, n)}
+		for k := range out.Items {
+			out.Items[k] = start + int64(k)*step
 		}
 		return out, nil
 	}}
-	globals["raise_exception"] = &Func{Name: "raise_exception", Call: func(_ *renderer, args []Value, _ []kwarg) (Value, error) {
+	globals["raise_exception"] = &Func{Name: "raise_exception", Call: func(r *renderer, args []Value, _ []kwarg) (Value, error) {
 		msg := ""
 		if len(args) > 0 {
-			msg = toStr(args[0])
+			var err error
+			if msg, err = r.str(args[0], "raise_exception"); err != nil {
+				return nil, err
+			}
 		}
 		return nil, &RaiseError{Message: msg}
 	}}
@@ -963,54 +1227,59 @@ func init() {
 		if now.IsZero() {
 			now = time.Now()
 		}
-		return strftime(now, f)
+		return r.strftime(now, f)
 	}}
 }
 
-func strftime(t time.Time, f string) (string, error) {
-	var sb strings.Builder
-	for i := 0; i < len(f); i++ {
+func (b *budget) strftime(t time.Time, f string) (string, error) {
+	p := &printer{b: b, op: "strftime_now"}
+	for i := 0; i < len(f) && p.err == nil; i++ {
 		if f[i] != '%' || i+1 == len(f) {
-			sb.WriteByte(f[i])
+			j := strings.IndexByte(f[i+1:], '%') + 1
+			if j <= 0 {
+				j = len(f) - i
+			}
+			p.WriteString(f[i : i+j])
+			i += j - 1
 			continue
 		}
 		i++
 		switch f[i] {
 		case 'Y':
-			fmt.Fprintf(&sb, "%04d", t.Year())
+			p.WriteString(fmt.Sprintf("%04d", t.Year()))
 		case 'y':
-			fmt.Fprintf(&sb, "%02d", t.Year()%100)
+			p.WriteString(fmt.Sprintf("%02d", t.Year()%100))
 		case 'm':
-			fmt.Fprintf(&sb, "%02d", int(t.Month()))
+			p.WriteString(fmt.Sprintf("%02d", int(t.Month())))
 		case 'd':
-			fmt.Fprintf(&sb, "%02d", t.Day())
+			p.WriteString(fmt.Sprintf("%02d", t.Day()))
 		case 'e':
-			fmt.Fprintf(&sb, "%2d", t.Day())
+			p.WriteString(fmt.Sprintf("%2d", t.Day()))
 		case 'H':
-			fmt.Fprintf(&sb, "%02d", t.Hour())
+			p.WriteString(fmt.Sprintf("%02d", t.Hour()))
 		case 'I':
-			fmt.Fprintf(&sb, "%02d", (t.Hour()+11)%12+1)
+			p.WriteString(fmt.Sprintf("%02d", (t.Hour()+11)%12+1))
 		case 'M':
-			fmt.Fprintf(&sb, "%02d", t.Minute())
+			p.WriteString(fmt.Sprintf("%02d", t.Minute()))
 		case 'S':
-			fmt.Fprintf(&sb, "%02d", t.Second())
+			p.WriteString(fmt.Sprintf("%02d", t.Second()))
 		case 'p':
-			sb.WriteString(t.Format("PM"))
+			p.WriteString(t.Format("PM"))
 		case 'B':
-			sb.WriteString(t.Month().String())
+			p.WriteString(t.Month().String())
 		case 'b', 'h':
-			sb.WriteString(t.Month().String()[:3])
+			p.WriteString(t.Month().String()[:3])
 		case 'A':
-			sb.WriteString(t.Weekday().String())
+			p.WriteString(t.Weekday().String())
 		case 'a':
-			sb.WriteString(t.Weekday().String()[:3])
+			p.WriteString(t.Weekday().String()[:3])
 		case 'j':
-			fmt.Fprintf(&sb, "%03d", t.YearDay())
+			p.WriteString(fmt.Sprintf("%03d", t.YearDay()))
 		case '%':
-			sb.WriteByte('%')
+			p.WriteByte('%')
 		default:
 			return "", fmt.Errorf("strftime directive %%%c is not supported", f[i])
 		}
 	}
-	return sb.String(), nil
+	return p.result()
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 type filterFunc func(r *renderer, v Value, args []Value, kwargs []kwarg) (Value, error)
@@ -22,28 +23,21 @@ var tests map[string]testFunc
 
 func init() {
 	filters = map[string]filterFunc{
-		"length":  filterLength,
-		"count":   filterLength,
-		"default": filterDefault,
-		"d":       filterDefault,
-		"trim":    filterTrim,
-		"join":    filterJoin,
-		"first":   filterFirst,
-		"last":    filterLast,
-		"list":    filterList,
-		"string": func(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-			return toStr(v), noArgs("string", a, kw)
-		},
-		"lower": func(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-			return strings.ToLower(toStr(v)), noArgs("lower", a, kw)
-		},
-		"upper": func(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-			return pyUpper(toStr(v)), noArgs("upper", a, kw)
-		},
-		"capitalize": func(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-			return pyCapitalize(toStr(v)), noArgs("capitalize", a, kw)
-		},
-		"title":      filterTitle,
+		"length":     filterLength,
+		"count":      filterLength,
+		"default":    filterDefault,
+		"d":          filterDefault,
+		"trim":       filterTrim,
+		"join":       filterJoin,
+		"first":      filterFirst,
+		"last":       filterLast,
+		"list":       filterList,
+		"string":     strFilter("string", nil),
+		"safe":       strFilter("safe", nil),
+		"lower":      strFilter("lower", strings.ToLower),
+		"upper":      strFilter("upper", pyUpper),
+		"capitalize": strFilter("capitalize", pyCapitalize),
+		"title":      strFilter("title", jinjaTitle),
 		"replace":    filterReplace,
 		"int":        filterInt,
 		"float":      filterFloat,
@@ -64,14 +58,11 @@ func init() {
 		"max":        minMaxFilter(1),
 		"indent":     filterIndent,
 		"tojson":     filterToJSON,
-		"safe": func(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-			return toStr(v), noArgs("safe", a, kw)
-		},
-		"escape":    filterEscape,
-		"e":         filterEscape,
-		"wordcount": filterWordcount,
-		"attr":      filterAttr,
-		"format":    filterFormat,
+		"escape":     filterEscape,
+		"e":          filterEscape,
+		"wordcount":  filterWordcount,
+		"attr":       filterAttr,
+		"format":     filterFormat,
 	}
 	tests = map[string]testFunc{
 		"defined":   func(_ *renderer, v Value, _ []Value) (Value, error) { _, u := v.(Undefined); return !u, nil },
@@ -109,44 +100,60 @@ func init() {
 			return false, nil
 		},
 		"callable": func(_ *renderer, v Value, _ []Value) (Value, error) { _, ok := v.(*Func); return ok, nil },
-		"sameas": func(_ *renderer, v Value, a []Value) (Value, error) {
-			return oneArg("sameas", a, func(o Value) bool { return sameAs(v, o) })
+		"sameas": func(r *renderer, v Value, a []Value) (Value, error) {
+			if len(a) != 1 {
+				return nil, errors.New("test sameas takes one argument")
+			}
+			if s, ok := v.(string); ok {
+				if err := r.scan(len(s), "test sameas"); err != nil {
+					return nil, err
+				}
+			}
+			return sameAs(v, a[0]), nil
 		},
 		"escaped": func(_ *renderer, v Value, _ []Value) (Value, error) { return false, nil },
-		"divisibleby": func(_ *renderer, v Value, a []Value) (Value, error) {
+		"divisibleby": func(r *renderer, v Value, a []Value) (Value, error) {
 			if len(a) != 1 {
 				return nil, errors.New("divisibleby takes one argument")
 			}
-			m, err := arith("%", v, a[0])
+			m, err := r.arith("%", v, a[0])
 			if err != nil {
 				return nil, err
 			}
-			return pyEqual(m, int64(0)), nil
+			return r.equal(m, int64(0))
 		},
-		"even": func(_ *renderer, v Value, _ []Value) (Value, error) {
-			m, err := arith("%", v, int64(2))
-			return err == nil && pyEqual(m, int64(0)), err
+		"even": func(r *renderer, v Value, _ []Value) (Value, error) {
+			m, err := r.arith("%", v, int64(2))
+			if err != nil {
+				return nil, err
+			}
+			return r.equal(m, int64(0))
 		},
-		"odd": func(_ *renderer, v Value, _ []Value) (Value, error) {
-			m, err := arith("%", v, int64(2))
-			return err == nil && pyEqual(m, int64(1)), err
+		"odd": func(r *renderer, v Value, _ []Value) (Value, error) {
+			m, err := r.arith("%", v, int64(2))
+			if err != nil {
+				return nil, err
+			}
+			return r.equal(m, int64(1))
 		},
-		"lower": func(_ *renderer, v Value, _ []Value) (Value, error) {
-			s := toStr(v)
-			return strings.ToLower(s) == s, nil
-		},
-		"upper": func(_ *renderer, v Value, _ []Value) (Value, error) {
-			s := toStr(v)
-			return pyUpper(s) == s, nil
-		},
-		"in": func(_ *renderer, v Value, a []Value) (Value, error) {
+		"lower": caseTest("islower"),
+		"upper": caseTest("isupper"),
+		"in": func(r *renderer, v Value, a []Value) (Value, error) {
 			if len(a) != 1 {
 				return nil, errors.New("in takes one argument")
 			}
-			return contains(a[0], v)
+			return r.contains(a[0], v)
 		},
-		"filter": func(_ *renderer, v Value, _ []Value) (Value, error) { _, ok := filters[toStr(v)]; return ok, nil },
-		"test":   func(_ *renderer, v Value, _ []Value) (Value, error) { _, ok := tests[toStr(v)]; return ok, nil },
+		"filter": func(_ *renderer, v Value, _ []Value) (Value, error) {
+			s, _ := v.(string)
+			_, ok := filters[s]
+			return ok, nil
+		},
+		"test": func(_ *renderer, v Value, _ []Value) (Value, error) {
+			s, _ := v.(string)
+			_, ok := tests[s]
+			return ok, nil
+		},
 	}
 	for _, op := range []struct{ names []string }{
 		{[]string{"==", "eq", "equalto"}}, {[]string{"!=", "ne"}}, {[]string{"<", "lt", "lessthan"}},
@@ -154,21 +161,14 @@ func init() {
 	} {
 		sym := op.names[0]
 		for _, n := range op.names {
-			tests[n] = func(_ *renderer, v Value, a []Value) (Value, error) {
+			tests[n] = func(r *renderer, v Value, a []Value) (Value, error) {
 				if len(a) != 1 {
 					return nil, fmt.Errorf("test %s takes one argument", n)
 				}
-				return compare(sym, v, a[0])
+				return r.compareOp(sym, v, a[0])
 			}
 		}
 	}
-}
-
-func oneArg(name string, a []Value, f func(Value) bool) (Value, error) {
-	if len(a) != 1 {
-		return nil, fmt.Errorf("test %s takes one argument", name)
-	}
-	return f(a[0]), nil
 }
 
 func sameAs(a, b Value) bool {
@@ -197,11 +197,41 @@ func noArgs(name string, a []Value, kw []kwarg) error {
 	return nil
 }
 
-func filterLength(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+// strFilter is a filter of str(v) through f (nil: str(v) itself).
+func strFilter(name string, f func(string) string) filterFunc {
+	op := "filter " + name
+	return func(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+		if err := noArgs(name, a, kw); err != nil {
+			return nil, err
+		}
+		s, err := r.str(v, op)
+		if err != nil || f == nil {
+			return s, err
+		}
+		return r.caseMap(s, op, f)
+	}
+}
+
+// caseTest is the lower/upper test: str(v).islower() / isupper().
+func caseTest(pred string) testFunc {
+	op := "test " + pred[2:]
+	return func(r *renderer, v Value, _ []Value) (Value, error) {
+		s, err := r.str(v, op)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.runes(len(s), op); err != nil {
+			return nil, err
+		}
+		return strPredicate(pred, s), nil
+	}
+}
+
+func filterLength(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("length", a, kw); err != nil {
 		return nil, err
 	}
-	n, err := length(v)
+	n, err := r.length(v)
 	return int64(n), err
 }
 
@@ -220,24 +250,39 @@ func filterDefault(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	return v, nil
 }
 
-func filterTrim(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterTrim(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("trim", a, kw, 1, "chars"); err != nil {
 		return nil, err
 	}
 	chars, _ := argAt(a, kw, 0, "chars")
-	f, err := stripFunc([]Value{chars}, nil, "trim")
+	f, err := r.stripFunc([]Value{chars}, nil, "trim")
 	if err != nil {
 		return nil, err
 	}
-	return strings.TrimFunc(toStr(v), f), nil
+	s, err := r.str(v, "filter trim")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.runes(len(s), "filter trim"); err != nil {
+		return nil, err
+	}
+	return strings.TrimFunc(s, f), nil
 }
 
-func attrGetter(r *renderer, attribute Value) func(Value) (Value, error) {
+// attrGetter is jinja2's make_attrgetter: "a.b.0" looks up a, then b, then
+// item 0.
+func attrGetter(r *renderer, attribute Value) (func(Value) (Value, error), error) {
 	if attribute == nil {
-		return func(v Value) (Value, error) { return v, nil }
+		return func(v Value) (Value, error) { return v, nil }, nil
 	}
 	var parts []Value
 	if s, ok := attribute.(string); ok {
+		if err := r.scan(len(s), "attribute"); err != nil {
+			return nil, err
+		}
+		if err := r.allocValues(strings.Count(s, ".")+1, "attribute"); err != nil {
+			return nil, err
+		}
 		for _, p := range strings.Split(s, ".") {
 			if n, err := strconv.ParseInt(p, 10, 64); err == nil {
 				parts = append(parts, n)
@@ -250,45 +295,70 @@ func attrGetter(r *renderer, attribute Value) func(Value) (Value, error) {
 	}
 	return func(v Value) (Value, error) {
 		for _, p := range parts {
+			if err := r.work(1, "attribute lookup"); err != nil {
+				return nil, err
+			}
 			var err error
-			if v, err = getitem(v, p); err != nil {
+			if v, err = r.getitem(v, p); err != nil {
 				return nil, err
 			}
 		}
 		return v, nil
-	}
+	}, nil
 }
 
 func filterJoin(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("join", a, kw, 2, "d", "attribute"); err != nil {
 		return nil, err
 	}
-	sep, ok := argAt(a, kw, 0, "d")
+	sepV, ok := argAt(a, kw, 0, "d")
 	if !ok {
-		sep = ""
+		sepV = ""
 	}
-	attr, _ := argAt(a, kw, 1, "attribute")
-	items, err := iterate(v)
+	sep, err := r.str(sepV, "filter join")
 	if err != nil {
 		return nil, err
 	}
-	get := attrGetter(r, attr)
+	attr, _ := argAt(a, kw, 1, "attribute")
+	items, err := r.iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.allocValues(len(items), "filter join"); err != nil {
+		return nil, err
+	}
+	get, err := attrGetter(r, attr)
+	if err != nil {
+		return nil, err
+	}
 	parts := make([]string, len(items))
 	for i, it := range items {
 		x, err := get(it)
 		if err != nil {
 			return nil, err
 		}
-		parts[i] = toStr(x)
+		if parts[i], err = r.str(x, "filter join"); err != nil {
+			return nil, err
+		}
 	}
-	return strings.Join(parts, toStr(sep)), nil
+	return r.join(parts, sep, "filter join")
 }
 
-func filterFirst(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterFirst(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("first", a, kw); err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	if s, ok := v.(string); ok { // the first character, without listing them all
+		if s == "" {
+			return Undefined{Name: "No first item, sequence was empty."}, nil
+		}
+		r, w := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && w == 1 {
+			return string(utf8.RuneError), nil
+		}
+		return s[:w], nil
+	}
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -298,14 +368,14 @@ func filterFirst(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	return items[0], nil
 }
 
-func filterLast(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterLast(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("last", a, kw); err != nil {
 		return nil, err
 	}
 	if u, ok := v.(Undefined); ok {
 		return nil, undefinedErr(u)
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -315,23 +385,26 @@ func filterLast(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	return items[len(items)-1], nil
 }
 
-func filterList(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterList(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("list", a, kw); err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
+		return nil, err
+	}
+	if _, isStr := v.(string); isStr {
+		return &List{Items: items}, nil // iterate made a new slice
+	}
+	if err := r.allocValues(len(items), "filter list"); err != nil {
 		return nil, err
 	}
 	return &List{Items: append([]Value(nil), items...)}, nil
 }
 
-func filterTitle(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-	if err := noArgs("title", a, kw); err != nil {
-		return nil, err
-	}
-	// jinja2: split on runs of [-\s({[<] and capitalise each word.
-	s := toStr(v)
+// jinjaTitle is the title filter: split on runs of [-\s({[<] and capitalise
+// each word.
+func jinjaTitle(s string) string {
 	var sb strings.Builder
 	start := true
 	for _, r := range s {
@@ -347,10 +420,10 @@ func filterTitle(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 		}
 		start = false
 	}
-	return sb.String(), nil
+	return sb.String()
 }
 
-func filterReplace(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterReplace(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("replace", a, kw, 3, "old", "new", "count"); err != nil {
 		return nil, err
 	}
@@ -366,10 +439,18 @@ func filterReplace(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 			return nil, err
 		}
 	}
-	return strings.Replace(toStr(v), toStr(old), toStr(nw), n), nil
+	var strs [3]string
+	for i, x := range []Value{v, old, nw} {
+		var err error
+		if strs[i], err = r.str(x, "filter replace"); err != nil {
+			return nil, err
+		}
+	}
+	return r.replace(strs[0], strs[1], strs[2], n, "filter replace")
 }
 
-// parseInt is Python's int(str, base) for the bases Jinja's int filter uses.
+// parseInt is Python's int(str, base) for the bases Jinja's int filter uses
+// (false where Python raises ValueError, including CPython's digit limit).
 func parseInt(s string, base int) (Value, bool) {
 	s = strings.TrimFunc(s, pyIsSpace)
 	s = strings.ReplaceAll(s, "_", "")
@@ -385,6 +466,13 @@ func parseInt(s string, base int) (Value, bool) {
 			s = s[2:]
 		}
 		s = sign + s
+	}
+	if base != 2 && base != 4 && base != 8 && base != 16 && base != 32 &&
+		len(strings.TrimLeft(s, "+-")) > maxIntDigits {
+		return nil, false
+	}
+	if len(s) > maxIntDigits*8 { // any base: beyond what the budget lets a template hold as an int
+		return nil, false
 	}
 	b, ok := new(big.Int).SetString(s, base)
 	if !ok {
@@ -407,7 +495,7 @@ func parseFloat(s string) (float64, bool) {
 	return f, true
 }
 
-func filterInt(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterInt(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("int", a, kw, 2, "default", "base"); err != nil {
 		return nil, err
 	}
@@ -424,6 +512,12 @@ func filterInt(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	}
 	switch x := v.(type) {
 	case string:
+		if err := r.scan(len(x), "filter int"); err != nil {
+			return nil, err
+		}
+		if err := r.alloc(int64(len(x)), "filter int"); err != nil { // the cleaned copy
+			return nil, err
+		}
 		if n, ok := parseInt(x, base); ok {
 			return n, nil
 		}
@@ -452,7 +546,7 @@ func floatToInt(f float64) Value {
 	return intValue(b)
 }
 
-func filterFloat(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterFloat(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("float", a, kw, 1, "default"); err != nil {
 		return nil, err
 	}
@@ -462,6 +556,12 @@ func filterFloat(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	}
 	switch x := v.(type) {
 	case string:
+		if err := r.scan(len(x), "filter float"); err != nil {
+			return nil, err
+		}
+		if err := r.alloc(int64(len(x)), "filter float"); err != nil { // the cleaned copy
+			return nil, err
+		}
 		if f, ok := parseFloat(x); ok {
 			return f, nil
 		}
@@ -473,7 +573,7 @@ func filterFloat(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	return def, nil
 }
 
-func filterAbs(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterAbs(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("abs", a, kw); err != nil {
 		return nil, err
 	}
@@ -484,8 +584,18 @@ func filterAbs(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if n.isFloat {
 		return math.Abs(n.f), nil
 	}
+	if err := r.alloc(words(n.i)*8, "filter abs"); err != nil {
+		return nil, err
+	}
 	return intValue(new(big.Int).Abs(n.i)), nil
 }
+
+// Python's round(float, ndigits) returns x itself beyond these digits
+// (CPython's NDIGITS_MAX/MIN for doubles).
+const (
+	roundDigitsMax = 323
+	roundDigitsMin = -308
+)
 
 func filterRound(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("round", a, kw, 2, "precision", "method"); err != nil {
@@ -500,7 +610,7 @@ func filterRound(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	}
 	method := "common"
 	if m, ok := argAt(a, kw, 1, "method"); ok {
-		method = toStr(m)
+		method, _ = m.(string)
 	}
 	n, ok := numeric(v)
 	if !ok {
@@ -516,7 +626,12 @@ func filterRound(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 			}
 			return intValue(n.i), nil
 		}
-		if prec < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		switch {
+		case prec > roundDigitsMax:
+			return x, nil
+		case prec < roundDigitsMin:
+			return 0.0 * x, nil
+		case prec < 0 || math.IsInf(x, 0) || math.IsNaN(x):
 			return math.RoundToEven(x*scale) / scale, nil
 		}
 		f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', prec, 64), 64)
@@ -529,7 +644,7 @@ func filterRound(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	return nil, errors.New("method must be common, ceil or floor")
 }
 
-func filterItems(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterItems(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("items", a, kw); err != nil {
 		return nil, err
 	}
@@ -537,21 +652,22 @@ func filterItems(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	case Undefined:
 		return &List{}, nil
 	case *Dict:
-		return dictItems(x), nil
+		return r.dictItems(x)
 	}
 	return nil, fmt.Errorf("can only get item pairs from a mapping, not %s", typeName(v))
 }
 
-func sortKey(caseSensitive bool) func(Value) Value {
-	return func(v Value) Value {
+// sortKey lowers strings unless caseSensitive (charged to b).
+func (b *budget) sortKey(caseSensitive bool) func(Value) (Value, error) {
+	return func(v Value) (Value, error) {
 		if s, ok := v.(string); ok && !caseSensitive {
-			return strings.ToLower(s)
+			return b.caseMap(s, "sort key", strings.ToLower)
 		}
-		return v
+		return v, nil
 	}
 }
 
-func filterDictsort(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterDictsort(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("dictsort", a, kw, 3, "case_sensitive", "by", "reverse"); err != nil {
 		return nil, err
 	}
@@ -573,20 +689,26 @@ func filterDictsort(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) 
 		return nil, errors.New("you can only sort by either \"key\" or \"value\"")
 	}
 	rev, _ := argAt(a, kw, 2, "reverse")
-	items := dictItems(d).Items
-	key := sortKey(truthy(cs))
-	err := sortValues(items, func(it Value) Value { return key(it.(*List).Items[pos]) }, truthy(rev))
-	return &List{Items: items}, err
+	list, err := r.dictItems(d)
+	if err != nil {
+		return nil, err
+	}
+	key := r.sortKey(truthy(cs))
+	err = r.sortValues(list.Items, func(it Value) (Value, error) { return key(it.(*List).Items[pos]) }, truthy(rev))
+	return list, err
 }
 
 func filterMap(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
 	var f func(Value) (Value, error)
 	if attr, ok := argAt(nil, kw, -1, "attribute"); ok {
-		get := attrGetter(r, attr)
+		get, err := attrGetter(r, attr)
+		if err != nil {
+			return nil, err
+		}
 		def, hasDef := argAt(nil, kw, -1, "default")
 		f = func(x Value) (Value, error) {
 			y, err := get(x)
@@ -599,16 +721,22 @@ func filterMap(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 		if len(a) == 0 {
 			return nil, errors.New("map requires a filter argument")
 		}
-		name := toStr(a[0])
+		name, _ := a[0].(string)
 		fn, ok := filters[name]
 		if !ok {
-			return nil, fmt.Errorf("no filter named %q", name)
+			return nil, fmt.Errorf("no filter named %s", shortRepr(a[0]))
 		}
 		rest := a[1:]
 		f = func(x Value) (Value, error) { return fn(r, x, rest, kw) }
 	}
+	if err := r.allocValues(len(items), "filter map"); err != nil {
+		return nil, err
+	}
 	out := &List{Items: make([]Value, len(items))}
 	for i, it := range items {
+		if err := r.work(1, "filter map"); err != nil {
+			return nil, err
+		}
 		if out.Items[i], err = f(it); err != nil {
 			return nil, err
 		}
@@ -618,24 +746,26 @@ func filterMap(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 
 func selectFilter(reject, byAttr bool) filterFunc {
 	return func(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
-		items, err := iterate(v)
+		items, err := r.iterate(v)
 		if err != nil {
 			return nil, err
 		}
-		get := attrGetter(r, nil)
+		get, _ := attrGetter(r, nil)
 		if byAttr {
 			if len(a) == 0 {
 				return nil, errors.New("missing parameter for attribute name")
 			}
-			get = attrGetter(r, a[0])
+			if get, err = attrGetter(r, a[0]); err != nil {
+				return nil, err
+			}
 			a = a[1:]
 		}
 		test := func(x Value) (bool, error) { return truthy(x), nil }
 		if len(a) > 0 {
-			name := toStr(a[0])
+			name, _ := a[0].(string)
 			fn, ok := tests[name]
 			if !ok {
-				return nil, fmt.Errorf("no test named %q", name)
+				return nil, fmt.Errorf("no test named %s", shortRepr(a[0]))
 			}
 			rest := a[1:]
 			test = func(x Value) (bool, error) {
@@ -645,6 +775,9 @@ func selectFilter(reject, byAttr bool) filterFunc {
 		}
 		out := &List{}
 		for _, it := range items {
+			if err := r.work(1, "filter select"); err != nil {
+				return nil, err
+			}
 			x, err := get(it)
 			if err != nil {
 				return nil, err
@@ -654,6 +787,9 @@ func selectFilter(reject, byAttr bool) filterFunc {
 				return nil, err
 			}
 			if ok != reject {
+				if err := r.allocValues(1, "filter select"); err != nil {
+					return nil, err
+				}
 				out.Items = append(out.Items, it)
 			}
 		}
@@ -667,24 +803,36 @@ func filterUnique(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	}
 	cs, _ := argAt(a, kw, 0, "case_sensitive")
 	attr, _ := argAt(a, kw, 1, "attribute")
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
-	get := attrGetter(r, attr)
-	key := sortKey(truthy(cs))
+	get, err := attrGetter(r, attr)
+	if err != nil {
+		return nil, err
+	}
+	key := r.sortKey(truthy(cs))
 	out := &List{}
 	seen := map[any]bool{}
 	for _, it := range items {
+		if err := r.work(1, "filter unique"); err != nil {
+			return nil, err
+		}
 		x, err := get(it)
+		if err == nil {
+			x, err = key(x)
+		}
 		if err != nil {
 			return nil, err
 		}
-		h, err := hashKey(key(x))
+		h, err := hashKey(r.budget, x, 0)
 		if err != nil {
 			return nil, err
 		}
 		if !seen[h] {
+			if err := r.alloc(dictEntrySize, "filter unique"); err != nil {
+				return nil, err
+			}
 			seen[h] = true
 			out.Items = append(out.Items, it)
 		}
@@ -699,40 +847,44 @@ func filterSort(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	rev, _ := argAt(a, kw, 0, "reverse")
 	cs, _ := argAt(a, kw, 1, "case_sensitive")
 	attr, _ := argAt(a, kw, 2, "attribute")
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
+	if err := r.allocValues(len(items), "filter sort"); err != nil {
+		return nil, err
+	}
 	items = append([]Value(nil), items...)
-	get := attrGetter(r, attr)
-	key := sortKey(truthy(cs))
-	var getErr error
-	err = sortValues(items, func(x Value) Value {
-		y, e := get(x)
-		if e != nil && getErr == nil {
-			getErr = e
+	get, err := attrGetter(r, attr)
+	if err != nil {
+		return nil, err
+	}
+	key := r.sortKey(truthy(cs))
+	err = r.sortValues(items, func(x Value) (Value, error) {
+		y, err := get(x)
+		if err != nil {
+			return nil, err
 		}
 		return key(y)
 	}, truthy(rev))
-	if getErr != nil {
-		return nil, getErr
+	if err != nil {
+		return nil, err
 	}
-	return &List{Items: items}, err
+	return &List{Items: items}, nil
 }
 
-func filterReverse(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterReverse(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("reverse", a, kw); err != nil {
 		return nil, err
 	}
 	if s, ok := v.(string); ok {
-		runes := []rune(s)
-		for i, j := 0, len(runes)-1; i < j; i, j = i+1, j-1 {
-			runes[i], runes[j] = runes[j], runes[i]
-		}
-		return string(runes), nil
+		return r.sliceString(s, [3]Value{nil, nil, int64(-1)})
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.allocValues(len(items), "filter reverse"); err != nil {
 		return nil, err
 	}
 	out := &List{Items: make([]Value, len(items))}
@@ -751,17 +903,23 @@ func filterSum(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if !ok {
 		total = int64(0)
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
-	get := attrGetter(r, attr)
+	get, err := attrGetter(r, attr)
+	if err != nil {
+		return nil, err
+	}
 	for _, it := range items {
+		if err := r.work(1, "filter sum"); err != nil {
+			return nil, err
+		}
 		x, err := get(it)
 		if err != nil {
 			return nil, err
 		}
-		if total, err = arith("+", total, x); err != nil {
+		if total, err = r.arith("+", total, x); err != nil {
 			return nil, err
 		}
 	}
@@ -775,28 +933,39 @@ func minMaxFilter(sign int) filterFunc {
 		}
 		cs, _ := argAt(a, kw, 0, "case_sensitive")
 		attr, _ := argAt(a, kw, 1, "attribute")
-		items, err := iterate(v)
+		items, err := r.iterate(v)
 		if err != nil {
 			return nil, err
 		}
 		if len(items) == 0 {
 			return Undefined{Name: "No aggregated item, sequence was empty."}, nil
 		}
-		get := attrGetter(r, attr)
-		key := sortKey(truthy(cs))
-		best := items[0]
-		bk, err := get(best)
+		get, err := attrGetter(r, attr)
 		if err != nil {
 			return nil, err
 		}
-		bk = key(bk)
-		for _, it := range items[1:] {
-			k, err := get(it)
+		key := r.sortKey(truthy(cs))
+		keyOf := func(x Value) (Value, error) {
+			k, err := get(x)
 			if err != nil {
 				return nil, err
 			}
-			k = key(k)
-			c, err := pyCompare(k, bk)
+			return key(k)
+		}
+		best := items[0]
+		bk, err := keyOf(best)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items[1:] {
+			if err := r.work(1, "filter min/max"); err != nil {
+				return nil, err
+			}
+			k, err := keyOf(it)
+			if err != nil {
+				return nil, err
+			}
+			c, err := r.compare(k, bk)
 			if err != nil {
 				return nil, err
 			}
@@ -808,7 +977,7 @@ func minMaxFilter(sign int) filterFunc {
 	}
 }
 
-func filterIndent(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterIndent(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("indent", a, kw, 3, "width", "first", "blank"); err != nil {
 		return nil, err
 	}
@@ -821,48 +990,90 @@ func filterIndent(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := r.alloc(int64(max(n, 0)), "filter indent"); err != nil {
+				return nil, err
+			}
 			ind = strings.Repeat(" ", max(n, 0))
 		}
 	}
 	first, _ := argAt(a, kw, 1, "first")
 	blank, _ := argAt(a, kw, 2, "blank")
-	s := toStr(v) + "\n"
-	lines := splitLines(s, false)
-	var rv string
-	if truthy(blank) {
-		rv = strings.Join(lines, "\n"+ind)
-	} else {
-		rv = lines[0]
-		if len(lines) > 1 {
-			rest := make([]string, len(lines)-1)
-			for i, l := range lines[1:] {
-				if l != "" {
-					l = ind + l
-				}
-				rest[i] = l
-			}
-			rv += "\n" + strings.Join(rest, "\n")
+	s, err := r.str(v, "filter indent")
+	if err != nil {
+		return nil, err
+	}
+	lines, err := r.splitLines(s+"\n", false)
+	if err != nil {
+		return nil, err
+	}
+	// Every line but the first gets ind (blank ones only with blank=True),
+	// and the first one too with first=True.
+	n := int64(0)
+	for i, l := range lines {
+		if i > 0 && (l != "" || truthy(blank)) || i == 0 && truthy(first) {
+			n++
 		}
 	}
-	if truthy(first) {
-		rv = ind + rv
+	size := addSat(addSat(int64(len(s)), int64(len(lines))), mulSat(n, int64(len(ind))))
+	if err := r.alloc(size, "filter indent"); err != nil {
+		return nil, err
 	}
-	return rv, nil
+	var sb strings.Builder
+	sb.Grow(int(size))
+	if truthy(first) {
+		sb.WriteString(ind)
+	}
+	for i, l := range lines {
+		if i > 0 {
+			sb.WriteByte('\n')
+			if l != "" || truthy(blank) {
+				sb.WriteString(ind)
+			}
+		}
+		sb.WriteString(l)
+	}
+	return sb.String(), nil
 }
 
-func filterEscape(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterEscape(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("escape", a, kw); err != nil {
 		return nil, err
 	}
-	return html.EscapeString(toStr(v)), nil // & < > " ' as markupsafe does
+	s, err := r.str(v, "filter escape")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.scan(len(s), "filter escape"); err != nil {
+		return nil, err
+	}
+	size := int64(len(s))
+	for i := range len(s) {
+		switch s[i] {
+		case '&', '\'', '"':
+			size += 4 // &amp; &#39; &#34;
+		case '<', '>':
+			size += 3 // &lt; &gt;
+		}
+	}
+	if err := r.alloc(size, "filter escape"); err != nil {
+		return nil, err
+	}
+	return html.EscapeString(s), nil // & < > " ' as markupsafe does
 }
 
-func filterWordcount(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterWordcount(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := noArgs("wordcount", a, kw); err != nil {
 		return nil, err
 	}
+	s, err := r.str(v, "filter wordcount")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.runes(len(s), "filter wordcount"); err != nil {
+		return nil, err
+	}
 	n, in := int64(0), false
-	for _, r := range toStr(v) {
+	for _, r := range s {
 		w := unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || unicode.IsNumber(r)
 		if w && !in {
 			n++
@@ -872,13 +1083,16 @@ func filterWordcount(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error)
 	return n, nil
 }
 
-func filterAttr(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterAttr(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if len(a) != 1 || len(kw) > 0 {
 		return nil, errors.New("attr takes one argument")
 	}
 	// Only Python attributes (methods, namespace and loop attributes), never
 	// items: jinja2's do_attr uses getattr alone.
-	name := toStr(a[0])
+	name, err := r.str(a[0], "filter attr")
+	if err != nil {
+		return nil, err
+	}
 	switch o := v.(type) {
 	case *Dict:
 		if m := dictMethod(o, name); m != nil {
@@ -893,21 +1107,25 @@ func filterAttr(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 			return m, nil
 		}
 	case *Namespace, *Loop:
-		return getattr(v, name)
+		return r.getattr(v, name)
 	}
-	return Undefined{Name: fmt.Sprintf("'%s object' has no attribute '%s'", jinjaTypeName(v), name)}, nil
+	return r.noAttr(v, name)
 }
 
-func filterFormat(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterFormat(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if len(kw) > 0 {
 		return nil, errors.New("format with keyword arguments is not supported")
 	}
-	return percentFormat(toStr(v), &List{Items: a, Tuple: true})
+	s, err := r.str(v, "filter format")
+	if err != nil {
+		return nil, err
+	}
+	return r.percentFormat(s, &List{Items: a, Tuple: true})
 }
 
 // filterToJSON is transformers' tojson: json.dumps(x, ensure_ascii=False,
 // indent=None, separators=None, sort_keys=False).
-func filterToJSON(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
+func filterToJSON(r *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 	if err := checkArgs("tojson", a, kw, 4, "ensure_ascii", "indent", "separators", "sort_keys"); err != nil {
 		return nil, err
 	}
@@ -925,24 +1143,33 @@ func filterToJSON(_ *renderer, v Value, a []Value, kw []kwarg) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := r.alloc(int64(max(n, 0)), "filter tojson"); err != nil {
+				return nil, err
+			}
 			opt.indent = strings.Repeat(" ", max(n, 0))
 		}
 	}
 	if sep, ok := argAt(a, kw, 2, "separators"); ok && sep != nil {
-		items, err := iterate(sep)
+		items, err := r.iterate(sep)
 		if err != nil || len(items) != 2 {
 			return nil, errors.New("separators must be a pair of strings")
 		}
-		opt.itemSep, opt.keySep = toStr(items[0]), toStr(items[1])
+		var strs [2]string
+		for i, it := range items {
+			if strs[i], err = r.str(it, "filter tojson"); err != nil {
+				return nil, err
+			}
+		}
+		opt.itemSep, opt.keySep = strs[0], strs[1]
 	}
 	if sk, ok := argAt(a, kw, 3, "sort_keys"); ok {
 		opt.sortKeys = truthy(sk)
 	}
-	var sb strings.Builder
-	if err := writeJSON(&sb, v, opt, 0); err != nil {
+	p := &printer{b: r.budget, op: "filter tojson"}
+	if err := writeJSON(p, v, opt, 0); err != nil {
 		return nil, err
 	}
-	return sb.String(), nil
+	return p.result()
 }
 
 type jsonOpts struct {
@@ -954,144 +1181,179 @@ type jsonOpts struct {
 }
 
 // writeJSON is Python's json.dumps encoder.
-func writeJSON(sb *strings.Builder, v Value, opt jsonOpts, level int) error {
-	if level > maxDepth {
-		return errors.New("value nested too deeply for JSON")
+func writeJSON(p *printer, v Value, opt jsonOpts, level int) error {
+	if p.err != nil {
+		return p.err
+	}
+	if level >= p.b.maxDepth() {
+		return p.b.depthErr("filter tojson")
 	}
 	newline := func(l int) {
 		if opt.indented {
-			sb.WriteByte('\n')
-			sb.WriteString(strings.Repeat(opt.indent, l))
+			p.WriteByte('\n')
+			for range l {
+				if p.err != nil {
+					return
+				}
+				p.WriteString(opt.indent)
+			}
 		}
 	}
 	switch x := v.(type) {
 	case nil:
-		sb.WriteString("null")
+		p.WriteString("null")
 	case bool:
 		if x {
-			sb.WriteString("true")
+			p.WriteString("true")
 		} else {
-			sb.WriteString("false")
+			p.WriteString("false")
 		}
 	case int64, *big.Int:
-		sb.WriteString(toStr(x))
+		p.str(x)
 	case float64:
 		switch {
 		case math.IsNaN(x):
-			sb.WriteString("NaN")
+			p.WriteString("NaN")
 		case math.IsInf(x, 1):
-			sb.WriteString("Infinity")
+			p.WriteString("Infinity")
 		case math.IsInf(x, -1):
-			sb.WriteString("-Infinity")
+			p.WriteString("-Infinity")
 		default:
-			sb.WriteString(floatRepr(x))
+			p.WriteString(floatRepr(x))
 		}
 	case string:
-		writeJSONString(sb, x, opt.ensureASCII)
+		writeJSONString(p, x, opt.ensureASCII)
 	case *List:
 		if len(x.Items) == 0 {
-			sb.WriteString("[]")
-			return nil
+			p.WriteString("[]")
+			return p.err
 		}
-		sb.WriteByte('[')
+		p.WriteByte('[')
 		for i, it := range x.Items {
 			if i > 0 {
-				sb.WriteString(opt.itemSep)
+				p.WriteString(opt.itemSep)
 			}
 			newline(level + 1)
-			if err := writeJSON(sb, it, opt, level+1); err != nil {
+			if err := writeJSON(p, it, opt, level+1); err != nil {
 				return err
 			}
 		}
 		newline(level)
-		sb.WriteByte(']')
+		p.WriteByte(']')
 	case *Dict:
 		if x.Len() == 0 {
-			sb.WriteString("{}")
-			return nil
+			p.WriteString("{}")
+			return p.err
 		}
 		order := make([]int, x.Len())
 		for i := range order {
 			order[i] = i
 		}
 		if opt.sortKeys {
+			if err := p.b.alloc(mulSat(int64(len(order)), itemSize), "filter tojson"); err != nil {
+				return err
+			}
 			keys := make([]Value, len(order))
 			for i := range keys {
 				keys[i] = &List{Items: []Value{x.keys[i], int64(i)}, Tuple: true}
 			}
-			if err := sortValues(keys, func(k Value) Value { return k.(*List).Items[0] }, false); err != nil {
+			if err := p.b.sortValues(keys, func(k Value) (Value, error) { return k.(*List).Items[0], nil }, false); err != nil {
 				return err
 			}
 			for i, k := range keys {
 				order[i] = int(k.(*List).Items[1].(int64))
 			}
 		}
-		sb.WriteByte('{')
+		p.WriteByte('{')
 		for n, i := range order {
 			if n > 0 {
-				sb.WriteString(opt.itemSep)
+				p.WriteString(opt.itemSep)
 			}
 			newline(level + 1)
-			var key string
 			switch k := x.keys[i].(type) {
 			case string:
-				key = k
+				writeJSONString(p, k, opt.ensureASCII)
 			case nil, bool, int64, *big.Int:
-				var kb strings.Builder
-				_ = writeJSON(&kb, k, opt, level)
-				key = kb.String()
+				p.WriteByte('"')
+				if err := writeJSON(p, k, opt, level); err != nil {
+					return err
+				}
+				p.WriteByte('"')
 			case float64:
-				key = floatRepr(k)
+				writeJSONString(p, floatRepr(k), opt.ensureASCII)
 			default:
 				return fmt.Errorf("keys must be str, int, float, bool or None, not %s", typeName(k))
 			}
-			writeJSONString(sb, key, opt.ensureASCII)
-			sb.WriteString(opt.keySep)
-			if err := writeJSON(sb, x.vals[i], opt, level+1); err != nil {
+			p.WriteString(opt.keySep)
+			if err := writeJSON(p, x.vals[i], opt, level+1); err != nil {
 				return err
 			}
 		}
 		newline(level)
-		sb.WriteByte('}')
+		p.WriteByte('}')
 	default:
 		return fmt.Errorf("Object of type %s is not JSON serializable", typeName(v))
 	}
-	return nil
+	return p.err
 }
 
-func writeJSONString(sb *strings.Builder, s string, ensureASCII bool) {
-	sb.WriteByte('"')
-	for _, r := range s {
+func writeJSONString(p *printer, s string, ensureASCII bool) {
+	p.WriteByte('"')
+	for len(s) > 0 && p.err == nil {
+		// Runs that need no escape go out in one write.
+		n := 0
+		for n < len(s) {
+			c := s[n]
+			if c < 0x20 || c == '"' || c == '\\' || ensureASCII && c > 0x7E {
+				break
+			}
+			if c >= utf8.RuneSelf {
+				r, w := utf8.DecodeRuneInString(s[n:])
+				if r == utf8.RuneError && w == 1 {
+					break
+				}
+				n += w
+				continue
+			}
+			n++
+		}
+		if n > 0 {
+			p.WriteString(s[:n])
+			s = s[n:]
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s)
+		s = s[w:]
 		switch r {
 		case '"':
-			sb.WriteString(`\"`)
+			p.WriteString(`\"`)
 		case '\\':
-			sb.WriteString(`\\`)
+			p.WriteString(`\\`)
 		case '\n':
-			sb.WriteString(`\n`)
+			p.WriteString(`\n`)
 		case '\r':
-			sb.WriteString(`\r`)
+			p.WriteString(`\r`)
 		case '\t':
-			sb.WriteString(`\t`)
+			p.WriteString(`\t`)
 		case '\b':
-			sb.WriteString(`\b`)
+			p.WriteString(`\b`)
 		case '\f':
-			sb.WriteString(`\f`)
+			p.WriteString(`\f`)
 		default:
 			switch {
 			case r < 0x20:
-				fmt.Fprintf(sb, `\u%04x`, r)
+				p.WriteString(fmt.Sprintf(`\u%04x`, r))
 			case ensureASCII && r > 0x7E:
 				if r > 0xFFFF {
 					r1, r2 := utf16.EncodeRune(r)
-					fmt.Fprintf(sb, `\u%04x\u%04x`, r1, r2)
+					p.WriteString(fmt.Sprintf(`\u%04x\u%04x`, r1, r2))
 				} else {
-					fmt.Fprintf(sb, `\u%04x`, r)
+					p.WriteString(fmt.Sprintf(`\u%04x`, r))
 				}
 			default:
-				sb.WriteRune(r)
+				p.WriteRune(r)
 			}
 		}
 	}
-	sb.WriteByte('"')
+	p.WriteByte('"')
 }

@@ -11,12 +11,13 @@ import (
 )
 
 // FromJSON decodes one JSON value into template values the way Python's
-// json.loads does: objects keep their key order, integers stay integers of
-// any size, numbers with a fraction or exponent become floats.
+// json.loads does: objects keep their key order, integers stay integers (up
+// to CPython's 4300 digits), numbers with a fraction or exponent become
+// floats. Arrays and objects may nest DefaultDepth deep.
 func FromJSON(data []byte) (Value, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := decodeValue(dec)
+	v, err := decodeValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -26,26 +27,29 @@ func FromJSON(data []byte) (Value, error) {
 	return v, nil
 }
 
-func decodeValue(dec *json.Decoder) (Value, error) {
+func decodeValue(dec *json.Decoder, depth int) (Value, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
 	}
-	return decodeFrom(dec, tok)
+	return decodeFrom(dec, tok, depth)
 }
 
-func decodeFrom(dec *json.Decoder, tok json.Token) (Value, error) {
+func decodeFrom(dec *json.Decoder, tok json.Token, depth int) (Value, error) {
 	switch t := tok.(type) {
 	case nil, bool, string:
 		return t, nil
 	case json.Number:
 		return jsonNumber(string(t))
 	case json.Delim:
+		if depth >= DefaultDepth {
+			return nil, fmt.Errorf("invalid JSON: arrays and objects nested deeper than %d", DefaultDepth)
+		}
 		switch t {
 		case '[':
 			l := &List{Items: []Value{}}
 			for dec.More() {
-				v, err := decodeValue(dec)
+				v, err := decodeValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -64,7 +68,7 @@ func decodeFrom(dec *json.Decoder, tok json.Token) (Value, error) {
 				if !ok {
 					return nil, fmt.Errorf("invalid JSON object key %v", kt)
 				}
-				v, err := decodeValue(dec)
+				v, err := decodeValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -83,6 +87,9 @@ func jsonNumber(s string) (Value, error) {
 	if !strings.ContainsAny(s, ".eE") {
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i, nil
+		}
+		if len(strings.TrimPrefix(s, "-")) > maxIntDigits {
+			return nil, fmt.Errorf("invalid JSON number of %d digits: %w", len(s), errIntDigits)
 		}
 		b, ok := new(big.Int).SetString(s, 10)
 		if !ok {

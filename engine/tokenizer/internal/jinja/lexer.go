@@ -52,11 +52,14 @@ type Options struct {
 	LStripBlocks bool
 	// KeepTrailingNewline keeps a final "\n" of the template source.
 	KeepTrailingNewline bool
+	// Limits bound the parse and every render of the template (zero
+	// fields: DefaultLimits).
+	Limits Limits
 }
 
 // lex splits a template into tokens with jinja2.lexer.Lexer's rules for
 // whitespace control ("-" / "+" modifiers, trim_blocks, lstrip_blocks).
-func lex(src string, opt Options) ([]token, error) {
+func lex(src string, opt Options, b *budget) ([]token, error) {
 	// Jinja normalises every newline of the source to "\n" and drops one
 	// trailing newline before lexing.
 	src = strings.ReplaceAll(src, "\r\n", "\n")
@@ -64,7 +67,7 @@ func lex(src string, opt Options) ([]token, error) {
 	if !opt.KeepTrailingNewline && strings.HasSuffix(src, "\n") {
 		src = src[:len(src)-1]
 	}
-	lx := &lexer{src: src, opt: opt, line: 1, lineStarting: true}
+	lx := &lexer{src: src, opt: opt, b: b, line: 1, lineStarting: true}
 	if err := lx.run(); err != nil {
 		return nil, err
 	}
@@ -76,11 +79,21 @@ type lexer struct {
 	pos          int
 	line         int
 	opt          Options
+	b            *budget
+	err          error // the first budget error of emit
 	toks         []token
 	lineStarting bool // the last tag's end match ended with "\n"
 }
 
+// emit appends a token, charged to the budget; a charge that does not fit
+// is kept in lx.err, which run and lexInside check.
 func (lx *lexer) emit(kind tokenKind, val string) {
+	if lx.err == nil {
+		lx.err = lx.b.alloc(tokenSize, "parsing")
+	}
+	if len(lx.toks) == cap(lx.toks) { // double, so that all the copies add up to at most the final size
+		lx.toks = append(make([]token, 0, 2*cap(lx.toks)+16), lx.toks...)
+	}
 	lx.toks = append(lx.toks, token{kind: kind, val: val, line: lx.line})
 }
 
@@ -113,6 +126,9 @@ func spaceLen(s string) int { return len(s) - len(strings.TrimLeftFunc(s, pyIsSp
 
 func (lx *lexer) run() error {
 	for lx.pos < len(lx.src) {
+		if lx.err != nil {
+			return lx.err
+		}
 		rest := lx.src[lx.pos:]
 		i := indexTagStart(rest)
 		if i < 0 {
@@ -168,7 +184,7 @@ func (lx *lexer) run() error {
 		}
 	}
 	lx.emit(tEOF, "")
-	return nil
+	return lx.err
 }
 
 func indexTagStart(s string) int {
@@ -288,6 +304,9 @@ var operators = []string{"//", "**", "==", "!=", "<=", ">=", "+", "-", "/", "*",
 func (lx *lexer) lexInside(end tokenKind) error {
 	var stack []byte // open brackets: the end marker only counts when balanced
 	for {
+		if lx.err != nil {
+			return lx.err
+		}
 		if lx.pos >= len(lx.src) {
 			if end == tVarEnd {
 				return lx.errorf("unexpected end of template, expected '}}'")
@@ -365,7 +384,13 @@ func (lx *lexer) lexInside(end tokenKind) error {
 			case "(", "[", "{":
 				stack = append(stack, op[0])
 			case ")", "]", "}":
-				want := map[byte]byte{')': '(', ']': '[', '}': '{'}[op[0]]
+				want := byte('(')
+				switch op[0] {
+				case ']':
+					want = '['
+				case '}':
+					want = '{'
+				}
 				if len(stack) == 0 {
 					return lx.errorf("unexpected '%s'", op)
 				}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 )
 
 // Statement nodes.
@@ -17,6 +18,7 @@ type (
 		conds  []expr
 		bodies [][]node
 		els    []node
+		line   int
 	}
 	forNode struct {
 		target    target
@@ -129,9 +131,24 @@ type (
 type expr any
 
 type parser struct {
-	toks []token
-	pos  int
+	toks  []token
+	pos   int
+	b     *budget
+	depth int // of recursion, bounded by the Depth limit
 }
+
+// enter begins a nested construct (a block body, an expression, a prefix
+// operator); leave ends it. The parser recurses once per level, so Depth
+// bounds its stack.
+func (p *parser) enter() error {
+	if p.depth >= p.b.maxDepth() {
+		return fmt.Errorf("line %d: %w", p.cur().line, p.b.depthErr("parsing"))
+	}
+	p.depth++
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 func (p *parser) cur() token  { return p.toks[p.pos] }
 func (p *parser) peek() token { return p.toks[min(p.pos+1, len(p.toks)-1)] }
@@ -173,8 +190,8 @@ func (p *parser) expectBlockEnd() error {
 	return nil
 }
 
-func parse(toks []token) ([]node, error) {
-	p := &parser{toks: toks}
+func parse(toks []token, b *budget) ([]node, error) {
+	p := &parser{toks: toks, b: b}
 	body, end, err := p.parseBody(nil)
 	if err != nil {
 		return nil, err
@@ -196,6 +213,10 @@ func (p *parser) block(ends ...string) ([]node, string, error) {
 }
 
 func (p *parser) parseBody(ends []string) ([]node, string, error) {
+	if err := p.enter(); err != nil {
+		return nil, "", err
+	}
+	defer p.leave()
 	var body []node
 	for {
 		t := p.cur()
@@ -248,7 +269,7 @@ func (p *parser) parseStatement() (node, error) {
 	t := p.next()
 	switch t.val {
 	case "if":
-		return p.parseIf()
+		return p.parseIf(t.line)
 	case "for":
 		return p.parseFor(t.line)
 	case "set":
@@ -278,8 +299,8 @@ func (p *parser) parseStatement() (node, error) {
 	return nil, fmt.Errorf("line %d: unsupported statement %q", t.line, t.val)
 }
 
-func (p *parser) parseIf() (node, error) {
-	n := &ifNode{}
+func (p *parser) parseIf(line int) (node, error) {
+	n := &ifNode{line: line}
 	for {
 		cond, err := p.parseTuple(false, false)
 		if err != nil {
@@ -533,6 +554,10 @@ func (p *parser) parseTuple(withCond bool, explicitParens bool) (expr, error) {
 }
 
 func (p *parser) parseExpression(withCond bool) (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if !withCond {
 		return p.parseOr()
 	}
@@ -581,6 +606,10 @@ func (p *parser) parseLeftAssoc(op string, operand func() (expr, error)) (expr, 
 
 func (p *parser) parseNot() (expr, error) {
 	if p.isName("not") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		line := p.next().line
 		e, err := p.parseNot()
 		if err != nil {
@@ -701,6 +730,10 @@ func (p *parser) parseUnary(withFilter bool) (expr, error) {
 	var e expr
 	var err error
 	if p.isOp("-") || p.isOp("+") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		t := p.next()
 		inner, err := p.parseUnary(false)
 		if err != nil {
@@ -735,14 +768,21 @@ func (p *parser) parsePrimary() (expr, error) {
 		return &nameExpr{name: t.val, line: t.line}, nil
 	case tString:
 		s := p.next().val
-		for p.cur().kind == tString {
-			s += p.next().val
+		if p.cur().kind == tString { // adjacent literals are one string
+			parts := []string{s}
+			for p.cur().kind == tString {
+				parts = append(parts, p.next().val)
+			}
+			s = strings.Join(parts, "")
 		}
 		return &constExpr{s}, nil
 	case tInt:
 		p.next()
 		if v, err := strconv.ParseInt(t.val, 10, 64); err == nil {
 			return &constExpr{v}, nil
+		}
+		if len(t.val) > maxIntDigits {
+			return nil, fmt.Errorf("line %d: integer literal of %d digits: %w", t.line, len(t.val), errIntDigits)
 		}
 		b, ok := new(big.Int).SetString(t.val, 10)
 		if !ok {
@@ -958,17 +998,9 @@ func (p *parser) parseFilter(arg expr) (*filterExpr, error) {
 
 func (p *parser) parseFilterCall(arg expr) (*filterExpr, error) {
 	line := p.cur().line
-	name, err := p.expectName()
+	name, err := p.dottedName()
 	if err != nil {
 		return nil, err
-	}
-	for p.isOp(".") {
-		p.next()
-		part, err := p.expectName()
-		if err != nil {
-			return nil, err
-		}
-		name += "." + part
 	}
 	f := &filterExpr{arg: arg, name: name, line: line}
 	if p.isOp("(") {
@@ -979,6 +1011,24 @@ func (p *parser) parseFilterCall(arg expr) (*filterExpr, error) {
 	return f, nil
 }
 
+// dottedName reads a filter or test name: names joined by ".".
+func (p *parser) dottedName() (string, error) {
+	name, err := p.expectName()
+	if err != nil || !p.isOp(".") {
+		return name, err
+	}
+	parts := []string{name}
+	for p.isOp(".") {
+		p.next()
+		part, err := p.expectName()
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "."), nil
+}
+
 func (p *parser) parseTest(arg expr) (expr, error) {
 	line := p.next().line // "is"
 	negate := false
@@ -986,17 +1036,9 @@ func (p *parser) parseTest(arg expr) (expr, error) {
 		p.next()
 		negate = true
 	}
-	name, err := p.expectName()
+	name, err := p.dottedName()
 	if err != nil {
 		return nil, err
-	}
-	for p.isOp(".") {
-		p.next()
-		part, err := p.expectName()
-		if err != nil {
-			return nil, err
-		}
-		name += "." + part
 	}
 	t := &testExpr{arg: arg, name: name, line: line}
 	c := p.cur()
@@ -1023,4 +1065,124 @@ func (p *parser) parseTest(arg expr) (expr, error) {
 		return &unaryExpr{op: "not", e: t, line: line}, nil
 	}
 	return t, nil
+}
+
+// checkNesting bounds the depth of the syntax tree: statements inside
+// blocks, expressions inside expressions. Operator chains ("a + b + c") and
+// postfix chains ("x.a.b", "x|f|g") are built without recursion, so the
+// parser's own bound does not cover them; evaluation recurses through the
+// whole tree, so this one does.
+func checkNesting(body []node, limit int) error {
+	c := nestChecker{limit: limit}
+	return c.nodes(body, 1, 1)
+}
+
+type nestChecker struct{ limit int }
+
+func (c nestChecker) fail(line int) error {
+	return fmt.Errorf("line %d: %w", line, &LimitError{Limit: "Depth", Max: int64(c.limit), Op: "syntax"})
+}
+
+func (c nestChecker) nodes(body []node, d, line int) error {
+	for _, n := range body {
+		if err := c.node(n, d, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c nestChecker) node(n node, d, line int) error {
+	if d > c.limit {
+		return c.fail(line)
+	}
+	var exprs []expr
+	var bodies [][]node
+	switch n := n.(type) {
+	case *outputNode:
+		line, exprs = n.line, []expr{n.e}
+	case *ifNode:
+		line, exprs, bodies = n.line, n.conds, append(append([][]node{}, n.bodies...), n.els)
+	case *forNode:
+		line, exprs, bodies = n.line, []expr{n.iter, n.cond}, [][]node{n.body, n.els}
+	case *setNode:
+		line, exprs, bodies = n.line, []expr{n.value}, [][]node{n.body}
+		for _, f := range n.filters {
+			exprs = append(exprs, f)
+		}
+	case *macroNode:
+		exprs, bodies = n.defaults, [][]node{n.body}
+	case *filterBlockNode:
+		bodies = [][]node{n.body}
+		for _, f := range n.filters {
+			exprs = append(exprs, f)
+		}
+	case *withNode:
+		exprs, bodies = n.values, [][]node{n.body}
+	}
+	for _, e := range exprs {
+		if err := c.expr(e, d+1, line); err != nil {
+			return err
+		}
+	}
+	for _, b := range bodies {
+		if err := c.nodes(b, d+1, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c nestChecker) expr(e expr, d, line int) error {
+	if e == nil {
+		return nil
+	}
+	if d > c.limit {
+		return c.fail(line)
+	}
+	var kids []expr
+	kw := func(kws []kwExpr) {
+		for _, k := range kws {
+			kids = append(kids, k.e)
+		}
+	}
+	switch e := e.(type) {
+	case *getattrExpr:
+		line, kids = e.line, []expr{e.obj}
+	case *getitemExpr:
+		line, kids = e.line, []expr{e.obj, e.key}
+	case *sliceExpr:
+		kids = []expr{e.start, e.stop, e.step}
+	case *callExpr:
+		line, kids = e.line, append([]expr{e.fn}, e.args...)
+		kw(e.kwargs)
+	case *filterExpr:
+		line, kids = e.line, append([]expr{e.arg}, e.args...)
+		kw(e.kwargs)
+	case *testExpr:
+		line, kids = e.line, append([]expr{e.arg}, e.args...)
+		kw(e.kwargs)
+	case *binExpr:
+		line, kids = e.line, []expr{e.l, e.r}
+	case *unaryExpr:
+		line, kids = e.line, []expr{e.e}
+	case *compareExpr:
+		line, kids = e.line, append([]expr{e.first}, e.rest...)
+	case *condExpr:
+		kids = []expr{e.test, e.yes, e.no}
+	case *listExpr:
+		kids = e.items
+	case *tupleExpr:
+		kids = e.items
+	case *dictExpr:
+		kids = append(append([]expr{}, e.keys...), e.vals...)
+	case *concatExpr:
+		kids = e.parts
+	}
+	for _, k := range kids {
+		if err := c.expr(k, d+1, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }

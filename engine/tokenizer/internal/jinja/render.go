@@ -14,12 +14,15 @@
 // globals namespace, range, dict, raise_exception and strftime_now.
 // Anything else is a parse or render error naming it, never a silent
 // difference.
+//
+// Templates come from model files, so the interpreter is a sandbox: the
+// template sees only its variables, and Parse and Render are bounded in
+// memory, work and nesting by Limits (a *LimitError when one is exceeded).
 package jinja
 
 import (
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 )
@@ -28,28 +31,30 @@ import (
 // Render calls.
 type Template struct {
 	body []node
+	lim  Limits
 }
 
-// Parse lexes and parses src.
+// Parse lexes and parses src. opt.Limits bound the parse (Bytes and Depth)
+// and every Render of the template.
 func Parse(src string, opt Options) (*Template, error) {
-	toks, err := lex(src, opt)
+	b := newBudget(opt.Limits)
+	toks, err := lex(src, opt, b)
 	if err != nil {
 		return nil, err
 	}
-	body, err := parse(toks)
+	body, err := parse(toks, b)
 	if err != nil {
 		return nil, err
 	}
-	return &Template{body: body}, nil
+	if err := checkNesting(body, b.lim.Depth); err != nil {
+		return nil, err
+	}
+	return &Template{body: body, lim: b.lim}, nil
 }
 
-// Limits bound a render, since templates come from files.
-const (
-	maxOutput     = 64 << 20
-	maxIterations = 10_000_000
-	maxDepth      = 200
-	maxRange      = 1 << 20 // items of one range() or repeated list
-)
+// maxRange is the sandbox's MAX_RANGE: Jinja2's ImmutableSandboxedEnvironment
+// refuses a range() of more items.
+const maxRange = 100_000
 
 // Env is what a render sees: variables, and the current time for
 // strftime_now (zero means time.Now).
@@ -60,7 +65,7 @@ type Env struct {
 
 // Render renders the template with vars as its top-level variables.
 func (t *Template) Render(env Env) (string, error) {
-	r := &renderer{env: env}
+	r := &renderer{budget: newBudget(t.lim), env: env}
 	r.root = &scope{vars: map[string]Value{}}
 	r.scope = r.root
 	if _, err := r.execBody(t.body); err != nil {
@@ -80,12 +85,11 @@ type scope struct {
 }
 
 type renderer struct {
-	env        Env
-	out        strings.Builder
-	root       *scope
-	scope      *scope
-	iterations int
-	depth      int
+	*budget
+	env   Env
+	out   strings.Builder
+	root  *scope
+	scope *scope
 }
 
 type flow int
@@ -112,11 +116,21 @@ func (r *renderer) lookup(name string) Value {
 }
 
 func (r *renderer) write(s string) error {
-	if r.out.Len()+len(s) > maxOutput {
-		return fmt.Errorf("output exceeds %d bytes", maxOutput)
+	if err := r.alloc(int64(len(s)), "output"); err != nil {
+		return err
 	}
+	r.out.Grow(len(s)) // doubles, as in printer.WriteString
 	r.out.WriteString(s)
 	return nil
+}
+
+// writeValue writes str(v).
+func (r *renderer) writeValue(v Value) error {
+	s, err := r.str(v, "output")
+	if err != nil {
+		return err
+	}
+	return r.write(s)
 }
 
 func (r *renderer) execBody(body []node) (flow, error) {
@@ -129,32 +143,57 @@ func (r *renderer) execBody(body []node) (flow, error) {
 	return flowNormal, nil
 }
 
+// lineError is an error of the statement or expression at a line.
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+func (e *lineError) Unwrap() error { return e.err }
+
+// lineErr adds the line to err unless it names one already (or is the
+// template's own exception).
 func lineErr(line int, err error) error {
 	if err == nil {
 		return nil
 	}
+	var le *lineError
 	var re *RaiseError
-	if errors.As(err, &re) || strings.HasPrefix(err.Error(), "line ") {
+	if errors.As(err, &le) || errors.As(err, &re) {
 		return err
 	}
-	return fmt.Errorf("line %d: %w", line, err)
+	return &lineError{line, err}
 }
 
+// exec runs one statement: a step and a level of nesting.
 func (r *renderer) exec(n node) (flow, error) {
+	if err := r.work(1, "statement"); err != nil {
+		return flowNormal, err
+	}
+	if err := r.enter("statement"); err != nil {
+		return flowNormal, err
+	}
+	f, err := r.execNode(n)
+	r.leave()
+	return f, err
+}
+
+func (r *renderer) execNode(n node) (flow, error) {
 	switch n := n.(type) {
 	case *textNode:
 		return flowNormal, r.write(n.text)
 	case *outputNode:
 		v, err := r.eval(n.e)
-		if err != nil {
-			return flowNormal, lineErr(n.line, err)
+		if err == nil {
+			err = r.writeValue(v)
 		}
-		return flowNormal, r.write(toStr(v))
+		return flowNormal, lineErr(n.line, err)
 	case *ifNode:
 		for i, c := range n.conds {
 			v, err := r.eval(c)
 			if err != nil {
-				return flowNormal, err
+				return flowNormal, lineErr(n.line, err)
 			}
 			if truthy(v) {
 				return r.execBody(n.bodies[i])
@@ -179,7 +218,7 @@ func (r *renderer) exec(n node) (flow, error) {
 				return flowNormal, err
 			}
 		}
-		return flowNormal, r.write(toStr(v))
+		return flowNormal, r.writeValue(v)
 	case *withNode:
 		vals := make([]Value, len(n.values))
 		for i, e := range n.values {
@@ -216,9 +255,6 @@ func (r *renderer) capture(body []node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if r.out.Len()+len(s) > maxOutput {
-		return "", fmt.Errorf("output exceeds %d bytes", maxOutput)
-	}
 	return s, nil
 }
 
@@ -250,13 +286,13 @@ func (r *renderer) assign(t target, v Value) error {
 		if !ok {
 			return fmt.Errorf("can only set attributes on a namespace object, %q is not one", t.names[0])
 		}
-		return ns.attrs.Set(t.attr, v)
+		return ns.attrs.set(r.budget, t.attr, v)
 	}
 	if !t.tuple {
 		r.scope.vars[t.names[0]] = v
 		return nil
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return err
 	}
@@ -285,17 +321,24 @@ func (r *renderer) execFor(n *forNode) error {
 	if err != nil {
 		return lineErr(n.line, err)
 	}
-	items, err := iterate(seq)
+	items, err := r.iterate(seq)
 	if err != nil {
 		return lineErr(n.line, err)
 	}
 	saved := r.scope
 	defer func() { r.scope = saved }()
+	// Each iteration (and each test of the loop's filter) starts from a
+	// fresh scope, as in Jinja2: one map, cleared.
+	sc := &scope{vars: map[string]Value{}, parent: saved}
 	if n.cond != nil {
 		// The filter sees each candidate bound to the target (not loop).
 		var kept []Value
 		for _, it := range items {
-			r.scope = &scope{vars: map[string]Value{}, parent: saved}
+			if err := r.work(1, "loop filter"); err != nil {
+				return lineErr(n.line, err)
+			}
+			clear(sc.vars)
+			r.scope = sc
 			if err := r.assign(n.target, it); err != nil {
 				return lineErr(n.line, err)
 			}
@@ -304,6 +347,9 @@ func (r *renderer) execFor(n *forNode) error {
 				return lineErr(n.line, err)
 			}
 			if truthy(c) {
+				if err := r.allocValues(1, "loop filter"); err != nil {
+					return lineErr(n.line, err)
+				}
 				kept = append(kept, it)
 			}
 		}
@@ -316,12 +362,13 @@ func (r *renderer) execFor(n *forNode) error {
 	}
 	loop := &Loop{items: items}
 	for i, it := range items {
-		r.iterations++
-		if r.iterations > maxIterations {
-			return lineErr(n.line, fmt.Errorf("more than %d loop iterations", maxIterations))
+		if err := r.work(1, "loop iteration"); err != nil {
+			return lineErr(n.line, err)
 		}
 		loop.index = i
-		r.scope = &scope{vars: map[string]Value{"loop": loop}, parent: saved}
+		clear(sc.vars)
+		sc.vars["loop"] = loop
+		r.scope = sc
 		if err := r.assign(n.target, it); err != nil {
 			return lineErr(n.line, err)
 		}
@@ -340,11 +387,6 @@ func (r *renderer) makeMacro(n *macroNode) *Func {
 	return &Func{Name: n.name, Call: func(r *renderer, args []Value, kwargs []kwarg) (Value, error) {
 		if len(args) > len(n.params) {
 			return nil, fmt.Errorf("macro %q takes not more than %d argument(s)", n.name, len(n.params))
-		}
-		r.depth++
-		defer func() { r.depth-- }()
-		if r.depth > maxDepth {
-			return nil, fmt.Errorf("macro recursion deeper than %d", maxDepth)
 		}
 		vars := map[string]Value{}
 		for i, p := range n.params {
@@ -386,18 +428,41 @@ func (r *renderer) makeMacro(n *macroNode) *Func {
 	}}
 }
 
+// eval evaluates one expression: a step and a level of nesting.
 func (r *renderer) eval(e expr) (Value, error) {
+	if err := r.work(1, "expression"); err != nil {
+		return nil, err
+	}
+	if err := r.enter("expression"); err != nil {
+		return nil, err
+	}
+	v, err := r.evalExpr(e)
+	r.leave()
+	return v, err
+}
+
+func (r *renderer) evalExpr(e expr) (Value, error) {
 	switch e := e.(type) {
 	case *constExpr:
 		return e.v, nil
 	case *nameExpr:
+		if len(e.name) >= scanPerStep { // looking a name up hashes it
+			if err := r.scan(len(e.name), "name lookup"); err != nil {
+				return nil, err
+			}
+		}
 		return r.lookup(e.name), nil
 	case *getattrExpr:
 		obj, err := r.eval(e.obj)
 		if err != nil {
 			return nil, err
 		}
-		return getattr(obj, e.attr)
+		if len(e.attr) >= scanPerStep {
+			if err := r.scan(len(e.attr), "attribute lookup"); err != nil {
+				return nil, err
+			}
+		}
+		return r.getattr(obj, e.attr)
 	case *getitemExpr:
 		obj, err := r.eval(e.obj)
 		if err != nil {
@@ -410,7 +475,7 @@ func (r *renderer) eval(e expr) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		return getitem(obj, key)
+		return r.getitem(obj, key)
 	case *callExpr:
 		fn, err := r.eval(e.fn)
 		if err != nil {
@@ -456,7 +521,7 @@ func (r *renderer) eval(e expr) (Value, error) {
 				}
 				return nil, fmt.Errorf("bad operand type for unary -: '%s'", typeName(v))
 			}
-			return arith("-", int64(0), v)
+			return r.arith("-", int64(0), v)
 		default:
 			if _, ok := numeric(v); !ok {
 				return nil, fmt.Errorf("bad operand type for unary +: '%s'", typeName(v))
@@ -484,7 +549,7 @@ func (r *renderer) eval(e expr) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		return arith(e.op, l, rv)
+		return r.arith(e.op, l, rv)
 	case *compareExpr:
 		l, err := r.eval(e.first)
 		if err != nil {
@@ -495,7 +560,7 @@ func (r *renderer) eval(e expr) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			ok, err := compare(op, l, rv)
+			ok, err := r.compareOp(op, l, rv)
 			if err != nil {
 				return nil, err
 			}
@@ -540,25 +605,48 @@ func (r *renderer) eval(e expr) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := d.Set(k, v); err != nil {
+			if err := d.set(r.budget, k, v); err != nil {
 				return nil, err
 			}
 		}
 		return d, nil
 	case *concatExpr:
-		var sb strings.Builder
-		for _, p := range e.parts {
+		parts := make([]string, len(e.parts))
+		var n int64
+		for i, p := range e.parts {
 			v, err := r.eval(p)
 			if err != nil {
 				return nil, err
 			}
-			sb.WriteString(toStr(v))
+			if parts[i], err = r.str(v, "'~'"); err != nil {
+				return nil, err
+			}
+			n += int64(len(parts[i]))
 		}
-		return sb.String(), nil
+		if err := r.alloc(n, "'~'"); err != nil {
+			return nil, err
+		}
+		return strings.Join(parts, ""), nil
 	case *sliceExpr:
 		return nil, errors.New("slice outside of a subscript")
 	}
 	return nil, fmt.Errorf("internal error: unknown expression %T", e)
+}
+
+// evalAll evaluates expressions in order into a new list's items.
+func (r *renderer) evalAll(es []expr) ([]Value, error) {
+	if err := r.allocValues(len(es), "list"); err != nil {
+		return nil, err
+	}
+	out := make([]Value, len(es))
+	for i, e := range es {
+		v, err := r.eval(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 func (r *renderer) evalArgs(args []expr, kws []kwExpr) ([]Value, []kwarg, error) {
@@ -572,6 +660,9 @@ func (r *renderer) evalArgs(args []expr, kws []kwExpr) ([]Value, []kwarg, error)
 	}
 	var kwargs []kwarg
 	for _, kw := range kws {
+		if err := r.scan(len(kw.name), "keyword argument"); err != nil { // it is matched by name
+			return nil, nil, err
+		}
 		v, err := r.eval(kw.e)
 		if err != nil {
 			return nil, nil, err
@@ -584,6 +675,9 @@ func (r *renderer) evalArgs(args []expr, kws []kwExpr) ([]Value, []kwarg, error)
 func (r *renderer) call(fn Value, args []Value, kwargs []kwarg) (Value, error) {
 	switch f := fn.(type) {
 	case *Func:
+		if err := r.work(1, "call"); err != nil {
+			return nil, err
+		}
 		return f.Call(r, args, kwargs)
 	case Undefined:
 		return nil, undefinedErr(f)
@@ -601,352 +695,22 @@ func undefinedErr(u Undefined) error {
 func (r *renderer) applyFilter(f *filterExpr, v Value) (Value, error) {
 	fn, ok := filters[f.name]
 	if !ok {
-		return nil, fmt.Errorf("line %d: no filter named %q", f.line, f.name)
+		return nil, lineErr(f.line, fmt.Errorf("no filter named %s", strRepr(f.name)))
 	}
 	args, kwargs, err := r.evalArgs(f.args, f.kwargs)
 	if err != nil {
 		return nil, err
 	}
+	if err := r.work(1, "filter"); err != nil {
+		return nil, err
+	}
 	out, err := fn(r, v, args, kwargs)
 	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return nil, lineErr(f.line, err)
+		}
 		return nil, lineErr(f.line, fmt.Errorf("filter %s: %w", f.name, err))
-	}
-	return out, nil
-}
-
-// slice is obj[start:stop:step] for lists, tuples and strings.
-func (r *renderer) slice(obj Value, s *sliceExpr) (Value, error) {
-	var bounds [3]Value
-	for i, e := range []expr{s.start, s.stop, s.step} {
-		if e == nil {
-			bounds[i] = nil
-			continue
-		}
-		v, err := r.eval(e)
-		if err != nil {
-			return nil, err
-		}
-		bounds[i] = v
-	}
-	switch o := obj.(type) {
-	case *List:
-		idx, err := sliceIndices(len(o.Items), bounds)
-		if err != nil {
-			return nil, err
-		}
-		out := &List{Tuple: o.Tuple, Items: make([]Value, 0, len(idx))}
-		for _, i := range idx {
-			out.Items = append(out.Items, o.Items[i])
-		}
-		return out, nil
-	case string:
-		runes := []rune(o)
-		idx, err := sliceIndices(len(runes), bounds)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]rune, 0, len(idx))
-		for _, i := range idx {
-			out = append(out, runes[i])
-		}
-		return string(out), nil
-	case Undefined:
-		return nil, undefinedErr(o)
-	}
-	return Undefined{Name: "slice"}, nil
-}
-
-// sliceIndices is Python's slice.indices(n), expanded.
-func sliceIndices(n int, b [3]Value) ([]int, error) {
-	get := func(v Value) (int, bool, error) {
-		if v == nil {
-			return 0, false, nil
-		}
-		num, ok := numeric(v)
-		if !ok || num.isFloat {
-			return 0, false, fmt.Errorf("slice indices must be integers or None, not %s", typeName(v))
-		}
-		if !num.i.IsInt64() {
-			if num.i.Sign() < 0 {
-				return -1 << 62, true, nil
-			}
-			return 1 << 62, true, nil
-		}
-		return int(num.i.Int64()), true, nil
-	}
-	step, has, err := get(b[2])
-	if err != nil {
-		return nil, err
-	}
-	if !has {
-		step = 1
-	}
-	if step == 0 {
-		return nil, errors.New("slice step cannot be zero")
-	}
-	start, hasStart, err := get(b[0])
-	if err != nil {
-		return nil, err
-	}
-	stop, hasStop, err := get(b[1])
-	if err != nil {
-		return nil, err
-	}
-	adjust := func(i int, has bool, def int) int {
-		if !has {
-			return def
-		}
-		if i < 0 {
-			i += n
-			if i < 0 {
-				if step < 0 {
-					return -1
-				}
-				return 0
-			}
-		} else if i >= n {
-			if step < 0 {
-				return n - 1
-			}
-			return n
-		}
-		return i
-	}
-	var out []int
-	if step > 0 {
-		start, stop = adjust(start, hasStart, 0), adjust(stop, hasStop, n)
-		for i := start; i < stop; i += step {
-			out = append(out, i)
-		}
-	} else {
-		start, stop = adjust(start, hasStart, n-1), adjust(stop, hasStop, -1)
-		for i := start; i > stop; i += step {
-			out = append(out, i)
-		}
-	}
-	return out, nil
-}
-
-// compare evaluates one comparison operator.
-func compare(op string, l, r Value) (bool, error) {
-	switch op {
-	case "==":
-		return pyEqual(l, r), nil
-	case "!=":
-		return !pyEqual(l, r), nil
-	case "in", "not in":
-		in, err := contains(r, l)
-		if op == "not in" {
-			in = !in
-		}
-		return in, err
-	}
-	if u, ok := l.(Undefined); ok {
-		return false, undefinedErr(u)
-	}
-	if u, ok := r.(Undefined); ok {
-		return false, undefinedErr(u)
-	}
-	c, err := pyCompare(l, r)
-	if err != nil {
-		return false, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, typeName(l), typeName(r))
-	}
-	if c == 2 { // NaN
-		return false, nil
-	}
-	switch op {
-	case "<":
-		return c < 0, nil
-	case "<=":
-		return c <= 0, nil
-	case ">":
-		return c > 0, nil
-	}
-	return c >= 0, nil
-}
-
-// contains is Python's "item in container".
-func contains(container, item Value) (bool, error) {
-	switch c := container.(type) {
-	case string:
-		s, ok := item.(string)
-		if !ok {
-			return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", typeName(item))
-		}
-		return strings.Contains(c, s), nil
-	case *Dict:
-		if _, err := hashKey(item); err != nil {
-			return false, err
-		}
-		_, ok := c.Get(item)
-		return ok, nil
-	case *List:
-		for _, it := range c.Items {
-			if pyEqual(it, item) {
-				return true, nil
-			}
-		}
-		return false, nil
-	case Undefined:
-		return false, nil
-	}
-	return false, fmt.Errorf("argument of type '%s' is not iterable", typeName(container))
-}
-
-// arith evaluates + - * / // % ** with Python semantics.
-func arith(op string, l, r Value) (Value, error) {
-	if u, ok := l.(Undefined); ok {
-		return nil, undefinedErr(u)
-	}
-	if u, ok := r.(Undefined); ok {
-		return nil, undefinedErr(u)
-	}
-	ln, lok := numeric(l)
-	rn, rok := numeric(r)
-	if lok && rok {
-		return numArith(op, ln, rn)
-	}
-	switch op {
-	case "+":
-		switch a := l.(type) {
-		case string:
-			if b, ok := r.(string); ok {
-				return a + b, nil
-			}
-			return nil, fmt.Errorf("can only concatenate str (not \"%s\") to str", typeName(r))
-		case *List:
-			if b, ok := r.(*List); ok && a.Tuple == b.Tuple {
-				items := append(append([]Value{}, a.Items...), b.Items...)
-				return &List{Items: items, Tuple: a.Tuple}, nil
-			}
-		}
-	case "*":
-		if s, n, ok := seqTimes(l, r); ok {
-			return repeat(s, n)
-		}
-		if s, n, ok := seqTimes(r, l); ok {
-			return repeat(s, n)
-		}
-	case "%":
-		if s, ok := l.(string); ok {
-			return percentFormat(s, r)
-		}
-	}
-	return nil, fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, typeName(l), typeName(r))
-}
-
-func seqTimes(s, n Value) (Value, int64, bool) {
-	switch s.(type) {
-	case string, *List:
-	default:
-		return nil, 0, false
-	}
-	num, ok := numeric(n)
-	if !ok || num.isFloat || !num.i.IsInt64() {
-		return nil, 0, false
-	}
-	return s, num.i.Int64(), true
-}
-
-func repeat(s Value, n int64) (Value, error) {
-	if n < 0 {
-		n = 0
-	}
-	switch s := s.(type) {
-	case string:
-		if int64(len(s))*n > maxOutput {
-			return nil, errors.New("repeated string too long")
-		}
-		return strings.Repeat(s, int(n)), nil
-	case *List:
-		if int64(len(s.Items))*n > maxRange {
-			return nil, errors.New("repeated list too long")
-		}
-		out := &List{Tuple: s.Tuple}
-		for range n {
-			out.Items = append(out.Items, s.Items...)
-		}
-		return out, nil
-	}
-	return nil, errors.New("cannot repeat")
-}
-
-func numArith(op string, a, b number) (Value, error) {
-	if !a.isFloat && !b.isFloat {
-		x, y := a.i, b.i
-		switch op {
-		case "+":
-			return intValue(new(big.Int).Add(x, y)), nil
-		case "-":
-			return intValue(new(big.Int).Sub(x, y)), nil
-		case "*":
-			return intValue(new(big.Int).Mul(x, y)), nil
-		case "/":
-			if y.Sign() == 0 {
-				return nil, errors.New("division by zero")
-			}
-			return a.float() / b.float(), nil
-		case "//", "%":
-			if y.Sign() == 0 {
-				return nil, errors.New("integer division or modulo by zero")
-			}
-			q, m := new(big.Int), new(big.Int)
-			q.DivMod(x, y, m) // Euclidean: m >= 0
-			if m.Sign() != 0 && y.Sign() < 0 {
-				q.Add(q, big.NewInt(1))
-				m.Add(m, y)
-			}
-			if op == "//" {
-				return intValue(q), nil
-			}
-			return intValue(m), nil
-		case "**":
-			if y.Sign() < 0 {
-				return pyPow(a.float(), b.float())
-			}
-			if y.BitLen() > 20 || x.BitLen()*int(y.Int64()) > 1<<16 {
-				return nil, errors.New("integer power too large")
-			}
-			return intValue(new(big.Int).Exp(x, y, nil)), nil
-		}
-	}
-	x, y := a.float(), b.float()
-	switch op {
-	case "+":
-		return x + y, nil
-	case "-":
-		return x - y, nil
-	case "*":
-		return x * y, nil
-	case "/":
-		if y == 0 {
-			return nil, errors.New("float division by zero")
-		}
-		return x / y, nil
-	case "//", "%":
-		if y == 0 {
-			return nil, errors.New("float modulo")
-		}
-		q, m := floatDivMod(x, y)
-		if op == "//" {
-			return q, nil
-		}
-		return m, nil
-	case "**":
-		return pyPow(x, y)
-	}
-	return nil, fmt.Errorf("unknown operator %s", op)
-}
-
-// evalAll evaluates expressions in order.
-func (r *renderer) evalAll(es []expr) ([]Value, error) {
-	out := make([]Value, len(es))
-	for i, e := range es {
-		v, err := r.eval(e)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = v
 	}
 	return out, nil
 }

@@ -1,10 +1,13 @@
 package jinja
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
-	"sort"
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -24,6 +27,9 @@ import (
 //	Undefined    an undefined value
 //	*Func        a callable (global function, bound method, macro)
 //	*Loop        a for loop's "loop" object
+//
+// Lists and dicts are never changed once made (the sandbox is immutable), so
+// only a Namespace can hold itself.
 type Value = any
 
 // Undefined is jinja2.Undefined: printing it gives "", iterating it gives
@@ -39,7 +45,7 @@ type List struct {
 }
 
 // Dict is a Python dict with insertion order. Keys are nil, bool, int64,
-// float64 or string.
+// *big.Int, float64, string or tuples of these.
 type Dict struct {
 	keys []Value
 	vals []Value
@@ -49,50 +55,113 @@ type Dict struct {
 // NewDict returns an empty dict.
 func NewDict() *Dict { return &Dict{idx: map[any]int{}} }
 
-// hashKey maps equal Python keys (1, 1.0, True) to one Go map key.
-func hashKey(k Value) (any, error) {
+// Map keys of the values that are not their own key.
+type (
+	bigKey   string // a *big.Int beyond int64: sign and magnitude bytes
+	tupleKey string // a tuple: its items' keys, each typed and length-prefixed
+)
+
+// errUnhashable marks a key Python cannot hash (a list, dict, ...).
+type errUnhashable struct{ typ string }
+
+func (e *errUnhashable) Error() string { return fmt.Sprintf("unhashable type: '%s'", e.typ) }
+
+// hashKey maps equal Python keys (1, 1.0, True) to one Go map key. Building
+// the key of a tuple is charged to b (which may be nil).
+func hashKey(b *budget, k Value, depth int) (any, error) {
 	switch k := k.(type) {
-	case nil, string:
+	case string:
+		if len(k) >= scanPerStep { // Go hashes and compares the whole key
+			if err := b.scan(len(k), "hashing a key"); err != nil {
+				return nil, err
+			}
+		}
+		return k, nil
+	case nil, int64:
 		return k, nil
 	case bool:
 		if k {
 			return int64(1), nil
 		}
 		return int64(0), nil
-	case int64:
-		return k, nil
 	case float64:
-		if k == math.Trunc(k) && math.Abs(k) < 1<<62 {
-			return int64(k), nil
+		if k == math.Trunc(k) && !math.IsInf(k, 0) {
+			if math.Abs(k) < 1<<62 {
+				return int64(k), nil
+			}
+			i, _ := new(big.Float).SetFloat64(k).Int(nil) // equal to that big int
+			return bigHash(b, i)
 		}
 		return k, nil
 	case *big.Int:
-		return "\x00big:" + k.String(), nil
+		return bigHash(b, k)
 	case *List:
-		if k.Tuple {
-			parts := make([]string, len(k.Items))
-			for i, it := range k.Items {
-				h, err := hashKey(it)
-				if err != nil {
-					return nil, err
-				}
-				parts[i] = fmt.Sprintf("%T:%v", h, h)
-			}
-			return "\x00tuple:" + strings.Join(parts, "\x00"), nil
+		if !k.Tuple {
+			break
 		}
+		if depth >= b.maxDepth() {
+			return nil, b.depthErr("hashing a tuple")
+		}
+		var key []byte
+		for _, it := range k.Items {
+			h, err := hashKey(b, it, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			var tag byte
+			var payload string
+			switch h := h.(type) {
+			case nil:
+				tag = 'n'
+			case int64:
+				tag, payload = 'i', strconv.FormatInt(h, 10)
+			case float64:
+				tag, payload = 'f', strconv.FormatUint(math.Float64bits(h), 16)
+			case string:
+				tag, payload = 's', h
+			case bigKey:
+				tag, payload = 'b', string(h)
+			case tupleKey:
+				tag, payload = 't', string(h)
+			}
+			if err := b.alloc(int64(len(payload))+11, "hashing a tuple"); err != nil {
+				return nil, err
+			}
+			key = append(key, tag)
+			key = binary.AppendUvarint(key, uint64(len(payload)))
+			key = append(key, payload...)
+		}
+		return tupleKey(key), nil
 	}
-	return nil, fmt.Errorf("unhashable type: '%s'", typeName(k))
+	return nil, &errUnhashable{typeName(k)}
+}
+
+func bigHash(b *budget, i *big.Int) (any, error) {
+	if err := b.alloc(int64(len(i.Bits()))*8+1, "hashing an integer"); err != nil {
+		return nil, err
+	}
+	sign := "+"
+	if i.Sign() < 0 {
+		sign = "-"
+	}
+	return bigKey(sign + string(i.Bytes())), nil
 }
 
 // Set sets d[k] = v, keeping the position of an existing key.
-func (d *Dict) Set(k, v Value) error {
-	h, err := hashKey(k)
+func (d *Dict) Set(k, v Value) error { return d.set(nil, k, v) }
+
+// set is Set with the new entry charged to b (which may be nil).
+func (d *Dict) set(b *budget, k, v Value) error {
+	h, err := hashKey(b, k, 0)
 	if err != nil {
 		return err
 	}
 	if i, ok := d.idx[h]; ok {
 		d.vals[i] = v
 		return nil
+	}
+	if err := b.alloc(dictEntrySize, "dict entry"); err != nil {
+		return err
 	}
 	d.idx[h] = len(d.keys)
 	d.keys = append(d.keys, k)
@@ -102,15 +171,25 @@ func (d *Dict) Set(k, v Value) error {
 
 // Get returns d[k].
 func (d *Dict) Get(k Value) (Value, bool) {
-	h, err := hashKey(k)
+	v, ok, _ := d.get(nil, k)
+	return v, ok
+}
+
+// get is Get charged to b; an unhashable key is not found, and err is only
+// a budget's *LimitError.
+func (d *Dict) get(b *budget, k Value) (Value, bool, error) {
+	h, err := hashKey(b, k, 0)
 	if err != nil {
-		return nil, false
+		if _, unhashable := err.(*errUnhashable); unhashable {
+			err = nil
+		}
+		return nil, false, err
 	}
 	i, ok := d.idx[h]
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
-	return d.vals[i], true
+	return d.vals[i], true, nil
 }
 
 // Len is len(d).
@@ -189,119 +268,6 @@ func truthy(v Value) bool {
 	return true
 }
 
-// pyIsSpace is Python's str.isspace for one rune (Unicode White_Space plus
-// the information separators U+001C..U+001F).
-func pyIsSpace(r rune) bool {
-	return unicode.IsSpace(r) || (r >= 0x1C && r <= 0x1F)
-}
-
-// toStr is Python's str(v) as Jinja2 prints it ("" for Undefined).
-func toStr(v Value) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case Undefined:
-		return ""
-	case nil:
-		return "None"
-	case bool:
-		if v {
-			return "True"
-		}
-		return "False"
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case *big.Int:
-		return v.String()
-	case float64:
-		return floatRepr(v)
-	}
-	return repr(v)
-}
-
-// repr is Python's repr(v).
-func repr(v Value) string {
-	switch v := v.(type) {
-	case string:
-		return strRepr(v)
-	case Undefined:
-		return "Undefined"
-	case *List:
-		var sb strings.Builder
-		open, close := "[", "]"
-		if v.Tuple {
-			open, close = "(", ")"
-		}
-		sb.WriteString(open)
-		for i, it := range v.Items {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(repr(it))
-		}
-		if v.Tuple && len(v.Items) == 1 {
-			sb.WriteString(",")
-		}
-		sb.WriteString(close)
-		return sb.String()
-	case *Dict:
-		var sb strings.Builder
-		sb.WriteString("{")
-		for i, k := range v.keys {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(repr(k))
-			sb.WriteString(": ")
-			sb.WriteString(repr(v.vals[i]))
-		}
-		sb.WriteString("}")
-		return sb.String()
-	case *Namespace:
-		return "<Namespace " + repr(v.attrs) + ">"
-	case *Func:
-		return "<function " + v.Name + ">"
-	case *Loop:
-		return fmt.Sprintf("<LoopContext %d/%d>", v.index+1, len(v.items))
-	}
-	return toStr(v)
-}
-
-// strRepr is Python's repr of a str.
-func strRepr(s string) string {
-	quote := byte('\'')
-	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
-		quote = '"'
-	}
-	var sb strings.Builder
-	sb.WriteByte(quote)
-	for _, r := range s {
-		switch {
-		case r == rune(quote) || r == '\\':
-			sb.WriteByte('\\')
-			sb.WriteRune(r)
-		case r == '\n':
-			sb.WriteString(`\n`)
-		case r == '\r':
-			sb.WriteString(`\r`)
-		case r == '\t':
-			sb.WriteString(`\t`)
-		case r == ' ' || (unicode.IsPrint(r) && r != utf8.RuneError):
-			sb.WriteRune(r)
-		case r == utf8.RuneError:
-			sb.WriteRune(r) // U+FFFD is printable in Python
-		case r < 0x100:
-			fmt.Fprintf(&sb, `\x%02x`, r)
-		case r < 0x10000:
-			fmt.Fprintf(&sb, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&sb, `\U%08x`, r)
-		}
-	}
-	sb.WriteByte(quote)
-	return sb.String()
-}
-
 // floatRepr is Python's repr(float): the shortest round-tripping digits, in
 // positional notation when the decimal exponent is in [-4, 16), with ".0"
 // added to integral values.
@@ -351,48 +317,381 @@ func floatRepr(f float64) string {
 	return out
 }
 
-// pyEqual is Python's ==.
-func pyEqual(a, b Value) bool {
-	if na, ok := numeric(a); ok {
-		if nb, ok := numeric(b); ok {
-			return numCompare(na, nb) == 0
+// pyIsSpace is Python's str.isspace for one rune (Unicode White_Space plus
+// the information separators U+001C..U+001F).
+func pyIsSpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1C && r <= 0x1F)
+}
+
+// maxIntDigits is CPython's limit on int/str conversion
+// (sys.int_info.default_max_str_digits): str() of a longer int, and int()
+// of a longer string, raise ValueError.
+const maxIntDigits = 4300
+
+// errIntDigits is CPython's ValueError for such a conversion.
+var errIntDigits = fmt.Errorf("Exceeds the limit (%d digits) for integer string conversion; use sys.set_int_max_str_digits() to increase the limit", maxIntDigits)
+
+// intText is str(i), refusing (as CPython does) more than maxIntDigits
+// digits; the bit-length test keeps the conversion itself cheap.
+func intText(i *big.Int) (string, error) {
+	if i.BitLen() > maxIntDigits*3322/1000+4 { // log2(10) = 3.3219...
+		return "", errIntDigits
+	}
+	s := i.String()
+	if len(strings.TrimPrefix(s, "-")) > maxIntDigits {
+		return "", errIntDigits
+	}
+	return s, nil
+}
+
+// printer builds the text of values: str(), repr() and json.dumps(). Each
+// write is charged to b before it is made; nesting is bounded by b's Depth
+// and a Namespace that holds itself prints as Python prints a recursive
+// dict ("{...}").
+type printer struct {
+	b      *budget // nil for error messages, which are capped instead
+	op     string
+	sb     strings.Builder
+	max    int // > 0: stop after about max bytes, ending with "..."
+	depth  int
+	active []*Namespace // being printed, outermost first
+	err    error
+}
+
+// errCapped stops a capped printer.
+var errCapped = errors.New("capped")
+
+func (p *printer) WriteString(s string) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	if p.max > 0 && p.sb.Len()+len(s) > p.max {
+		cut := max(p.max-p.sb.Len(), 0)
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
 		}
+		p.sb.WriteString(s[:cut])
+		p.sb.WriteString("...")
+		p.err = errCapped
+		return cut, p.err
+	}
+	if err := p.b.alloc(int64(len(s)), p.op); err != nil {
+		p.err = err
+		return 0, err
+	}
+	p.sb.Grow(len(s)) // doubles (append would grow big buffers by 1.25, copying more)
+	return p.sb.WriteString(s)
+}
+
+func (p *printer) WriteByte(c byte) error {
+	var buf [1]byte
+	buf[0] = c
+	_, err := p.WriteString(string(buf[:]))
+	return err
+}
+
+func (p *printer) WriteRune(r rune) (int, error) {
+	var buf [utf8.UTFMax]byte
+	n := utf8.EncodeRune(buf[:], r)
+	return p.WriteString(string(buf[:n]))
+}
+
+// fail records err unless an error is already recorded.
+func (p *printer) fail(err error) {
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// result is the text, or the first error (a capped printer's text is
+// complete up to its cap).
+func (p *printer) result() (string, error) {
+	if p.err != nil && p.err != errCapped {
+		return "", p.err
+	}
+	return p.sb.String(), nil
+}
+
+// nest enters one level of a list, dict or namespace.
+func (p *printer) nest() bool {
+	if p.depth >= p.b.maxDepth() {
+		p.fail(p.b.depthErr(p.op))
 		return false
 	}
-	switch a := a.(type) {
-	case nil:
-		return b == nil
+	p.depth++
+	return true
+}
+
+// str writes Python's str(v) as Jinja2 prints it ("" for Undefined).
+func (p *printer) str(v Value) {
+	switch v := v.(type) {
 	case string:
-		bs, ok := b.(string)
-		return ok && a == bs
+		p.WriteString(v)
 	case Undefined:
-		_, ok := b.(Undefined)
-		return ok
-	case *List:
-		bl, ok := b.(*List)
-		if !ok || bl.Tuple != a.Tuple || len(a.Items) != len(bl.Items) {
-			return false
+	case nil, bool, int64, *big.Int, float64:
+		s, err := scalarText(v)
+		if err != nil {
+			p.fail(err)
+			return
 		}
-		for i := range a.Items {
-			if !pyEqual(a.Items[i], bl.Items[i]) {
-				return false
-			}
-		}
-		return true
-	case *Dict:
-		bd, ok := b.(*Dict)
-		if !ok || a.Len() != bd.Len() {
-			return false
-		}
-		for i, k := range a.keys {
-			v, ok := bd.Get(k)
-			if !ok || !pyEqual(a.vals[i], v) {
-				return false
-			}
-		}
-		return true
+		p.WriteString(s)
+	default:
+		p.repr(v)
 	}
-	return a == b
+}
+
+// scalarText is str() of None, a bool or a number.
+func scalarText(v Value) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "None", nil
+	case bool:
+		if v {
+			return "True", nil
+		}
+		return "False", nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case *big.Int:
+		return intText(v)
+	case float64:
+		return floatRepr(v), nil
+	}
+	return "", fmt.Errorf("internal error: %T is not a scalar", v)
+}
+
+// repr writes Python's repr(v).
+func (p *printer) repr(v Value) {
+	switch v := v.(type) {
+	case string:
+		p.strRepr(v)
+	case Undefined:
+		p.WriteString("Undefined")
+	case *List:
+		if !p.nest() {
+			return
+		}
+		defer func() { p.depth-- }()
+		open, close := "[", "]"
+		if v.Tuple {
+			open, close = "(", ")"
+		}
+		p.WriteString(open)
+		for i, it := range v.Items {
+			if p.err != nil {
+				return
+			}
+			if i > 0 {
+				p.WriteString(", ")
+			}
+			p.repr(it)
+		}
+		if v.Tuple && len(v.Items) == 1 {
+			p.WriteString(",")
+		}
+		p.WriteString(close)
+	case *Dict:
+		if !p.nest() {
+			return
+		}
+		defer func() { p.depth-- }()
+		p.WriteString("{")
+		for i, k := range v.keys {
+			if p.err != nil {
+				return
+			}
+			if i > 0 {
+				p.WriteString(", ")
+			}
+			p.repr(k)
+			p.WriteString(": ")
+			p.repr(v.vals[i])
+		}
+		p.WriteString("}")
+	case *Namespace:
+		for _, a := range p.active {
+			if a == v {
+				p.WriteString("<Namespace {...}>")
+				return
+			}
+		}
+		if !p.nest() {
+			return
+		}
+		p.active = append(p.active, v)
+		defer func() { p.depth--; p.active = p.active[:len(p.active)-1] }()
+		p.WriteString("<Namespace ")
+		p.repr(v.attrs)
+		p.WriteString(">")
+	case *Func:
+		p.WriteString("<function " + v.Name + ">")
+	case *Loop:
+		p.WriteString(fmt.Sprintf("<LoopContext %d/%d>", v.index+1, len(v.items)))
+	default:
+		p.str(v)
+	}
+}
+
+// strRepr writes Python's repr of a str.
+func (p *printer) strRepr(s string) {
+	quote := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		quote = '"'
+	}
+	p.WriteByte(quote)
+	for len(s) > 0 && p.err == nil {
+		// Runs that print as they are go out in one write.
+		n := 0
+		for n < len(s) {
+			r, w := utf8.DecodeRuneInString(s[n:])
+			if r == rune(quote) || r == '\\' || !(r == ' ' || unicode.IsPrint(r)) || r == utf8.RuneError && w == 1 {
+				break
+			}
+			n += w
+		}
+		if n > 0 {
+			p.WriteString(s[:n])
+			s = s[n:]
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s)
+		s = s[w:]
+		switch {
+		case r == rune(quote) || r == '\\':
+			p.WriteByte('\\')
+			p.WriteRune(r)
+		case r == '\n':
+			p.WriteString(`\n`)
+		case r == '\r':
+			p.WriteString(`\r`)
+		case r == '\t':
+			p.WriteString(`\t`)
+		case r == utf8.RuneError:
+			p.WriteRune(r) // U+FFFD is printable in Python
+		case r < 0x100:
+			p.WriteString(fmt.Sprintf(`\x%02x`, r))
+		case r < 0x10000:
+			p.WriteString(fmt.Sprintf(`\u%04x`, r))
+		default:
+			p.WriteString(fmt.Sprintf(`\U%08x`, r))
+		}
+	}
+	p.WriteByte(quote)
+}
+
+// str is Python's str(v) as Jinja2 prints it, charged to b as op.
+func (b *budget) str(v Value, op string) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case Undefined:
+		return "", nil
+	case nil, bool:
+		return scalarText(v)
+	}
+	p := &printer{b: b, op: op}
+	p.str(v)
+	return p.result()
+}
+
+// repr is Python's repr(v), charged to b as op.
+func (b *budget) repr(v Value, op string) (string, error) {
+	p := &printer{b: b, op: op}
+	p.repr(v)
+	return p.result()
+}
+
+// shortRepr is repr(v) cut to about 200 bytes, for error messages.
+func shortRepr(v Value) string {
+	p := &printer{max: 200}
+	p.repr(v)
+	s, err := p.result()
+	if err != nil {
+		return "<" + typeName(v) + ">"
+	}
+	return s
+}
+
+// strRepr is Python's repr of a short str (a token, a name).
+func strRepr(s string) string {
+	p := &printer{}
+	p.strRepr(s)
+	return p.sb.String()
+}
+
+// equal is Python's ==, with the work charged to b.
+func (b *budget) equal(x, y Value) (bool, error) { return b.equalAt(x, y, 0) }
+
+func (b *budget) equalAt(x, y Value, depth int) (bool, error) {
+	if i, ok := x.(int64); ok {
+		if j, ok := y.(int64); ok {
+			return i == j, nil
+		}
+	}
+	if nx, ok := numeric(x); ok {
+		if ny, ok := numeric(y); ok {
+			if err := b.bigWork("==", nx, ny); err != nil {
+				return false, err
+			}
+			return numCompare(nx, ny) == 0, nil
+		}
+		return false, nil
+	}
+	switch x := x.(type) {
+	case nil:
+		return y == nil, nil
+	case string:
+		ys, ok := y.(string)
+		if !ok || len(x) != len(ys) {
+			return false, nil
+		}
+		if err := b.scan(len(x), "=="); err != nil {
+			return false, err
+		}
+		return x == ys, nil
+	case Undefined:
+		_, ok := y.(Undefined)
+		return ok, nil
+	case *List:
+		yl, ok := y.(*List)
+		if !ok || yl.Tuple != x.Tuple || len(x.Items) != len(yl.Items) {
+			return false, nil
+		}
+		if depth >= b.maxDepth() {
+			return false, b.depthErr("comparing values")
+		}
+		for i := range x.Items {
+			if err := b.work(1, "=="); err != nil {
+				return false, err
+			}
+			if eq, err := b.equalAt(x.Items[i], yl.Items[i], depth+1); err != nil || !eq {
+				return false, err
+			}
+		}
+		return true, nil
+	case *Dict:
+		yd, ok := y.(*Dict)
+		if !ok || x.Len() != yd.Len() {
+			return false, nil
+		}
+		if depth >= b.maxDepth() {
+			return false, b.depthErr("comparing values")
+		}
+		for i, k := range x.keys {
+			if err := b.work(1, "=="); err != nil {
+				return false, err
+			}
+			v, ok, err := yd.get(b, k)
+			if err != nil || !ok {
+				return false, err
+			}
+			if eq, err := b.equalAt(x.vals[i], v, depth+1); err != nil || !eq {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	return x == y, nil
 }
 
 // number is a Python number widened for arithmetic.
@@ -417,6 +716,21 @@ func numeric(v Value) (number, bool) {
 		return number{isFloat: true, f: v}, true
 	}
 	return number{}, false
+}
+
+// bigWork charges going through the words of big integers (comparing them,
+// converting them to float).
+func (b *budget) bigWork(op string, nums ...number) error {
+	var w int64
+	for _, n := range nums {
+		if !n.isFloat {
+			w += words(n.i)
+		}
+	}
+	if w <= 2 {
+		return nil
+	}
+	return b.scan(int(min(w, math.MaxInt32))*8, op)
 }
 
 func (n number) float() float64 {
@@ -451,33 +765,58 @@ func intValue(i *big.Int) Value {
 	return i
 }
 
-// pyLess is Python's a < b, an error for unorderable types.
-func pyCompare(a, b Value) (int, error) {
-	if na, ok := numeric(a); ok {
-		if nb, ok := numeric(b); ok {
-			return numCompare(na, nb), nil
+// compare orders x and y as Python's < does (-1, 0, 1, or 2 for NaN), an
+// error for unorderable types; the work is charged to b.
+func (b *budget) compare(x, y Value) (int, error) { return b.compareAt(x, y, 0) }
+
+func (b *budget) compareAt(x, y Value, depth int) (int, error) {
+	if i, ok := x.(int64); ok {
+		if j, ok := y.(int64); ok {
+			return cmpInt64(i, j), nil
 		}
 	}
-	switch a := a.(type) {
+	if nx, ok := numeric(x); ok {
+		if ny, ok := numeric(y); ok {
+			if err := b.bigWork("comparison", nx, ny); err != nil {
+				return 0, err
+			}
+			return numCompare(nx, ny), nil
+		}
+	}
+	switch x := x.(type) {
 	case string:
-		if bs, ok := b.(string); ok {
-			return strings.Compare(a, bs), nil
+		if ys, ok := y.(string); ok {
+			if err := b.scan(min(len(x), len(ys)), "comparison"); err != nil {
+				return 0, err
+			}
+			return strings.Compare(x, ys), nil
 		}
 	case *List:
-		if bl, ok := b.(*List); ok && bl.Tuple == a.Tuple {
-			for i := 0; i < len(a.Items) && i < len(bl.Items); i++ {
-				if pyEqual(a.Items[i], bl.Items[i]) {
-					continue
-				}
-				return pyCompare(a.Items[i], bl.Items[i])
+		if yl, ok := y.(*List); ok && yl.Tuple == x.Tuple {
+			if depth >= b.maxDepth() {
+				return 0, b.depthErr("comparing values")
 			}
-			return cmpInt(len(a.Items), len(bl.Items)), nil
+			for i := 0; i < len(x.Items) && i < len(yl.Items); i++ {
+				if err := b.work(1, "comparison"); err != nil {
+					return 0, err
+				}
+				eq, err := b.equalAt(x.Items[i], yl.Items[i], depth+1)
+				if err != nil {
+					return 0, err
+				}
+				if !eq {
+					return b.compareAt(x.Items[i], yl.Items[i], depth+1)
+				}
+			}
+			return cmpInt(len(x.Items), len(yl.Items)), nil
 		}
 	}
-	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", typeName(a), typeName(b))
+	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", typeName(x), typeName(y))
 }
 
-func cmpInt(a, b int) int {
+func cmpInt(a, b int) int { return cmpInt64(int64(a), int64(b)) }
+
+func cmpInt64(a, b int64) int {
 	switch {
 	case a < b:
 		return -1
@@ -487,15 +826,23 @@ func cmpInt(a, b int) int {
 	return 0
 }
 
-// iterate returns the items Python's iter(v) yields.
-func iterate(v Value) ([]Value, error) {
+// iterate returns the items Python's iter(v) yields; the list made for a
+// string's characters is charged to b.
+func (b *budget) iterate(v Value) ([]Value, error) {
 	switch v := v.(type) {
 	case *List:
 		return v.Items, nil
 	case *Dict:
 		return v.keys, nil
 	case string:
-		out := make([]Value, 0, len(v))
+		n := utf8.RuneCountInString(v)
+		if err := b.scan(len(v), "iterating a string"); err != nil {
+			return nil, err
+		}
+		if err := b.allocValues(n, "iterating a string"); err != nil {
+			return nil, err
+		}
+		out := make([]Value, 0, n)
 		for _, r := range v {
 			out = append(out, string(r))
 		}
@@ -509,9 +856,12 @@ func iterate(v Value) ([]Value, error) {
 }
 
 // length is Python's len(v).
-func length(v Value) (int, error) {
+func (b *budget) length(v Value) (int, error) {
 	switch v := v.(type) {
 	case string:
+		if err := b.scan(len(v), "length"); err != nil {
+			return 0, err
+		}
 		return utf8.RuneCountInString(v), nil
 	case *List:
 		return len(v.Items), nil
@@ -523,22 +873,55 @@ func length(v Value) (int, error) {
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
 }
 
-// sortValues sorts in place with Python's ordering (stable).
-func sortValues(items []Value, key func(Value) Value, reverse bool) error {
+// sortValues sorts in place with Python's ordering, stably, as sorted()
+// does: key (which may be nil) is computed once per item, and the n·log n
+// comparisons are charged before sorting.
+func (b *budget) sortValues(items []Value, key func(Value) (Value, error), reverse bool) error {
+	n := len(items)
+	if err := b.work(mulSat(int64(n), int64(bits.Len(uint(n)))+1), "sorting"); err != nil {
+		return err
+	}
+	if err := b.allocValues(3*n, "sorting"); err != nil {
+		return err
+	}
+	keys := items
+	if key != nil {
+		keys = make([]Value, n)
+		for i, it := range items {
+			k, err := key(it)
+			if err != nil {
+				return err
+			}
+			keys[i] = k
+		}
+	}
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
 	var err error
-	sort.SliceStable(items, func(i, j int) bool {
-		a, b := items[i], items[j]
-		if key != nil {
-			a, b = key(a), key(b)
+	slices.SortFunc(perm, func(i, j int) int {
+		if err == nil {
+			c, e := b.compare(keys[i], keys[j])
+			if e != nil {
+				err = e
+			}
+			if c == -1 || c == 1 {
+				if reverse {
+					return -c
+				}
+				return c
+			}
 		}
-		c, e := pyCompare(a, b)
-		if e != nil && err == nil {
-			err = e
-		}
-		if reverse {
-			return c > 0
-		}
-		return c < 0
+		return cmpInt(i, j) // equal (or NaN): keep their order
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	sorted := make([]Value, n)
+	for k, i := range perm {
+		sorted[k] = items[i]
+	}
+	copy(items, sorted)
+	return nil
 }

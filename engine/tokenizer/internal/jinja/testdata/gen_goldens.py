@@ -138,6 +138,36 @@ CASES = [
     ("err_positional_after_kw", "{{ range(stop=3, 1) }}"),
     ("err_macro_default_order", "{% macro m(a=1, b) %}{% endmacro %}"),
     ("err_unclosed_list", "{{ [1, 2 }}"),
+    # the sandbox's limits and CPython's, and the operations the interpreter
+    # budgets (added with Jinja2 3.1.6 / CPython 3.11, which reproduce every
+    # case above byte for byte)
+    ("range_max", "{{ range(100000)|length }} {{ range(5, -99995, -1)|length }} {{ range(2**62, 2**63 - 1, 2**62 // 100000 + 1)|length }}"),
+    ("err_range_too_big", "{{ range(100001)|length }}"),
+    ("err_range_too_big_step", "{{ range(-10**9, 10**9, 10000)|length }}"),
+    ("namespace_holds_itself", "{% set ns = namespace(a=1) %}{% set ns.b = ns %}{% set ns.c = [ns, (ns,)] %}{{ ns }}"),
+    ("int_4300_digits", "{{ (10 ** 4299)|string|length }} {{ -(10 ** 4299) % 7 }}"),
+    ("err_int_4301_digits", "{{ 10 ** 4300 }}"),
+    ("err_int_4301_digits_tojson", "{{ (10 ** 4300)|tojson }}"),
+    ("err_int_literal_4301_digits", "{{ 1" + "0" * 4300 + " }}"),
+    ("int_filter_long_string", "{{ ('9' * 5000)|int }} {{ ('9' * 5000)|int(7) }} {{ ('9' * 4300)|int|string|length }}"),
+    ("tests_lower_upper", "{{ '123' is lower }} {{ 'abc' is lower }} {{ 'ABC1' is upper }} {{ 1 is lower }} {{ 'É' is upper }}"),
+    ("round_extreme_precision", "{{ 1.5|round(1000) }} {{ 2.5|round(-400) }} {{ 1234.5678|round(-2) }}"),
+    ("dict_keys_equal_numbers_tuples", "{{ {1e20: 'a'}[10**20] }} {{ {(1, 'a'): 2}[(1, 'a')] }} {{ {('a\\x00string:b',): 1, ('a', 'b'): 2}|length }} {{ {(1,): 1, (1.0,): 2, (True,): 3}|length }} {{ {('asb',): 1, ('a', 'b'): 2}|length }} {{ {(1, 'a'): 1, ('1', 'a'): 2, (1.5, None): 3, (1.5, 'None'): 4}|length }}"),
+    ("slices_by_character", "{{ 'h\u00e9llo'[1:4] }} {{ 'h\u00e9llo'[::-1] }} {{ 'h\u00e9llo'[-2] }} {{ [1,2,3,4][::2] }} {{ [1,2,3][5:] }} {{ 'abc'[10:0:-1] }} {{ 'h\u00e9llo'[-100:100:3] }} {{ 'h\u00e9llo'.startswith('\u00e9l', 1, 3) }}"),
+    ("repeat_edges", "{{ 'ab' * 0 }}|{{ [] * 100000000000 }}|{{ 'x' * -5 }}|{{ [1, 2] * True }}|{{ (1,) * 3 }}"),
+    ("err_repeat_count_beyond_index", "{{ '' * 10**30 }}"),
+    ("escape_sizes", "{{ '<a href=\"x\">&\\'</a>'|e }}"),
+    ("indent_forms", "{{ 'a\\n\\nb'|indent(2) }}|{{ 'a\\n\\nb'|indent(2, true, true) }}|{{ 'a\\nb'|indent('--', first=true) }}|{{ ''|indent(first=true) }}|{{ 'x\\n'|indent }}"),
+    ("replace_forms", "{{ 'abc'|replace('', '-') }} {{ 'abc'.replace('', '-', 2) }} {{ 'aaa'|replace('a', 'bb', 2) }} {{ 'aaa'.replace('a', '') }}"),
+    ("err_join_non_str", "{{ ', '.join([1]) }}"),
+    ("sort_stable_keys", "{{ [('b',1),('a',2),('B',3),('a',1)]|sort(attribute='0') }} {{ [('b',1),('a',2),('B',3),('a',1)]|sort(reverse=true, attribute='0') }} {{ ['b','A','a','B']|sort }} {{ ['b','A','a','B']|sort(case_sensitive=true) }} {{ {'b': 1, 'A': 2, 'a': 0}|dictsort }}"),
+    ("strip_long_chars", "{{ 'xxhixx'.strip('abcdefgjklmnxyz') }} {{ 'xxhixx'|trim('x') }}"),
+    ("format_forms", "{{ '%s-%d-%r' % ('a', 2, 'b') }} {{ '{}+{}={x}'.format(1, 2, x=3) }} {{ '{1}{0}{1}'.format('a', 'b') }} {{ '%s'|format([1, 'a']) }}"),
+    ("err_format_manual_then_auto", "{{ '{0}{}'.format(1, 2) }}"),
+    ("err_format_auto_then_manual", "{{ '{}{0}'.format(1, 2) }}"),
+    ("split_forms", "{{ 'a b  c'.split(none, 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'a\\nb\\r\\nc'.splitlines() }} {{ ' a b '.rsplit() }}"),
+    ("nested_compare", "{{ [[[[[[1]]]]]] == [[[[[[1]]]]]] }} {{ [[1,[2]]] < [[1,[3]]] }} {{ {'a': [1]} == {'a': [1]} }} {{ (1, 2) in [(1, 2)] }}"),
+    ("big_int_arithmetic", "{{ 2 ** 200 // 3 ** 50 }} {{ (2 ** 100) * (3 ** 60) - 1 }} {{ -(2 ** 70) // 7 }} {{ (2 ** 70) % -9 }}"),
 ]
 
 
