@@ -109,6 +109,11 @@ type Result struct {
 	FromStorage          float64      `json:"from_storage"`
 	StagesPerToken       Stages       `json:"stages_per_token"` // mean busy time of each stage
 	Bound                string       `json:"bound"`            // the stage with the most busy time
+	// WarmFillBytes and WarmFillSeconds are the cost of a warm start (Warm),
+	// paid before the first token: the RAM tier's experts read from storage
+	// and hashed, the device's copied from RAM.
+	WarmFillBytes   int64   `json:"warm_fill_bytes,omitempty"`
+	WarmFillSeconds float64 `json:"warm_fill_seconds,omitempty"`
 }
 
 // Run replays tr through the hierarchy cfg describes.
@@ -136,19 +141,26 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("sim: device slots: %w", err)
 		}
 	}
+	res := &Result{Label: Label, Trace: tr.Header.Label(), Source: tr.Header.Source, Tokens: tr.Tokens() - cfg.Warmup,
+		Warmup: cfg.Warmup, Config: cfg, Device: device}
 	if cfg.Warm != nil {
-		if err := warm(ram, cfg.Warm, part); err != nil {
+		nr, err := warm(ram, cfg.Warm, part)
+		if err != nil {
 			return nil, err
 		}
+		nd := 0
 		if device {
-			if err := warm(dev, cfg.Warm, part); err != nil {
+			if nd, err = warm(dev, cfg.Warm, part); err != nil {
 				return nil, err
 			}
 		}
+		// The fill reads the RAM tier's experts from storage (hashing them)
+		// and copies the device's from RAM, pipelined like a layer.
+		f, _ := cfg.Hardware.LayerTime(Work{Storage: nr}, cfg.ExpertBytes, false, 0, 0)
+		res.WarmFillBytes = int64(nr) * cfg.ExpertBytes
+		res.WarmFillSeconds = max(f.Read, f.Hash, float64(nd)*float64(cfg.ExpertBytes)/(cfg.Hardware.H2DGBps*1e9))
 	}
 	next := NextUses(tr)
-	res := &Result{Label: Label, Trace: tr.Header.Label(), Source: tr.Header.Source, Tokens: tr.Tokens() - cfg.Warmup,
-		Warmup: cfg.Warmup, Config: cfg, Device: device}
 	times := make([]float64, 0, res.Tokens)
 	var sum Stages
 	var uses, hitD, hitR, fromS int64
@@ -257,11 +269,10 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-func warm(c *policy.Cache, heat []float64, part policy.Partition) error {
+func warm(c *policy.Cache, heat []float64, part policy.Partition) (int, error) {
 	order, err := policy.WarmOrder(c.Dims(), heat, part, c.Capacity())
 	if err != nil {
-		return fmt.Errorf("sim: warm start: %w", err)
+		return 0, fmt.Errorf("sim: warm start: %w", err)
 	}
-	_, err = c.Warm(order, -1)
-	return err
+	return c.Warm(order, -1)
 }

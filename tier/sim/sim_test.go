@@ -276,6 +276,10 @@ func TestWarmStart(t *testing.T) {
 	if !near(r.HitRAM, warm.HitRate) {
 		t.Errorf("Run with a warm start hit %.4f, Hits %.4f", r.HitRAM, warm.HitRate)
 	}
+	// The fill: 128 experts of 1 GB read at 2 GB/s (+ 128 latencies), hashed at 2 GB/s.
+	if r.WarmFillBytes != 128*gb || !near(r.WarmFillSeconds, 64+128*100e-6) {
+		t.Errorf("warm fill %d bytes, %v s", r.WarmFillBytes, r.WarmFillSeconds)
+	}
 }
 
 func TestCalibrate(t *testing.T) {
