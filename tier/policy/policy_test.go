@@ -262,6 +262,11 @@ func TestLeastStaleLayerAware(t *testing.T) {
 	}{
 		{"lru", ExpertID{Layer: 0, Expert: 0}, false},
 		{"leaststale", ExpertID{Layer: 2, Expert: 0}, true},
+		// The others measure age in runs of the expert's own layer too.
+		{"lfu", ExpertID{Layer: 2, Expert: 0}, true},
+		{"lfu-decay", ExpertID{Layer: 2, Expert: 0}, true},
+		{"heat", ExpertID{Layer: 2, Expert: 0}, true},
+		{"lru2", ExpertID{Layer: 2, Expert: 0}, true},
 	} {
 		c := newCache(t, d, 3, Global, tc.name, Options{})
 		for l := range 3 {
@@ -634,5 +639,67 @@ func TestHeatProtectsFresh(t *testing.T) {
 		if out := use(t, c, 0, 1, d.Step(4, 0)); out.Hit != tc.hit {
 			t.Errorf("%s: reuse of layer 0 expert 1: hit %v, want %v", tc.name, out.Hit, tc.hit)
 		}
+	}
+}
+
+// The fresh class is protected across layers too: a layer whose only
+// resident expert is fresh keeps it against a frequent stale one of another
+// layer.
+func TestHeatProtectsFreshAcrossLayers(t *testing.T) {
+	d := Dims{Layers: 2, Experts: 4}
+	for _, tc := range []struct {
+		name string
+		hit  bool
+	}{{"lfu-decay", false}, {"heat", true}} {
+		c, err := NewCache(d, 2, Global, tc.name, Options{HalfLifeTokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tok := range 3 {
+			use(t, c, 0, 0, d.Step(tok, 0))
+			use(t, c, 1, 0, d.Step(tok, 1))
+		}
+		use(t, c, 0, 1, d.Step(3, 0)) // evicts (0,0): stale
+		use(t, c, 1, 1, d.Step(3, 1)) // heat: (1,0), stale; lfu-decay: (0,1), the lowest count
+		if out := use(t, c, 0, 1, d.Step(4, 0)); out.Hit != tc.hit {
+			t.Errorf("%s: reuse of layer 0 expert 1: hit %v, want %v", tc.name, out.Hit, tc.hit)
+		}
+	}
+}
+
+// Within a layer too, heat evicts a stale expert before a fresh one, however
+// frequent the stale one.
+func TestHeatFreshWithinLayer(t *testing.T) {
+	d := Dims{Layers: 2, Experts: 4}
+	c, err := NewCache(d, 3, Global, "heat", Options{HalfLifeTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok := range 3 {
+		use(t, c, 0, 0, d.Step(tok, 0))
+		use(t, c, 1, 0, d.Step(tok, 1)) // (1,0): three uses
+	}
+	use(t, c, 0, 0, d.Step(3, 0))
+	use(t, c, 1, 1, d.Step(3, 1)) // (1,1): one use, at layer 1's last run
+	use(t, c, 0, 0, d.Step(4, 0))
+	if out := use(t, c, 0, 2, d.Step(4, 0)); out.Evicted != (ExpertID{Layer: 1, Expert: 0}) {
+		t.Errorf("evicted %v, want the stale layer 1 expert 0 (not the fresh 1,1 nor 0,0)", out.Evicted)
+	}
+}
+
+// lru2 orders second-to-last uses by layer phase: of two experts equally
+// stale, the one whose layer ran last (next needed last) goes.
+func TestLRU2LayerPhase(t *testing.T) {
+	d := Dims{Layers: 4, Experts: 2}
+	p := newLRU2(d)
+	a, b := ExpertID{Layer: 0}, ExpertID{Layer: 2}
+	p.Insert(a, 0)
+	p.Touch(a, 0)
+	p.Insert(b, 2)
+	p.Touch(b, 2)
+	p.Touch(a, d.Step(1, 0))
+	p.Touch(b, d.Step(1, 2))
+	if v, _ := p.Victim(ExpertID{Layer: 3, Expert: 1}, d.Step(1, 3)); v != b {
+		t.Errorf("victim %v, want %v (layer 0's expert is needed first)", v, b)
 	}
 }

@@ -323,6 +323,17 @@ func TestCalibrate(t *testing.T) {
 			t.Errorf("%s %s: max error %v on exact samples", f.Phase, f.Param, f.MaxError)
 		}
 	}
+	// Two samples of different request sizes separate the two.
+	two, _, err := Calibrate(start, []Sample{read(400, 400*18874368), read(4000, 4000*1<<20)})
+	if err != nil || math.Abs(two.StorageLatencyUS-truth.StorageLatencyUS) > 1e-6*truth.StorageLatencyUS || math.Abs(two.StorageGBps-truth.StorageGBps) > 1e-6*truth.StorageGBps {
+		t.Errorf("two samples: %+v %v", two, err)
+	}
+	// More requests finishing sooner fit a negative latency: not physical,
+	// so the latency given is kept and the bandwidth fitted alone.
+	neg, _, err := Calibrate(truth, []Sample{{Phase: PhaseRead, Count: 4, Bytes: gb, Seconds: 0.1}, {Phase: PhaseRead, Count: 400, Bytes: gb, Seconds: 0.09}})
+	if err != nil || neg.StorageLatencyUS != truth.StorageLatencyUS || !(neg.StorageGBps > 0) {
+		t.Errorf("negative latency fit: %+v %v", neg, err)
+	}
 	// One read sample cannot separate latency from bandwidth: the latency
 	// given is kept.
 	one, _, err := Calibrate(truth, []Sample{read(400, 400*18874368)})
