@@ -1,0 +1,516 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/tier/policy"
+	"github.com/tarfa-ai/tarfa/tier/sim"
+	"github.com/tarfa-ai/tarfa/tier/trace"
+)
+
+func init() { register(newSimCommand) }
+
+// simTraceFlags choose the routing trace of tarfa sim and tarfa sim policies.
+type simTraceFlags struct {
+	path, synthetic, heat, save string
+	tokens, layers, experts     int
+	topK, maxTokens             int
+}
+
+func (f *simTraceFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.path, "trace", "", "routing trace to replay (JSONL, package tier/trace)")
+	fs.StringVar(&f.synthetic, "synthetic", "", "synthetic trace instead: zipf:s=S,reuse=P[,shift=N,seed=N,stream=N]")
+	fs.IntVar(&f.tokens, "tokens", 1000, "tokens of the synthetic trace")
+	fs.IntVar(&f.layers, "layers", 48, "MoE layers (synthetic; checked against a --trace header if given)")
+	fs.IntVar(&f.experts, "experts", 256, "routed experts per layer (synthetic; checked against a --trace header if given)")
+	fs.IntVar(&f.topK, "top-k", 8, "experts per token per layer (synthetic; checked against a --trace header if given)")
+	fs.IntVar(&f.maxTokens, "max-tokens", 100000, "refuse a --trace of more tokens")
+	fs.StringVar(&f.heat, "heat", "", `heat ledger for the heat and static policies and --warm-start: "previous[:N]" (the use counts of another run of a synthetic trace's model, stream seed + 1, of N tokens, default as many as the trace) or a trace FILE whose use counts are the heat`)
+	fs.StringVar(&f.save, "save-trace", "", "write the trace used to FILE")
+}
+
+// load validates the flags and returns the trace and the heat ledger (nil
+// if --heat is not given).
+func (f *simTraceFlags) load(cmd *cobra.Command) (*trace.Trace, []float64, error) {
+	if (f.path == "") == (f.synthetic == "") {
+		return nil, nil, fmt.Errorf("give exactly one of --trace FILE and --synthetic SPEC")
+	}
+	for _, v := range []struct {
+		name   string
+		n, max int
+	}{{"--layers", f.layers, trace.MaxLayers}, {"--experts", f.experts, trace.MaxExperts}, {"--top-k", f.topK, min(trace.MaxTopK, f.experts)}, {"--max-tokens", f.maxTokens, 1 << 30}} {
+		if v.n < 1 || v.n > v.max {
+			return nil, nil, fmt.Errorf("%s %d: want 1 to %d", v.name, v.n, v.max)
+		}
+	}
+	var tr *trace.Trace
+	if f.synthetic != "" {
+		g, err := trace.ParseSynthetic(f.synthetic)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--synthetic: %w", err)
+		}
+		if f.tokens < 1 || int64(f.tokens)*int64(f.layers)*int64(f.topK) > trace.MaxSynthesize {
+			return nil, nil, fmt.Errorf("--tokens %d: want 1 to %d for %d layers × top-%d", f.tokens, trace.MaxSynthesize/(f.layers*f.topK), f.layers, f.topK)
+		}
+		if tr, err = trace.Synthesize(g, f.layers, f.experts, f.topK, f.tokens); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		if cmd.Flags().Changed("tokens") {
+			return nil, nil, fmt.Errorf("--tokens is for --synthetic; a --trace has its own")
+		}
+		var err error
+		if tr, err = readTrace(f.path, f.maxTokens); err != nil {
+			return nil, nil, err
+		}
+		h := tr.Header
+		for _, c := range []struct {
+			name      string
+			flag, got int
+		}{{"layers", f.layers, h.Layers}, {"experts", f.experts, h.Experts}, {"top-k", f.topK, h.TopK}} {
+			if cmd.Flags().Changed(c.name) && c.flag != c.got {
+				return nil, nil, fmt.Errorf("--%s %d, but the trace %s has %d", c.name, c.flag, f.path, c.got)
+			}
+		}
+		if tr.Tokens() == 0 {
+			return nil, nil, fmt.Errorf("--trace %s: no tokens", f.path)
+		}
+	}
+	var heat []float64
+	switch prevTokens, isPrev, err := parsePrevious(f.heat, tr.Tokens()); {
+	case err != nil:
+		return nil, nil, err
+	case f.heat == "":
+	case isPrev:
+		g := tr.Header.Generator
+		if g == nil {
+			return nil, nil, fmt.Errorf(`--heat previous needs a --synthetic trace; give a trace FILE for a measured one`)
+		}
+		prev := *g
+		prev.Stream++
+		if int64(prevTokens)*int64(tr.Header.Layers)*int64(tr.Header.TopK) > trace.MaxSynthesize {
+			return nil, nil, fmt.Errorf("--heat %s: too many tokens", f.heat)
+		}
+		pt, err := trace.Synthesize(prev, tr.Header.Layers, tr.Header.Experts, tr.Header.TopK, prevTokens)
+		if err != nil {
+			return nil, nil, err
+		}
+		heat = pt.Counts()
+	default:
+		ht, err := readTrace(f.heat, f.maxTokens)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--heat: %w", err)
+		}
+		if ht.Header.Layers != tr.Header.Layers || ht.Header.Experts != tr.Header.Experts {
+			return nil, nil, fmt.Errorf("--heat %s: %d layers × %d experts, the trace has %d × %d", f.heat, ht.Header.Layers, ht.Header.Experts, tr.Header.Layers, tr.Header.Experts)
+		}
+		heat = ht.Counts()
+	}
+	if f.save != "" {
+		if err := writeTrace(f.save, tr); err != nil {
+			return nil, nil, fmt.Errorf("--save-trace: %w", err)
+		}
+	}
+	return tr, heat, nil
+}
+
+// parsePrevious parses --heat previous[:N] (N tokens, default tokens).
+func parsePrevious(v string, tokens int) (int, bool, error) {
+	rest, ok := strings.CutPrefix(v, "previous")
+	switch {
+	case !ok:
+		return 0, false, nil
+	case rest == "":
+		return tokens, true, nil
+	case !strings.HasPrefix(rest, ":"):
+		return 0, false, nil // a file name that starts with "previous"
+	}
+	n, err := strconv.Atoi(rest[1:])
+	if err != nil || n < 1 {
+		return 0, false, fmt.Errorf("--heat %s: want previous or previous:N, N tokens > 0", v)
+	}
+	return n, true, nil
+}
+
+func readTrace(path string, maxTokens int) (*trace.Trace, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	tr, err := trace.ReadAll(fh, maxTokens)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tr, nil
+}
+
+func writeTrace(path string, tr *trace.Trace) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := tr.WriteTo(fh); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+func newSimCommand() *cobra.Command {
+	var (
+		tf                 simTraceFlags
+		hw                 sim.Hardware
+		expertBytes        int64
+		ramGiB, ramRes     float64
+		vramGiB, vramRes   float64
+		name, part         string
+		halfLife, prefetch float64
+		warmup             int
+		warmStart, asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sim --trace FILE | --synthetic zipf:s=S,reuse=P [flags]",
+		Short: "Project seconds per token by replaying a routing trace through a model of the memory hierarchy",
+		Long: `Sim replays a routing trace (recorded by the engine, or synthetic) through a
+model of the streaming memory hierarchy — storage, a RAM tier, device slots —
+on the hardware the flags describe, and prints the projected seconds per token
+with every assumption it used. Its output is a PROJECTION (simulated), not a
+measurement; the time model is in the documentation of package tier/sim.
+
+The defaults describe Qwen3.5-122B-A10B (48 layers, 256 experts of 18 874 368
+bytes, top-8) on a Gen4 NVMe (7 GB/s), a 16 GiB GPU and 64 GiB of RAM; every
+number is an assumption to replace with a measured one (BENCHMARKS.md,
+"Simulator"). --vram-gib 0 models a machine without a device (experts on the
+CPU). "tarfa sim policies" compares cache policies against Belady's optimum.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSimHardware(hw); err != nil {
+				return err
+			}
+			if expertBytes <= 0 {
+				return fmt.Errorf("--expert-bytes %d: want positive", expertBytes)
+			}
+			if !policyKnown(name) {
+				return fmt.Errorf("--policy %q: want one of %s", name, strings.Join(policy.Names(), ", "))
+			}
+			pt, err := policy.ParsePartition(part)
+			if err != nil {
+				return fmt.Errorf("--partition: %w", err)
+			}
+			if !(prefetch >= 0 && prefetch <= 1) {
+				return fmt.Errorf("--prefetch %v: want a fraction, 0 to 1", prefetch)
+			}
+			if !(halfLife > 0) {
+				return fmt.Errorf("--half-life-tokens %v: want positive", halfLife)
+			}
+			for _, g := range []struct {
+				name string
+				v    float64
+			}{{"--ram-gib", ramGiB}, {"--ram-reserved-gib", ramRes}, {"--vram-gib", vramGiB}, {"--vram-reserved-gib", vramRes}} {
+				if !(g.v >= 0 && g.v < 1<<20) {
+					return fmt.Errorf("%s %v: want 0 to %d", g.name, g.v, 1<<20)
+				}
+			}
+			if warmup < 0 {
+				return fmt.Errorf("--warmup %d is negative", warmup)
+			}
+			tr, heat, err := tf.load(cmd)
+			if err != nil {
+				return err
+			}
+			h := tr.Header
+			n := h.Layers * h.Experts
+			ram := min(sim.Slots(ramGiB, ramRes, expertBytes), n)
+			dev := 0
+			if vramGiB > 0 {
+				dev = min(sim.Slots(vramGiB, vramRes, expertBytes), n)
+			}
+			need := h.TopK
+			if pt == policy.PerLayer {
+				need = h.TopK * h.Layers
+			}
+			if ram < need {
+				return fmt.Errorf("--ram-gib %g less --ram-reserved-gib %g holds %d experts of %d bytes; the RAM tier needs at least %d (top-%d, %s)", ramGiB, ramRes, ram, expertBytes, need, h.TopK, pt)
+			}
+			if vramGiB > 0 && dev < need {
+				return fmt.Errorf("--vram-gib %g less --vram-reserved-gib %g holds %d experts of %d bytes; device slots need at least %d (top-%d, %s); --vram-gib 0 models no device", vramGiB, vramRes, dev, expertBytes, need, h.TopK, pt)
+			}
+			if warmup >= tr.Tokens() {
+				return fmt.Errorf("--warmup %d: the trace has %d tokens", warmup, tr.Tokens())
+			}
+			o := policy.Options{HalfLifeTokens: halfLife}
+			if policy.NeedsHeat(name) && heat == nil {
+				return fmt.Errorf("--policy %s needs --heat (the heat ledger)", name)
+			}
+			if policy.UsesHeat(name) {
+				o.Heat = heat
+			}
+			cfg := sim.Config{Hardware: hw, ExpertBytes: expertBytes, RAMSlots: ram, DeviceSlots: dev, Policy: name,
+				Partition: pt.String(), Options: o, Prefetch: prefetch, Warmup: warmup}
+			if warmStart {
+				if heat == nil {
+					return fmt.Errorf("--warm-start needs --heat (the heat ledger to fill the tiers from)")
+				}
+				cfg.Warm = heat
+			}
+			res, err := sim.Run(tr, cfg)
+			if err != nil {
+				return err
+			}
+			out := simOutput{Result: res, TraceStats: tr.Stats(), Assumptions: simAssumptions(tr, cfg, ramGiB, ramRes, vramGiB, vramRes, warmStart, tf.heat)}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
+			}
+			return printSim(cmd.OutOrStdout(), out)
+		},
+	}
+	fs := cmd.Flags()
+	tf.add(fs)
+	fs.Int64Var(&expertBytes, "expert-bytes", 18874368, "bytes of one routed expert")
+	fs.Float64Var(&hw.StorageGBps, "storage-gbps", 7, "storage read bandwidth, GB/s")
+	fs.Float64Var(&hw.StorageLatencyUS, "storage-latency-us", 100, "storage latency per read request, µs")
+	fs.IntVar(&hw.QueueDepth, "queue-depth", 4, "storage read requests in flight")
+	fs.Float64Var(&hw.H2DGBps, "h2d-gbps", 25, "host-to-device copy bandwidth, GB/s")
+	fs.Float64Var(&hw.HashGBpsPerCore, "hash-gbps-per-core", 2.59, "verification (BLAKE3) rate per core, GB/s")
+	fs.IntVar(&hw.HashCores, "cores", 8, "cores hashing in parallel")
+	fs.Float64Var(&hw.GPUExpertUS, "gpu-expert-us", 38, "one expert for one token on the device, µs")
+	fs.Float64Var(&hw.CPUExpertUS, "cpu-expert-us", 400, "one expert for one token on the CPU, µs")
+	fs.Float64Var(&hw.DenseMSPerLayer, "dense-ms-per-layer", 0.39, "non-expert work of one layer for one token, ms")
+	fs.Float64Var(&hw.TokenMS, "token-ms", 3, "per-token work outside the layers (LM head, sampling), ms")
+	fs.Float64Var(&ramGiB, "ram-gib", 64, "host RAM, GiB")
+	fs.Float64Var(&ramRes, "ram-reserved-gib", 8, "host RAM not available to the RAM tier, GiB")
+	fs.Float64Var(&vramGiB, "vram-gib", 16, "device memory, GiB (0: no device, experts on the CPU)")
+	fs.Float64Var(&vramRes, "vram-reserved-gib", 11.5, "device memory not available to expert slots (dense weights, KV cache, workspace), GiB")
+	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&part, "partition", "global", "capacity split: global or per-layer")
+	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
+	fs.Float64Var(&prefetch, "prefetch", 0, "fraction of a layer's I/O issued during the previous layer")
+	fs.IntVar(&warmup, "warmup", 0, "tokens to leave out of the per-token figures")
+	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
+	fs.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(newSimPoliciesCommand())
+	return cmd
+}
+
+func policyKnown(name string) bool { return slices.Contains(policy.Names(), name) }
+
+func checkSimHardware(h sim.Hardware) error {
+	for _, f := range []struct {
+		flag     string
+		v        float64
+		positive bool
+	}{
+		{"--storage-gbps", h.StorageGBps, true}, {"--storage-latency-us", h.StorageLatencyUS, false},
+		{"--queue-depth", float64(h.QueueDepth), true}, {"--h2d-gbps", h.H2DGBps, true},
+		{"--hash-gbps-per-core", h.HashGBpsPerCore, true}, {"--cores", float64(h.HashCores), true},
+		{"--gpu-expert-us", h.GPUExpertUS, false}, {"--cpu-expert-us", h.CPUExpertUS, false},
+		{"--dense-ms-per-layer", h.DenseMSPerLayer, false}, {"--token-ms", h.TokenMS, false},
+	} {
+		if !(f.v >= 0 && f.v < 1e12) || (f.positive && f.v == 0) {
+			want := "non-negative"
+			if f.positive {
+				want = "positive"
+			}
+			return fmt.Errorf("%s %v: want a %s number", f.flag, f.v, want)
+		}
+	}
+	return nil
+}
+
+// simOutput is tarfa sim's result (--json prints it).
+type simOutput struct {
+	Result      *sim.Result `json:"result"`
+	TraceStats  trace.Stats `json:"trace_stats"`
+	Assumptions []string    `json:"assumptions"`
+}
+
+func simAssumptions(tr *trace.Trace, c sim.Config, ram, ramRes, vram, vramRes float64, warm bool, heat string) []string {
+	h, hw := tr.Header, c.Hardware
+	gb := func(b float64) string { return strconv.FormatFloat(b/1e9, 'f', 2, 64) + " GB" }
+	a := []string{
+		"routing: " + h.Label() + fmt.Sprintf(", %d tokens", tr.Tokens()),
+		fmt.Sprintf("model: %d MoE layers × %d experts, top-%d, %d bytes per expert (%s of experts per token)", h.Layers, h.Experts, h.TopK, c.ExpertBytes, gb(float64(h.Layers*h.TopK)*float64(c.ExpertBytes))),
+		fmt.Sprintf("storage: %g GB/s, %g µs per read request, %d requests in flight", hw.StorageGBps, hw.StorageLatencyUS, hw.QueueDepth),
+		fmt.Sprintf("hashing: %g GB/s per core on %d cores", hw.HashGBpsPerCore, hw.HashCores),
+		fmt.Sprintf("RAM tier: %g GiB less %g GiB reserved = %d experts (%.1f%% of all)", ram, ramRes, c.RAMSlots, 100*float64(c.RAMSlots)/float64(h.Layers*h.Experts)),
+	}
+	if c.DeviceSlots > 0 {
+		a = append(a,
+			fmt.Sprintf("device: %g GiB less %g GiB reserved = %d expert slots (%.1f%% of all); every expert computed on the device, %g µs per expert per token", vram, vramRes, c.DeviceSlots, 100*float64(c.DeviceSlots)/float64(h.Layers*h.Experts), hw.GPUExpertUS),
+			fmt.Sprintf("host-to-device copy: %g GB/s", hw.H2DGBps))
+	} else {
+		a = append(a, fmt.Sprintf("no device: every expert computed on the CPU, %g µs per expert per token", hw.CPUExpertUS))
+	}
+	a = append(a,
+		fmt.Sprintf("non-expert work: %g ms per layer per token, %g ms per token outside the layers", hw.DenseMSPerLayer, hw.TokenMS),
+		fmt.Sprintf("policy: %s, %s capacity, both tiers", c.Policy, c.Partition),
+		fmt.Sprintf("prefetch: %g of each layer's I/O issued during the previous layer", c.Prefetch))
+	if warm {
+		a = append(a, "start: both tiers filled from the heat ledger ("+heat+")")
+	} else {
+		a = append(a, "start: cold (empty tiers)")
+	}
+	if c.Warmup > 0 {
+		a = append(a, fmt.Sprintf("the first %d tokens are left out of the per-token figures", c.Warmup))
+	}
+	return a
+}
+
+func printSim(w io.Writer, o simOutput) error {
+	r, s := o.Result, o.TraceStats
+	fmt.Fprintf(w, "%s — a model's prediction, not a measurement\n\n", sim.Label)
+	fmt.Fprintln(w, "Assumptions:")
+	for _, a := range o.Assumptions {
+		fmt.Fprintln(w, "  -", a)
+	}
+	fmt.Fprintf(w, "  - locality of the trace: %.1f%% of a layer's experts reused from the previous token, hottest expert %.1f%% of selections, 90%% of selections in %.0f%% of experts, Zipf fit s = %.2f\n\n",
+		100*s.Reuse, 100*s.TopShare, 100*s.Coverage90, s.ZipfS)
+	ms := func(x float64) string { return strconv.FormatFloat(x*1e3, 'f', 1, 64) }
+	rows := [][]string{
+		{"seconds per token (mean / p50 / p99)", fmt.Sprintf("%.3f / %.3f / %.3f", r.SecondsPerToken.Mean, r.SecondsPerToken.P50, r.SecondsPerToken.P99)},
+		{"tokens per second", fmt.Sprintf("%.2f", r.TokensPerSecond)},
+		{"expert uses from device / RAM / storage", fmt.Sprintf("%.1f%% / %.1f%% / %.1f%%", 100*r.HitDevice, 100*r.HitRAM, 100*r.FromStorage)},
+		{"storage bytes per token", reports.Bytes(int64(r.StorageBytesPerToken))},
+		{"host-to-device bytes per token", reports.Bytes(int64(r.CopyBytesPerToken))},
+		{"busy ms per token: dense / read / hash / copy / compute / fill", fmt.Sprintf("%s / %s / %s / %s / %s / %s", ms(r.StagesPerToken.Dense), ms(r.StagesPerToken.Read), ms(r.StagesPerToken.Hash), ms(r.StagesPerToken.Copy), ms(r.StagesPerToken.Compute), ms(r.StagesPerToken.Fill))},
+		{"I/O hidden by prefetch, ms per token", ms(r.StagesPerToken.Hidden)},
+		{"bound by", r.Bound},
+		{"tokens counted (warm-up: seconds)", fmt.Sprintf("%d (%d: %.2f s)", r.Tokens, r.Warmup, r.WarmupSeconds)},
+	}
+	if r.WarmFillBytes > 0 {
+		rows = append(rows, []string{"warm start: fill before the first token", fmt.Sprintf("%s, %.1f s", reports.Bytes(r.WarmFillBytes), r.WarmFillSeconds)})
+	}
+	return reports.Table(w, []string{sim.Label, "value"}, rows)
+}
+
+func newSimPoliciesCommand() *cobra.Command {
+	var (
+		tf                       simTraceFlags
+		capacities, parts, names string
+		halfLife                 float64
+		skip                     int
+		asJSON                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "policies --trace FILE | --synthetic zipf:s=S,reuse=P [flags]",
+		Short: "Hit rate of every cache policy against Belady's optimum on one trace",
+		Long: `Policies replays the trace through one tier of each capacity (a percentage
+of all experts) and partitioning with every policy, and prints each hit rate
+beside Belady's (offline MIN: the best any policy can do on this trace, this
+capacity and partitioning) and their ratio. belady-global is Belady with one
+global capacity: the bound for every partitioning. Hits are counted after
+--warmup tokens. With a heat ledger (--heat; for a synthetic trace the default
+is "previous", another run of the same synthetic model) heat also runs as
+heat+ledger, and static runs (it needs one).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var fracs []float64
+			for _, c := range strings.Split(capacities, ",") {
+				v, err := strconv.ParseFloat(strings.TrimSpace(c), 64)
+				if err != nil || !(v > 0 && v <= 100) {
+					return fmt.Errorf("--capacities: %q: want percentages in (0, 100]", c)
+				}
+				fracs = append(fracs, v/100)
+			}
+			var pts []policy.Partition
+			for _, p := range strings.Split(parts, ",") {
+				pt, err := policy.ParsePartition(strings.TrimSpace(p))
+				if err != nil {
+					return fmt.Errorf("--partitions: %w", err)
+				}
+				pts = append(pts, pt)
+			}
+			if !(halfLife > 0) {
+				return fmt.Errorf("--half-life-tokens %v: want positive", halfLife)
+			}
+			list := policy.Names()
+			if names != "all" {
+				list = strings.Split(names, ",")
+				for _, n := range list {
+					if !policyKnown(n) {
+						return fmt.Errorf("--policies: %q: want all or some of %s", n, strings.Join(policy.Names(), ", "))
+					}
+				}
+			}
+			if tf.heat == "" && tf.synthetic != "" {
+				tf.heat = "previous"
+			}
+			tr, heat, err := tf.load(cmd)
+			if err != nil {
+				return err
+			}
+			if skip < 0 || skip >= tr.Tokens() {
+				return fmt.Errorf("--warmup %d: want 0 to %d (the trace has %d tokens)", skip, tr.Tokens()-1, tr.Tokens())
+			}
+			h := tr.Header
+			for _, pt := range pts {
+				for _, f := range fracs {
+					n := int(float64(h.Layers*h.Experts)*f + 0.5)
+					if need := map[policy.Partition]int{policy.Global: h.TopK, policy.PerLayer: h.TopK * h.Layers}[pt]; n < need {
+						return fmt.Errorf("--capacities %g%% is %d experts; %s needs at least %d (top-%d)", 100*f, n, pt, need, h.TopK)
+					}
+				}
+			}
+			base := policy.Options{HalfLifeTokens: halfLife}
+			var vs []sim.Variant
+			for _, n := range list {
+				switch {
+				case policy.NeedsHeat(n) && heat == nil:
+					if names != "all" {
+						return fmt.Errorf("--policies %s needs --heat (the heat ledger)", n)
+					}
+				case policy.UsesHeat(n) && heat != nil:
+					o := base
+					o.Heat = heat
+					if !policy.NeedsHeat(n) {
+						vs = append(vs, sim.Variant{Label: n, Policy: n, Options: base})
+					}
+					vs = append(vs, sim.Variant{Label: n + "+ledger", Policy: n, Options: o})
+				default:
+					vs = append(vs, sim.Variant{Label: n, Policy: n, Options: base})
+				}
+			}
+			rows, err := sim.Compare(tr, fracs, pts, vs, skip)
+			if err != nil {
+				return err
+			}
+			out := struct {
+				Trace string           `json:"trace"`
+				Stats trace.Stats      `json:"trace_stats"`
+				Heat  string           `json:"heat,omitempty"`
+				Rows  []sim.CompareRow `json:"rows"`
+			}{h.Label(), tr.Stats(), tf.heat, rows}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "trace: %s, %d tokens (reuse %.1f%%, hottest expert %.1f%%, 90%% in %.0f%% of experts)\n",
+				out.Trace, tr.Tokens(), 100*out.Stats.Reuse, 100*out.Stats.TopShare, 100*out.Stats.Coverage90)
+			var tab [][]string
+			for _, r := range rows {
+				tab = append(tab, []string{r.Partition, fmt.Sprintf("%.3g%%", 100*r.Fraction), strconv.Itoa(r.Capacity), r.Label,
+					fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.Belady), fmt.Sprintf("%.3f", r.OfBelady), fmt.Sprintf("%.3f", r.BeladyGlobal)})
+			}
+			return reports.Table(cmd.OutOrStdout(), []string{"partition", "capacity", "experts", "policy", "hit rate", "belady", "× belady", "belady-global"}, tab)
+		},
+	}
+	fs := cmd.Flags()
+	tf.add(fs)
+	fs.StringVar(&capacities, "capacities", "10,25,40,60", "capacities, percent of all experts")
+	fs.StringVar(&parts, "partitions", "global,per-layer", "partitionings: global, per-layer")
+	fs.StringVar(&names, "policies", "all", "policies to compare, comma-separated, or all")
+	fs.IntVar(&skip, "warmup", 100, "tokens to run before counting hits (the cold start)")
+	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
+	fs.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A small model: 4 layers × 16 experts, top-2; 0.5 GiB of RAM tier (28
+// experts of 18 MiB) and 0.2 GiB of device slots (11).
+var simSmall = []string{"--layers", "4", "--experts", "16", "--top-k", "2", "--ram-gib", "0.5", "--ram-reserved-gib", "0",
+	"--vram-gib", "0.2", "--vram-reserved-gib", "0"}
+
+func simArgs(extra ...string) []string {
+	return append(append([]string{"sim"}, simSmall...), extra...)
+}
+
+type simJSON struct {
+	Result struct {
+		Label           string `json:"label"`
+		Trace           string `json:"trace"`
+		Source          string `json:"source"`
+		Tokens          int    `json:"tokens"`
+		Device          bool   `json:"device"`
+		SecondsPerToken struct {
+			Mean, P50, P99 float64
+		} `json:"seconds_per_token"`
+		HitDevice   float64 `json:"hit_device"`
+		HitRAM      float64 `json:"hit_ram"`
+		FromStorage float64 `json:"from_storage"`
+		Config      struct {
+			RAMSlots    int `json:"ram_slots"`
+			DeviceSlots int `json:"device_slots"`
+		} `json:"config"`
+	} `json:"result"`
+	Assumptions []string `json:"assumptions"`
+}
+
+func TestSimProjection(t *testing.T) {
+	out, err := runCLI(t, "", simArgs("--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "40")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PROJECTION (simulated)", "not a measurement", "routing: synthetic zipf(s=1, reuse=0.5, shift=0, seed=1, stream=1), 40 tokens",
+		"storage: 7 GB/s", "RAM tier: 0.5 GiB less 0 GiB reserved = 28 experts", "device: 0.2 GiB less 0 GiB reserved = 11 expert slots", "seconds per token"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	dir := t.TempDir()
+	saved := filepath.Join(dir, "t.jsonl")
+	js, err := runCLI(t, "", simArgs("--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "40", "--json", "--save-trace", saved)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a simJSON
+	if err := json.Unmarshal([]byte(js), &a); err != nil {
+		t.Fatal(err)
+	}
+	r := a.Result
+	if r.Label != "PROJECTION (simulated)" || r.Source != "synthetic" || r.Tokens != 40 || !r.Device || r.Config.RAMSlots != 28 || r.Config.DeviceSlots != 11 ||
+		!(r.SecondsPerToken.Mean > 0) || len(a.Assumptions) < 8 {
+		t.Errorf("json: %+v", a)
+	}
+	if s := r.HitDevice + r.HitRAM + r.FromStorage; s < 0.999999 || s > 1.000001 {
+		t.Errorf("tier fractions sum to %v", s)
+	}
+	// The saved trace replays to the same projection; its header keeps the label.
+	b, err := runCLI(t, "", "sim", "--trace", saved, "--ram-gib", "0.5", "--ram-reserved-gib", "0", "--vram-gib", "0.2", "--vram-reserved-gib", "0", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c simJSON
+	if err := json.Unmarshal([]byte(b), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Result.SecondsPerToken != r.SecondsPerToken || c.Result.Trace != r.Trace {
+		t.Errorf("replay of the saved trace: %+v, want %+v", c.Result, r)
+	}
+	// No device: experts on the CPU.
+	js, err = runCLI(t, "", simArgs("--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "20", "--vram-gib", "0", "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpu simJSON
+	if err := json.Unmarshal([]byte(js), &cpu); err != nil || cpu.Result.Device || cpu.Result.HitDevice != 0 {
+		t.Errorf("--vram-gib 0: %+v %v", cpu.Result, err)
+	}
+}
+
+func TestSimFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.jsonl")
+	if _, err := runCLI(t, "", simArgs("--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "5", "--save-trace", tr)...); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"format":"tarfa-routing-trace","version":1}`+"\n"), 0o644)
+	syn := []string{"--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "5"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{simArgs(), "give exactly one of --trace FILE and --synthetic SPEC"},
+		{simArgs("--trace", tr, "--synthetic", "zipf:s=1,reuse=0"), "give exactly one of"},
+		{simArgs(append(syn, "--storage-gbps", "0")...), "--storage-gbps 0: want a positive number"},
+		{simArgs(append(syn, "--h2d-gbps", "-1")...), "--h2d-gbps -1"},
+		{simArgs(append(syn, "--cores", "0")...), "--cores 0"},
+		{simArgs(append(syn, "--gpu-expert-us", "NaN")...), "--gpu-expert-us NaN"},
+		{simArgs(append(syn, "--expert-bytes", "0")...), "--expert-bytes 0"},
+		{simArgs(append(syn, "--policy", "fifo")...), `--policy "fifo": want one of`},
+		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
+		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
+		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},
+		{simArgs(append(syn, "--vram-gib", "0.02")...), "--vram-gib 0.02 less --vram-reserved-gib 0 holds 1 experts"},
+		{simArgs(append(syn, "--partition", "per-layer", "--vram-gib", "0.1")...), "--vram-gib 0.1 less --vram-reserved-gib 0 holds 5 experts of 18874368 bytes; device slots need at least 8 (top-2, per-layer)"},
+		{simArgs(append(syn, "--warmup", "5")...), "--warmup 5: the trace has 5 tokens"},
+		{simArgs(append(syn, "--policy", "static")...), "--policy static needs --heat"},
+		{simArgs(append(syn, "--warm-start")...), "--warm-start needs --heat"},
+		{simArgs("--synthetic", "zipf:s=1"), "--synthetic: synthetic trace \"zipf:s=1\": reuse is required"},
+		{simArgs("--synthetic", "zipf:s=1,reuse=0", "--tokens", "0"), "--tokens 0"},
+		{simArgs("--synthetic", "zipf:s=1,reuse=0", "--top-k", "17"), "--top-k 17: want 1 to 16"},
+		{[]string{"sim", "--trace", tr, "--layers", "5"}, "--layers 5, but the trace " + tr + " has 4"},
+		{[]string{"sim", "--trace", tr, "--tokens", "5"}, "--tokens is for --synthetic"},
+		{[]string{"sim", "--trace", bad}, bad + ": trace: line 1: header: missing \"model_root\""},
+		{[]string{"sim", "--trace", filepath.Join(dir, "none")}, "no such file"},
+		{simArgs(append(syn, "--heat", "previous", "--policy", "static")...), ""}, // fine: the ledger of another synthetic run
+		{[]string{"sim", "--trace", tr, "--heat", "previous"}, ""},                // the saved trace is synthetic: fine too
+		{simArgs(append(syn, "--heat", bad)...), "--heat: " + bad},
+		{simArgs(append(syn, "--heat", "previous:0")...), "--heat previous:0: want previous or previous:N"},
+		{simArgs(append(syn, "--heat", "previous:50", "--warm-start")...), ""},
+	} {
+		_, err := runCLI(t, "", tc.args...)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%v: %v", tc.args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestSimPolicies(t *testing.T) {
+	js, err := runCLI(t, "", "sim", "policies", "--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "120", "--warmup", "20",
+		"--layers", "4", "--experts", "32", "--top-k", "2", "--capacities", "25,50", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Trace string `json:"trace"`
+		Heat  string `json:"heat"`
+		Rows  []struct {
+			Label     string  `json:"label"`
+			Partition string  `json:"partition"`
+			Capacity  int     `json:"capacity"`
+			HitRate   float64 `json:"hit_rate"`
+			Belady    float64 `json:"belady_hit_rate"`
+			OfBelady  float64 `json:"of_belady"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(js), &out); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]bool{}
+	for _, r := range out.Rows {
+		labels[r.Label] = true
+		if r.HitRate > r.Belady+1e-12 || r.OfBelady > 1+1e-12 || r.HitRate <= 0 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2"} {
+		if !labels[l] {
+			t.Errorf("no row for %s", l)
+		}
+	}
+	if len(out.Rows) != 2*2*len(labels) || out.Heat != "previous" || !strings.HasPrefix(out.Trace, "synthetic ") {
+		t.Errorf("%d rows, heat %q, trace %q", len(out.Rows), out.Heat, out.Trace)
+	}
+	text, err := runCLI(t, "", "sim", "policies", "--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "60", "--warmup", "10",
+		"--layers", "4", "--experts", "32", "--top-k", "2", "--capacities", "50", "--partitions", "per-layer", "--policies", "lru,belady")
+	if err != nil || !strings.Contains(text, "× belady") || !strings.Contains(text, "trace: synthetic zipf(") {
+		t.Errorf("text: %v\n%s", err, text)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--capacities", "0"}, "--capacities: \"0\": want percentages"},
+		{[]string{"--capacities", "1"}, "--capacities 1% is 1 experts; global needs at least 2"},
+		{[]string{"--partitions", "rows"}, "--partitions"},
+		{[]string{"--policies", "lru,fifo"}, `--policies: "fifo"`},
+		{[]string{"--warmup", "60"}, "--warmup 60: want 0 to 59"},
+	} {
+		args := append([]string{"sim", "policies", "--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "60", "--warmup", "10", "--layers", "4", "--experts", "32", "--top-k", "2"}, tc.args...)
+		if _, err := runCLI(t, "", args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

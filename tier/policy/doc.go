@@ -1,0 +1,60 @@
+// Package policy decides which resident experts a capacity-limited tier of
+// the streaming memory hierarchy keeps: device slots or the RAM tier. It is
+// pure: no I/O, no engine, no clocks of its own.
+//
+// # Model
+//
+// A tier holds at most a fixed number of experts (all routed experts of a
+// model have the same size). The engine asks for the experts of one MoE
+// layer of one token at a time: every expert it asks for must be resident
+// while that layer computes, so it is pinned for the duration (a lease) and
+// only unpinned experts can be evicted. [Cache] implements this protocol over
+// a [Policy]: Request (hit, or evict a victim and admit), Release (end of the
+// lease), with the capacity either shared by all layers ([Global]) or split
+// evenly between them ([PerLayer]).
+//
+// Time is the layer clock: the access of layer l of token t happens at step
+// t·Layers + l ([Dims.Step]). Policies use it for recency; the layer-aware
+// policy needs exactly this clock, because it reads an expert's layer phase
+// from it.
+//
+// # Policies
+//
+// Every policy is O(1) or O(log n) per operation and allocates nothing after
+// construction (BenchmarkPolicies). [Names] lists them:
+//
+//   - lru: least recently used.
+//   - lfu: least frequently used, counting every access since the start
+//     (history kept for non-resident experts too, "perfect LFU"); ties LRU.
+//   - lfu-decay: LFU with exponential aging: each access weighs
+//     2^(step/half-life), so a count halves every Options.HalfLifeTokens.
+//
+// The frequency policies and lru2 measure age in runs of the expert's own
+// layer, as leaststale does, so that a global capacity does not favour the
+// layers that ran last (see leaststale).
+//   - lru2: LRU-2 (O'Neil et al., 1993): evict the expert whose second most
+//     recent access is oldest; experts seen once go first, in LRU order.
+//   - heat: lfu-decay whose counts start from a heat ledger if one is given
+//     (Options.Heat, per-expert use counts of earlier runs, normalised so the
+//     mean expert starts with Options.PriorWeight accesses; recent accesses
+//     outweigh the prior as it ages), and which protects recency: an expert
+//     used at its layer's last run is evicted only when no other is left.
+//   - static: only the ledger's heat decides (ties LRU): "pin the most
+//     frequent experts", with the coldest resident expert as the scratch slot.
+//   - leaststale: layer-aware LRU. An expert's staleness is the number of
+//     executions of its own layer since its last use; evict the stalest,
+//     and among equally stale experts the one whose layer ran most recently
+//     (its next chance of use is furthest away). Within one layer this is
+//     LRU; with a global capacity it removes LRU's cyclic bias (plain LRU
+//     evicts the experts of the layer about to run, since they were used a
+//     whole token ago). SpecMD (Hoang et al., 2026, arXiv:2602.03921) names a
+//     "Least-Stale" policy for MoE caches; we did not have its exact
+//     definition, and this is our own layer-clock formulation.
+//   - belady: Belady's MIN, the offline optimum: evict the expert whose next
+//     use is furthest in the future. It needs the future ([Oracle]), so it
+//     is for evaluation only: the bound every online policy is measured
+//     against.
+//
+// Which one is the default is chosen by measurement (BENCHMARKS.md, "Expert
+// cache policies against Belady"); see [Default].
+package policy
