@@ -1,0 +1,585 @@
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier/policy"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// Options configures a Hierarchy.
+type Options struct {
+	// RAMBudget is the bytes of the RAM tier: verified copies kept
+	// resident between uses. 0: none (every use reads from storage).
+	RAMBudget int64
+	// DeviceBudget is the bytes of device slots: copies in flight (being
+	// read, hashed or computed) that are not resident in the RAM tier. It
+	// must hold at least one expert; with fewer slots than a step needs, the
+	// step streams through them.
+	DeviceBudget int64
+	// Readers is the number of reads in flight (0: DefaultReaders).
+	Readers int
+	// Direct chooses O_DIRECT reads.
+	Direct DirectMode
+	// Policy names the RAM tier's policy (policy.Names; "" = policy.Default)
+	// and Partition how its capacity is split between layers.
+	Policy    string
+	Partition policy.Partition
+	// PolicyOptions tune the policy (the heat ledger for "heat").
+	PolicyOptions policy.Options
+}
+
+// DefaultReaders is the default number of reads in flight.
+const DefaultReaders = 8
+
+// Stats are cumulative counters of a Hierarchy.
+type Stats struct {
+	Hits        int64 `json:"hits"`     // uses served by a resident RAM-tier copy
+	Misses      int64 `json:"misses"`   // reads admitted to the RAM tier
+	Streamed    int64 `json:"streamed"` // reads through device slots only
+	BytesRead   int64 `json:"bytes_read"`
+	BytesHashed int64 `json:"bytes_hashed"`
+	DirectReads int64 `json:"direct_reads"` // reads that bypassed the page cache
+	Buffered    int64 `json:"buffered_reads"`
+	Evictions   int64 `json:"evictions"`
+	Failures    int64 `json:"failures"` // reads that did not verify
+
+	MaxDeviceInUse int   `json:"max_device_in_use"` // most device slots in use at once
+	DeviceCap      int   `json:"device_slots"`
+	RAMResident    int   `json:"ram_resident"`
+	RAMCap         int   `json:"ram_capacity"`
+	MaxMapped      int64 `json:"max_mapped_bytes"` // most arena bytes mapped at once (never above the budgets)
+
+	ScrubbedBytes int64 `json:"scrubbed_bytes"`
+	ScrubFailures int64 `json:"scrub_failures"`
+}
+
+// Hierarchy serves a checkpoint's routed experts to the engine
+// (engine.ExpertSource) through a RAM tier and device slots. It is safe for
+// concurrent use by several sessions.
+type Hierarchy struct {
+	ck    *weights.Checkpoint
+	dims  policy.Dims
+	refs  []weights.ExpertRef // by dense index
+	size  int                 // arena buffer size: the largest expert read
+	ram   *weights.Arena
+	dev   *weights.Arena
+	files *files
+	reqs  chan readReq
+	wg    sync.WaitGroup
+	slots chan struct{} // one token per device slot: Streams wait here for one
+
+	mu        sync.Mutex
+	loaded    *sync.Cond // broadcast when a RAM-tier read finishes
+	cache     *policy.Cache
+	resident  map[int]*entry
+	token     int64 // layer clock: token·Layers + layer
+	lastLayer int
+
+	pool sync.Pool // *stream
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// Entry states.
+const (
+	loading = iota
+	ready
+	failed
+)
+
+// entry is one RAM-tier copy; state and err change under Hierarchy.mu.
+type entry struct {
+	id    weights.ExpertID
+	k     int // dense index
+	buf   *weights.Buffer
+	ve    weights.VerifiedExpert
+	state int
+	err   error
+}
+
+// readReq asks a reader to read and verify one expert.
+type readReq struct {
+	ref   weights.ExpertRef
+	buf   *weights.Buffer
+	x     int    // expert index
+	e     *entry // RAM-tier entry, or nil for a device slot
+	reply chan<- readDone
+}
+
+type readDone struct {
+	readReq
+	ve  weights.VerifiedExpert
+	err error
+}
+
+// New builds a hierarchy over ck and starts its readers; Close stops them.
+func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
+	cfg := ck.Config()
+	h := &Hierarchy{ck: ck, dims: policy.Dims{Layers: cfg.Layers, Experts: cfg.Experts}, resident: map[int]*entry{}, lastLayer: 1 << 30}
+	if err := h.dims.Check(); err != nil {
+		return nil, err
+	}
+	h.loaded = sync.NewCond(&h.mu)
+	h.refs = make([]weights.ExpertRef, h.dims.N())
+	for l := range cfg.Layers {
+		if !cfg.Sparse[l] {
+			continue
+		}
+		for e := range cfg.Experts {
+			ref, err := ck.ExpertRef(l, e)
+			if err != nil {
+				return nil, err
+			}
+			h.refs[h.dims.Index(weights.ExpertID{Layer: l, Expert: e})] = ref
+			h.size = max(h.size, int(ref.ReadLength()))
+		}
+	}
+	if h.size == 0 {
+		return nil, errors.New("tier: the model has no routed experts")
+	}
+	var err error
+	if h.dev, err = weights.NewArena(h.size, opt.DeviceBudget); err != nil {
+		return nil, fmt.Errorf("tier: the device budget of %d bytes must hold at least one expert (%d bytes read): %w", opt.DeviceBudget, h.size, err)
+	}
+	h.stats.DeviceCap = h.dev.Capacity()
+	h.slots = make(chan struct{}, h.dev.Capacity())
+	if opt.RAMBudget > 0 {
+		if h.ram, err = weights.NewArena(h.size, opt.RAMBudget); err != nil {
+			return nil, fmt.Errorf("tier: the RAM budget of %d bytes holds no expert (%d bytes read; 0 means no RAM tier): %w", opt.RAMBudget, h.size, err)
+		}
+		name := opt.Policy
+		if name == "" {
+			name = policy.Default
+		}
+		capacity := min(h.ram.Capacity(), h.dims.N())
+		if h.cache, err = policy.NewCache(h.dims, capacity, opt.Partition, name, opt.PolicyOptions); err != nil {
+			return nil, fmt.Errorf("tier: %w", err)
+		}
+		h.stats.RAMCap = capacity
+	}
+	n := opt.Readers
+	if n <= 0 {
+		n = DefaultReaders
+	}
+	h.files = newFiles(opt.Direct)
+	h.reqs = make(chan readReq, n)
+	for range n {
+		h.wg.Add(1)
+		go h.reader()
+	}
+	h.pool.New = func() any {
+		return &stream{uses: make([]use, 0, h.dims.Experts), reply: make(chan readDone, h.dims.Experts)}
+	}
+	return h, nil
+}
+
+// reader serves read requests until Close.
+func (h *Hierarchy) reader() {
+	defer h.wg.Done()
+	for r := range h.reqs {
+		direct, err := h.files.read(r.ref, r.buf)
+		var ve weights.VerifiedExpert
+		if err == nil {
+			ve, err = r.ref.Verify(r.buf)
+		}
+		n := r.ref.ReadLength()
+		h.count(func(s *Stats) {
+			s.BytesRead += n
+			if err == nil {
+				s.BytesHashed += r.ref.Length()
+			} else {
+				s.Failures++
+			}
+			if direct {
+				s.DirectReads++
+			} else {
+				s.Buffered++
+			}
+		})
+		r.reply <- readDone{r, ve, err}
+	}
+}
+
+// ExpertBytes is the size of one expert's read (a record and its padding).
+func (h *Hierarchy) ExpertBytes() int { return h.size }
+
+// Close stops the readers and releases the arenas and files. No Stream
+// may be running.
+func (h *Hierarchy) Close() error {
+	close(h.reqs)
+	h.wg.Wait()
+	h.files.close()
+	err := h.dev.Close()
+	if h.ram != nil {
+		h.mu.Lock()
+		for k, e := range h.resident {
+			e.buf.Release()
+			delete(h.resident, k)
+		}
+		h.mu.Unlock()
+		if rerr := h.ram.Close(); err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// Stats returns the counters.
+func (h *Hierarchy) Stats() Stats {
+	h.statsMu.Lock()
+	s := h.stats
+	h.statsMu.Unlock()
+	h.mu.Lock()
+	s.RAMResident = len(h.resident)
+	h.mu.Unlock()
+	return s
+}
+
+func (h *Hierarchy) count(f func(*Stats)) {
+	h.statsMu.Lock()
+	f(&h.stats)
+	h.statsMu.Unlock()
+}
+
+func (h *Hierarchy) noteMapped() {
+	m := h.dev.Mapped()
+	if h.ram != nil {
+		m += h.ram.Mapped()
+	}
+	h.count(func(s *Stats) { s.MaxMapped = max(s.MaxMapped, m) })
+}
+
+// tick advances the layer clock for a step of layer.
+func (h *Hierarchy) tick(layer int) int64 {
+	if layer <= h.lastLayer {
+		h.token++
+	}
+	h.lastLayer = layer
+	return h.token*int64(h.dims.Layers) + int64(layer)
+}
+
+// use is one expert of a Stream.
+type use struct {
+	x    int
+	e    *entry // RAM-tier entry, leased (nil: through a device slot)
+	ours bool   // this Stream reads it
+}
+
+// stream is one Stream's scratch, pooled.
+type stream struct {
+	uses     []use
+	done     []bool
+	readyNow []int
+	devX     []int
+	reply    chan readDone
+}
+
+// Stream implements engine.ExpertSource. The layer's experts resident in
+// the RAM tier are consumed at once; the others are read by the readers
+// into RAM-tier buffers (when the policy admits them) or device slots (no
+// RAM tier, or every resident copy pinned), and consumed as each read
+// completes and verifies. A device slot is released as soon as its expert
+// has been consumed, so a step larger than the device budget streams
+// through it. Every lease is released before Stream returns.
+func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engine.ExpertConsumer) (err error) {
+	if layer < 0 || layer >= h.dims.Layers {
+		return fmt.Errorf("tier: layer %d of %d", layer, h.dims.Layers)
+	}
+	for _, x := range experts {
+		if x < 0 || x >= h.dims.Experts || h.refs[h.dims.Index(weights.ExpertID{Layer: layer, Expert: x})].Length() == 0 {
+			return fmt.Errorf("tier: layer %d has no routed expert %d", layer, x)
+		}
+	}
+	st := h.pool.Get().(*stream)
+	defer h.pool.Put(st)
+	st.uses = st.uses[:0]
+	for _, x := range experts {
+		st.uses = append(st.uses, use{x: x})
+	}
+	uses := st.uses
+
+	h.mu.Lock()
+	now := h.tick(layer)
+	if h.cache != nil {
+		// Resident experts first: admitting a missing one must not evict
+		// one this layer is about to use.
+		for pass := range 2 {
+			for i := range uses {
+				id := weights.ExpertID{Layer: layer, Expert: uses[i].x}
+				if h.cache.Contains(id) != (pass == 0) {
+					continue
+				}
+				if err := h.leaseLocked(&uses[i], id, now); err != nil {
+					h.releaseLocked(layer, uses)
+					h.mu.Unlock()
+					return err
+				}
+			}
+		}
+	}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.releaseLocked(layer, uses)
+		h.mu.Unlock()
+	}()
+	h.noteMapped()
+
+	var hits, misses, streamed int64
+	pendingOurs := 0
+	for _, u := range uses {
+		switch {
+		case u.e == nil:
+			streamed++
+		case u.ours:
+			misses++
+			pendingOurs++
+			h.reqs <- readReq{ref: h.refs[u.e.k], buf: u.e.buf, x: u.x, e: u.e, reply: st.reply}
+		default:
+			hits++
+		}
+	}
+	h.count(func(s *Stats) { s.Hits += hits; s.Misses += misses; s.Streamed += streamed })
+
+	var firstErr error
+	consume := func(x int, ve weights.VerifiedExpert, tier ledger.Tier) {
+		if firstErr == nil {
+			firstErr = c.Consume(x, ve, tier)
+		}
+	}
+	// Resident and loaded ones at once.
+	h.mu.Lock()
+	readyNow := st.readyNow[:0]
+	for i, u := range uses {
+		if u.e != nil && !u.ours && u.e.state == ready {
+			readyNow = append(readyNow, i)
+		}
+	}
+	st.readyNow = readyNow
+	h.mu.Unlock()
+	done := st.done[:0]
+	for range uses {
+		done = append(done, false)
+	}
+	st.done = done
+	for _, i := range readyNow {
+		consume(uses[i].x, uses[i].e.ve, ledger.TierRAM)
+		done[i] = true
+	}
+	// Device-slot reads, started now so they overlap with the RAM-tier ones.
+	devX := st.devX[:0]
+	for _, u := range uses {
+		if u.e == nil {
+			devX = append(devX, u.x)
+		}
+	}
+	st.devX = devX
+	devNext, devInflight := 0, 0
+	startDev := func() {
+		for devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
+			// Take a slot: wait for one only when nothing of ours is in
+			// flight (other Streams hold them all); else come back when a
+			// read of ours completes.
+			if devInflight > 0 || pendingOurs > 0 {
+				select {
+				case h.slots <- struct{}{}:
+				default:
+					return
+				}
+			} else {
+				select {
+				case h.slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			b, gerr := h.dev.Get()
+			if gerr != nil {
+				<-h.slots
+				firstErr = gerr
+				return
+			}
+			k := h.dims.Index(weights.ExpertID{Layer: layer, Expert: devX[devNext]})
+			devInflight++
+			h.count(func(s *Stats) { s.MaxDeviceInUse = max(s.MaxDeviceInUse, devInflight) })
+			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply}
+			devNext++
+		}
+	}
+	// Our reads, RAM tier and device slots, in completion order; device
+	// reads are started as slots allow.
+	for {
+		startDev()
+		h.noteMapped()
+		if pendingOurs == 0 && devInflight == 0 {
+			if devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
+				continue // startDev waits for a slot another Stream holds
+			}
+			break
+		}
+		d := <-st.reply
+		if d.e != nil {
+			pendingOurs--
+			h.mu.Lock()
+			d.e.ve, d.e.err = d.ve, d.err
+			d.e.state = ready
+			if d.err != nil {
+				d.e.state = failed
+			}
+			h.loaded.Broadcast()
+			h.mu.Unlock()
+			if d.err != nil && firstErr == nil {
+				firstErr = d.err
+			}
+			consume(d.x, d.ve, ledger.TierStorage)
+			for i := range uses {
+				if uses[i].e == d.e {
+					done[i] = true
+				}
+			}
+			continue
+		}
+		devInflight--
+		if d.err != nil && firstErr == nil {
+			firstErr = d.err
+		}
+		if firstErr == nil && ctx.Err() == nil {
+			consume(d.x, d.ve, ledger.TierStorage)
+		}
+		d.buf.Release()
+		<-h.slots
+	}
+	// Copies other Streams are reading.
+	for i, u := range uses {
+		if u.e == nil || done[i] {
+			continue
+		}
+		h.mu.Lock()
+		for u.e.state == loading {
+			h.loaded.Wait()
+		}
+		ve, state, rerr := u.e.ve, u.e.state, u.e.err
+		h.mu.Unlock()
+		if state == failed && firstErr == nil {
+			firstErr = rerr
+		}
+		consume(u.x, ve, ledger.TierRAM)
+	}
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
+
+// leaseLocked takes a RAM-tier lease on id for u: a resident copy, a new
+// one to read (ours), or none (u.e stays nil: a device slot) when every
+// resident copy is pinned.
+func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
+	out, err := h.cache.Request(id, now)
+	if errors.Is(err, policy.ErrAllPinned) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if out.Evict {
+		h.evictLocked(out.Evicted)
+	}
+	k := h.dims.Index(id)
+	if e := h.resident[k]; e != nil {
+		if e.state != failed {
+			u.e = e
+			return nil
+		}
+		// An earlier read failed, or a scrub found the copy bad. Read it
+		// again into a fresh buffer — unless another Stream still holds
+		// the bad copy (it found out), then go through a device slot.
+		if h.cache.Pinned(id) > 1 {
+			h.cache.Release(id)
+			return nil
+		}
+		e.buf.Release()
+		b, err := h.ram.Get()
+		if err != nil {
+			delete(h.resident, k)
+			h.cache.Release(id)
+			return fmt.Errorf("tier: RAM tier: %w", err)
+		}
+		e.buf, e.ve, e.state, e.err = b, weights.VerifiedExpert{}, loading, nil
+		u.e, u.ours = e, true
+		return nil
+	}
+	b, err := h.ram.Get()
+	if err != nil {
+		h.cache.Release(id)
+		return fmt.Errorf("tier: RAM tier: %w", err)
+	}
+	e := &entry{id: id, k: k, buf: b, state: loading}
+	h.resident[k] = e
+	u.e, u.ours = e, true
+	return nil
+}
+
+// releaseLocked ends a Stream's RAM-tier leases.
+func (h *Hierarchy) releaseLocked(layer int, uses []use) {
+	for i := range uses {
+		if uses[i].e != nil {
+			h.cache.Release(weights.ExpertID{Layer: layer, Expert: uses[i].x})
+			uses[i].e = nil
+		}
+	}
+}
+
+// evictLocked frees the buffer of an evicted resident expert (unpinned, so
+// no read is running into it).
+func (h *Hierarchy) evictLocked(id weights.ExpertID) {
+	k := h.dims.Index(id)
+	if e := h.resident[k]; e != nil {
+		e.buf.Release()
+		delete(h.resident, k)
+	}
+	h.count(func(s *Stats) { s.Evictions++ })
+}
+
+// Scrub re-hashes up to maxBytes of resident RAM-tier copies against their
+// manifest digests and marks any that fails, so it is read again on its
+// next use (a copy in use by a Stream at that moment was consumed from the
+// sealed buffer: a mismatch there means the memory itself changed, and the
+// error says which expert). It returns the bytes checked and the failures, each naming the
+// expert and the digests.
+func (h *Hierarchy) Scrub(maxBytes int64) (int64, []error) {
+	h.mu.Lock()
+	var es []*entry
+	for _, e := range h.resident {
+		if e.state == ready {
+			es = append(es, e)
+		}
+	}
+	h.mu.Unlock()
+	var n int64
+	var errs []error
+	for _, e := range es {
+		if n >= maxBytes {
+			break
+		}
+		// Under the lock, so the copy cannot be evicted while it is hashed.
+		h.mu.Lock()
+		if h.resident[e.k] == e && e.state == ready {
+			if err := e.ve.Recheck(); err != nil {
+				errs = append(errs, err)
+				e.state, e.err = failed, err // read again on its next use
+			}
+			n += e.ve.Bytes()
+		}
+		h.mu.Unlock()
+	}
+	h.count(func(s *Stats) { s.ScrubbedBytes += n; s.ScrubFailures += int64(len(errs)) })
+	return n, errs
+}
