@@ -98,6 +98,18 @@ type Ledger struct {
 	steps     int
 
 	timings map[string]time.Duration
+
+	// onRoute, if set, sees every committed routing entry (SetRouteObserver).
+	onRoute func(pos, layer int, experts []int32)
+}
+
+// SetRouteObserver makes EndChunk call f with every routing entry it
+// commits, in the chain's order (position, then layer) — for routing traces.
+// experts is only valid during the call.
+func (l *Ledger) SetRouteObserver(f func(pos, layer int, experts []int32)) {
+	if l != nil {
+		l.onRoute = f
+	}
 }
 
 // pendingChunk buffers one Forward chunk's routing until EndChunk, so that
@@ -176,6 +188,9 @@ func (l *Ledger) EndChunk() {
 			l.route.Write(b)
 			l.route.Sum(l.routeHead[:0])
 			l.routed++
+			if l.onRoute != nil {
+				l.onRoute(c.pos0+t, pl.layer, pl.idx[t*pl.k:(t+1)*pl.k])
+			}
 			if pl.layer >= 0 && pl.layer < len(l.kCount) {
 				l.mu.Lock()
 				if l.kCount[pl.layer] == nil {

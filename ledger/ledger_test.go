@@ -123,3 +123,24 @@ func TestExpertUse(t *testing.T) {
 	nl.BeginChunk(0, 1)
 	nl.EndChunk()
 }
+
+func TestRouteObserverSeesTheChainOrder(t *testing.T) {
+	l := New(testRoot(), 4, 2, ModeExact)
+	var got [][3]int
+	l.SetRouteObserver(func(pos, layer int, experts []int32) {
+		got = append(got, [3]int{pos, layer, int(experts[0])})
+	})
+	l.BeginChunk(3, 2)
+	l.Route(2, []int32{7, 1, 6, 2}, []float32{0.5, 0.5, 0.5, 0.5}, 2)
+	l.Route(0, []int32{5, 3, 4, 0}, []float32{0.5, 0.5, 0.5, 0.5}, 2)
+	l.EndChunk()
+	want := [][3]int{{3, 0, 5}, {3, 2, 7}, {4, 0, 4}, {4, 2, 6}}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("entry %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}
