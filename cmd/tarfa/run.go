@@ -367,7 +367,7 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 			}
 		}
 	case maxTokens < o.gen.maxTokens:
-		why += fmt.Sprintf(" (the model's context limit: %d prompt + %d generated = %d positions)", len(ids), maxTokens, limit)
+		why += fmt.Sprintf(" (the model's context of %d positions is full; --max-tokens %d was cut to %d)", limit, o.gen.maxTokens, maxTokens)
 	default:
 		why += fmt.Sprintf(" (--max-tokens %d)", maxTokens)
 	}

@@ -32,7 +32,11 @@ func newVersionCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and git commit (also tarfa --version)",
-		Args:  cobra.NoArgs,
+		Long: `Version prints the version and the git commit the binary was built from
+(--json: with the Go version and platform too).
+
+` + exitStatuses,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), versionResult{Version: version, Commit: gitCommit(),
