@@ -3,8 +3,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -48,11 +50,57 @@ func tarfaBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("TARFA_TEST_STUCK_COMMAND") != "" {
+		stuckCommand()
+	}
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
 	os.Exit(code)
+}
+
+// stuckCommand stands for a command that does not stop when its context
+// is cancelled: it runs main's signal handling and then ignores the
+// cancellation (run in a child process by TestSecondSignalExits).
+func stuckCommand() {
+	ctx, stop := interruptContext(context.Background())
+	defer stop()
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println("cancelled")
+	time.Sleep(time.Hour)
+	os.Exit(0)
+}
+
+// The first SIGINT cancels the command and says so; a second one exits at
+// once with status 130, even if the command does not stop.
+func TestSecondSignalExits(t *testing.T) {
+	c := exec.Command(os.Args[0], "-test.run=^$")
+	c.Env = append(os.Environ(), "TARFA_TEST_STUCK_COMMAND=1")
+	p := &proc{cmd: c, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	c.Stdout, c.Stderr = p.stdout, p.stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = c.Wait(); close(p.done) }()
+	defer c.Process.Kill()
+	waitFor(t, "the helper to start", 30*time.Second, func() bool { return strings.Contains(p.stdout.String(), "ready") })
+	c.Process.Signal(os.Interrupt)
+	waitFor(t, "the cancellation", 5*time.Second, func() bool { return strings.Contains(p.stdout.String(), "cancelled") })
+	if !strings.Contains(p.stderr.String(), "interrupted, stopping (interrupt again to quit at once)") {
+		t.Errorf("first signal: stderr %q", p.stderr.String())
+	}
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-p.done:
+		t.Fatal("the first signal ended the process")
+	default:
+	}
+	c.Process.Signal(os.Interrupt)
+	if code := p.exitWithin(t, 2*time.Second); code != exitInterrupted {
+		t.Errorf("second signal: exit %d, want %d", code, exitInterrupted)
+	}
 }
 
 // proc is a started tarfa.
