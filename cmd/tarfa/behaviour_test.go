@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -61,6 +62,7 @@ func TestFlagsCheckedFirstInTheUsersWords(t *testing.T) {
 		{[]string{"run", "--model", missing, "x", "--think", "maybe"}, `--think "maybe": want true or false`},
 		{[]string{"run", "--model", missing, "--tokens", "1,-2"}, `--tokens: "-2" is not a token id`},
 		{[]string{"run", "--model", missing}, "give a PROMPT"},
+		{[]string{"run", "--model", missing, "Tell", "me"}, `one PROMPT argument, got 2: quote the prompt (tarfa run "Tell me")`},
 		{[]string{"golden", "record", "--model", missing, "--prompts", "p", "--out", "g", "--threads", "-1"}, "--threads -1"},
 		{[]string{"replay", "--model", missing, "--golden", "g", "--threads", "999"}, "--threads 999"},
 		{[]string{"verify", missing, "--sample", "NaN"}, "--sample NaN: want a fraction"},
@@ -298,8 +300,13 @@ func TestOutputDirectoryErrors(t *testing.T) {
 	}
 	// synth checks the space it needs first (about 600 GB here), and
 	// leaves no directory behind.
+	// (Cancelled after a few seconds: were the check missing, synth
+	// would fill the disk.)
 	big := filepath.Join(t.TempDir(), "big")
-	_, err = runCLI(t, "", "synth", "--arch", "qwen3_moe", "--preset", "real", "--layers", "512", "--no-tokenizer", "--out", big)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var stderr syncBuffer
+	_, err = runCLIContext(ctx, &stderr, "synth", "--arch", "qwen3_moe", "--preset", "real", "--layers", "512", "--no-tokenizer", "--out", big)
 	if err == nil || !strings.Contains(err.Error(), "--out "+big+": needs ") || !strings.Contains(err.Error(), "free") {
 		t.Errorf("synth larger than the disk: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -105,4 +106,15 @@ func (b *boolValue) Set(s string) error {
 	}
 	*b.v = v
 	return nil
+}
+
+// oneText accepts at most one argument, a text: several are most often an
+// unquoted text, and the error says so.
+func oneText(name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return fmt.Errorf("one %s argument, got %d: quote the %s (%s \"%s\")", name, len(args), strings.ToLower(name), cmd.CommandPath(), strings.Join(args, " "))
+		}
+		return nil
+	}
 }

@@ -209,7 +209,7 @@ Greedy by default; --temperature T samples deterministically, with --top-p,
 --top-k and --seed.
 
 ` + exitStatuses,
-		Args: cobra.MaximumNArgs(1),
+		Args: oneText("PROMPT"),
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.gen.check(cmd); err != nil {
 				return err

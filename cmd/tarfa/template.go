@@ -42,7 +42,7 @@ tokenization of the rendering.
   tarfa template --tokenizer DIR "What is 2+2?" --think false
 
 ` + exitStatuses,
-		Args: cobra.MaximumNArgs(1),
+		Args: oneText("MESSAGE"),
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			if (len(args) == 0 || args[0] == "-") && (system != "" || cmd.Flags().Changed("think")) {
 				return fmt.Errorf("--system and --think go with a MESSAGE argument; in a JSON object on standard input, give the system turn and enable_thinking there")
