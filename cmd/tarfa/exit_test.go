@@ -236,7 +236,7 @@ func TestExitStatusContract(t *testing.T) {
 		{name: "replay ok", args: []string{"replay", "--model", model, "--golden", gold}, want: 0},
 		{name: "replay usage", args: []string{"replay", "--model", model}, want: 1},
 		{name: "replay missing golden", args: []string{"replay", "--model", model, "--golden", missing}, want: 1},
-		{name: "replay empty golden", args: []string{"replay", "--model", model, "--golden", goldEmpty}, want: 1},
+		{name: "replay empty golden", args: []string{"replay", "--model", model, "--golden", goldEmpty}, want: 1, msg: "holds no golden record"},
 		{name: "replay HF dir", args: []string{"replay", "--model", hfDir, "--golden", gold}, want: 1},
 		{name: "replay tampered golden", args: []string{"replay", "--model", model, "--golden", goldTampered}, want: 3},
 		{name: "replay other model", args: []string{"replay", "--model", model, "--golden", goldOther}, want: 3, msg: "not the same model"},
