@@ -13,6 +13,27 @@ import (
 // DefaultMaxTokens is used when a prompt line gives no max_tokens.
 const DefaultMaxTokens = 16
 
+// MaxTokensLimit bounds a prompt's max_tokens: the engine's bound on a
+// sequence's positions (a model's own context is checked when it is open).
+const MaxTokensLimit = 1 << 24
+
+// MaxTemperature bounds a prompt's temperature, as the engine does.
+const MaxTemperature = 1e6
+
+// MaxPromptFileSize bounds a prompt file (it is read whole).
+const MaxPromptFileSize = jnf.MaxJSONMetaSize
+
+// ReadPromptFile reads and parses the prompt file at path (ParsePrompts):
+// a regular file of at most MaxPromptFileSize bytes (a FIFO or device is
+// refused before a byte is read).
+func ReadPromptFile(path string) ([]Prompt, error) {
+	b, err := jnf.ReadFileLimit(path, MaxPromptFileSize, "prompt file")
+	if err != nil {
+		return nil, err
+	}
+	return ParsePrompts(bytes.NewReader(b), path)
+}
+
 // Prompt is one line of a prompt file (JSONL). Exactly one of Text, Messages
 // and Tokens is set.
 type Prompt struct {
@@ -43,8 +64,11 @@ type promptLine struct {
 
 // ParsePrompts reads a JSONL prompt file: one object per line with exactly
 // one of "prompt" (text), "messages" (chat) or "tokens" (ids), and optional
-// "max_tokens", "seed", "temperature", "top_p", "top_k", "stop" (token ids)
-// and "enable_thinking". Blank lines are skipped; unknown fields are errors.
+// "max_tokens" (1 to MaxTokensLimit), "temperature" (0 = greedy, the
+// default, to MaxTemperature), "seed", "top_p", "top_k" (these three only
+// with a temperature above 0: greedy decoding does not use them), "stop"
+// (token ids) and "enable_thinking". Blank lines are skipped; unknown fields
+// are errors.
 func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 	var out []Prompt
 	sc := bufio.NewScanner(r)
@@ -77,8 +101,8 @@ func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 			return nil, fmt.Errorf("%s:%d: want exactly one of \"prompt\", \"messages\" or \"tokens\", got %d", name, n, kinds)
 		}
 		if pl.MaxTokens != nil {
-			if *pl.MaxTokens <= 0 {
-				return nil, fmt.Errorf("%s:%d: max_tokens %d, want > 0", name, n, *pl.MaxTokens)
+			if *pl.MaxTokens <= 0 || *pl.MaxTokens > MaxTokensLimit {
+				return nil, fmt.Errorf("%s:%d: max_tokens %d, want 1 to %d", name, n, *pl.MaxTokens, MaxTokensLimit)
 			}
 			p.MaxTokens = *pl.MaxTokens
 		}
@@ -86,8 +110,8 @@ func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 			p.Sampling.Seed = *pl.Seed
 		}
 		if pl.Temperature != nil {
-			if *pl.Temperature < 0 {
-				return nil, fmt.Errorf("%s:%d: temperature %g, want >= 0", name, n, *pl.Temperature)
+			if *pl.Temperature < 0 || *pl.Temperature > MaxTemperature {
+				return nil, fmt.Errorf("%s:%d: temperature %g, want 0 (greedy) to %g", name, n, *pl.Temperature, MaxTemperature)
 			}
 			p.Sampling.Temperature = *pl.Temperature
 		}
@@ -102,6 +126,16 @@ func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 				return nil, fmt.Errorf("%s:%d: top_k %d, want >= 0", name, n, *pl.TopK)
 			}
 			p.Sampling.TopK = *pl.TopK
+		}
+		if p.Sampling.Temperature == 0 {
+			for _, f := range []struct {
+				name string
+				set  bool
+			}{{"seed", pl.Seed != nil}, {"top_p", pl.TopP != nil}, {"top_k", pl.TopK != nil}} {
+				if f.set {
+					return nil, fmt.Errorf("%s:%d: %q without a \"temperature\" above 0: greedy decoding does not use it (add a temperature to sample)", name, n, f.name)
+				}
+			}
 		}
 		out = append(out, p)
 	}

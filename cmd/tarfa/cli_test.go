@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,20 +155,31 @@ func TestGoldenRecordReplayAndValidate(t *testing.T) {
 
 func TestRunDefaultModel(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	type result struct {
+		Tokens     []int  `json:"tokens"`
+		Text       string `json:"text"`
+		Mode       string `json:"mode"`
+		StopReason string `json:"stop_reason"`
+		Threads    int    `json:"threads"`
+		Sampling   struct {
+			Greedy bool `json:"greedy"`
+		} `json:"sampling"`
+		Timing struct {
+			DecodeTokS float64 `json:"decode_tokens_per_second"`
+		} `json:"timing"`
+	}
+	var r, r1 result
 	out, err := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r struct {
-		Tokens []int  `json:"tokens"`
-		Mode   string `json:"mode"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Tokens) == 0 || len(r.Tokens) > 5 || r.Mode != "exact" {
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Tokens) == 0 || len(r.Tokens) > 5 || r.Mode != "exact" ||
+		(r.StopReason != "length" && r.StopReason != "eos") || !r.Sampling.Greedy || (len(r.Tokens) > 1 && r.Timing.DecodeTokS <= 0) {
 		t.Errorf("run: %v %s", err, out)
 	}
-	out2, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--threads", "1")
-	if out2 != out {
-		t.Errorf("1 thread and all threads differ:\n%s\n%s", out, out2)
+	out1, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--threads", "1")
+	if err := json.Unmarshal([]byte(out1), &r1); err != nil || r1.Threads != 1 || !slices.Equal(r1.Tokens, r.Tokens) || r1.Text != r.Text {
+		t.Errorf("1 thread and all threads differ:\n%s\n%s", out, out1)
 	}
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,8 +14,6 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/reports"
 )
-
-func init() { register(newConvertCommand) }
 
 type convertOptions struct {
 	out            string
@@ -45,6 +41,21 @@ func parseLayers(s string) (first, last int, err error) {
 		return 0, 0, fmt.Errorf("--layers %q: want A-B with 0 <= A <= B", s)
 	}
 	return first, last, nil
+}
+
+// convertResult is convert's --json output.
+type convertResult struct {
+	Out             string   `json:"out"`
+	Root            string   `json:"root"`
+	WeightsRoot     string   `json:"weights_root"`
+	Complete        bool     `json:"complete"`
+	Written         []string `json:"written"`
+	Resumed         []string `json:"resumed"`
+	Bytes           int64    `json:"bytes"`
+	SalvagedBytes   int64    `json:"salvaged_bytes"`
+	SalvagedRecords int      `json:"salvaged_records"`
+	VerifiedBytes   int64    `json:"verified_bytes"`
+	Seconds         float64  `json:"seconds"`
 }
 
 // followSymlinksHelp is the --follow-symlinks flag's help, shared by
@@ -82,11 +93,13 @@ DIR's file system has room for the files still to write. While it writes DIR it
 holds DIR/.tarfa.lock: a second tarfa writing the same DIR says which process
 holds it and waits for it to finish (--no-wait: fail at once instead).
 
-Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
+Exit statuses: 0 ok; 1 error (bad flags, SRC is no Hugging Face checkpoint, too
+little space, DIR held by another tarfa with --no-wait); 3 verification failed
+(--verify: a written record fails its digests); 130 interrupted (rerun the same
+command to resume).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			first, last, err := parseLayers(o.layers)
-			if err != nil {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := parseLayers(o.layers); err != nil {
 				return err
 			}
 			if o.out == "" {
@@ -95,6 +108,10 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 			if o.workers < 1 || o.workers > convert.MaxWorkers {
 				return fmt.Errorf("--workers %d: want 1 to %d (files converted in parallel)", o.workers, convert.MaxWorkers)
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			first, last, _ := parseLayers(o.layers)
 			stderr := cmd.ErrOrStderr()
 			update, finish := byteProgress(stderr, "converting")
 			start := time.Now()
@@ -111,20 +128,17 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 			if errors.As(err, &held) {
 				return fmt.Errorf("%s is writing %s: not waiting for it (--no-wait)", holder(held.PID), o.out)
 			}
-			if errors.Is(err, context.Canceled) {
-				return fmt.Errorf("interrupted (%w): rerun the same command to resume; finished files and the journaled records of unfinished ones are re-hashed and kept", err)
-			}
 			if err != nil {
-				return err
+				return interrupted(err, "rerun the same command to resume; finished files and the journaled records of unfinished ones are re-hashed and kept")
 			}
 			secs := time.Since(start).Seconds()
 			out := cmd.OutOrStdout()
 			if o.asJSON {
-				return json.NewEncoder(out).Encode(map[string]any{
-					"out": o.out, "root": res.Manifest.Root, "weights_root": res.Manifest.WeightsRoot,
-					"complete": res.Manifest.Complete, "written": res.Written, "resumed": res.Resumed,
-					"bytes": res.Bytes, "salvaged_bytes": res.Salvaged, "salvaged_records": res.SalvagedRecords,
-					"verified_bytes": res.Verified, "seconds": secs,
+				return writeJSON(out, convertResult{
+					Out: o.out, Root: res.Manifest.Root, WeightsRoot: res.Manifest.WeightsRoot,
+					Complete: res.Manifest.Complete, Written: res.Written, Resumed: res.Resumed,
+					Bytes: res.Bytes, SalvagedBytes: res.Salvaged, SalvagedRecords: res.SalvagedRecords,
+					VerifiedBytes: res.Verified, Seconds: secs,
 				})
 			}
 			fmt.Fprintf(out, "converted %s → %s: %d files written (%s, %s), %d kept after re-verification\n",
@@ -151,12 +165,4 @@ Exit statuses: 0 ok, 1 error (including a --verify mismatch).`,
 	f.BoolVar(&o.followSymlinks, "follow-symlinks", false, followSymlinksHelp)
 	f.BoolVar(&o.noWait, "no-wait", false, "fail at once if another tarfa is writing --out, instead of waiting for it")
 	return cmd
-}
-
-// holder names the process holding a lock.
-func holder(pid int) string {
-	if pid == 0 {
-		return "another tarfa"
-	}
-	return fmt.Sprintf("another tarfa (pid %d)", pid)
 }

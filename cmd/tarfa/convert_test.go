@@ -130,7 +130,7 @@ func TestConvertInterruptedSaysHowToResume(t *testing.T) {
 	cancel()
 	var stderr syncBuffer
 	_, err := runCLIContext(ctx, &stderr, "convert", devACheckpoint, "--out", filepath.Join(t.TempDir(), "m"))
-	if exitCode(err) != exitError || !strings.Contains(err.Error(), "interrupted (context canceled): rerun the same command to resume") {
+	if exitCode(err) != exitInterrupted || !strings.HasPrefix(errorMessage(err), "interrupted: rerun the same command to resume") {
 		t.Errorf("interrupted convert: exit %d, %v", exitCode(err), err)
 	}
 }

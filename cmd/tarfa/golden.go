@@ -1,85 +1,177 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/internal/flock"
 	"github.com/tarfa-ai/tarfa/reports"
 )
 
-func init() {
-	register(newGoldenCommand)
-	register(newReplayCommand)
-}
-
 func newGoldenCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "golden", Short: "Record golden logits with the CPU reference"}
-	var (
-		model, prompts, out string
-		threads             int
-	)
-	rec := &cobra.Command{
+	cmd.AddCommand(newGoldenRecordCommand())
+	return cmd
+}
+
+type goldenRecordOptions struct {
+	model, prompts, out string
+	threads             int
+	force, noWait       bool
+	asJSON              bool
+}
+
+// goldenRecordResult is golden record's --json output.
+type goldenRecordResult struct {
+	Out       string `json:"out"`
+	Golden    string `json:"golden"`
+	ModelRoot string `json:"model_root"`
+	Prompts   int    `json:"prompts"`
+	Steps     int    `json:"steps"`
+}
+
+func newGoldenRecordCommand() *cobra.Command {
+	var o goldenRecordOptions
+	cmd := &cobra.Command{
 		Use:   "record --model DIR --prompts FILE --out G",
 		Short: "Run the CPU reference and store tokens and full logits of every step",
 		Long: `Record runs every prompt of a JSONL prompt file ({"prompt": text},
 {"messages": [...]} or {"tokens": [...]}, with optional max_tokens, seed,
-temperature, top_p, top_k, stop) on the CPU reference and writes G/golden.json and
-G/logits.safetensors: the prompt tokens, the generated tokens, the full fp32 logits
-of every step, a SHA-256 hash chain over the raw logits step by step, and the
-manifest root of the model.`,
+temperature, top_p, top_k, stop; seed, top_p and top_k only with a temperature
+above 0) on the CPU reference and writes G/golden.json and G/logits.safetensors:
+the prompt tokens, the generated tokens, the full fp32 logits of every step, a
+SHA-256 hash chain over the raw logits step by step, and the manifest root of the
+model.
+
+Everything is checked before the model runs: the prompt file, that G is new, empty
+or (with --force) a golden record to replace, that G can be written, and that
+every prompt fits the model's context. While it writes G it holds G/.tarfa.lock: a
+second tarfa writing G waits for it (--no-wait: fails at once).
+
+` + exitStatuses,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if prompts == "" || out == "" {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if o.prompts == "" || o.out == "" {
 				return fmt.Errorf("--prompts FILE and --out G are required")
 			}
-			f, err := os.Open(prompts)
+			return threadsFlag(o.threads)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			ps, err := golden.ReadPromptFile(o.prompts)
+			if err != nil {
+				return fmt.Errorf("--prompts: %w", err)
+			}
+			if err := checkGoldenOut(o.out, o.force); err != nil {
+				return err
+			}
+			undo, err := makeOutDir("--out", o.out)
 			if err != nil {
 				return err
 			}
-			ps, err := golden.ParsePrompts(f, prompts)
-			f.Close()
+			lock, err := lockDir(cmd, o.out, o.noWait)
 			if err != nil {
+				undo()
 				return err
 			}
-			r, err := openRunner(cmd, model, threads, 1<<30)
+			defer func() {
+				lock.Unlock()
+				if err != nil {
+					undo()
+				}
+			}()
+			// Checked again under the lock: another tarfa may have written it.
+			if err := checkGoldenOut(o.out, o.force); err != nil {
+				return err
+			}
+			r, _, err := openRunner(cmd, o.model, o.threads, 1<<30)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			g, runs, err := r.Record(cmd.Context(), ps, version)
+			update, finish := countProgress(cmd.ErrOrStderr(), "recording prompts")
+			update(0, len(ps))
+			g, runs, err := r.Record(cmd.Context(), ps, version, update)
+			finish()
 			if err != nil {
+				return interrupted(err, "nothing was written; run the same command again")
+			}
+			if err := golden.Write(o.out, g, runs); err != nil {
 				return err
 			}
-			if err := golden.Write(out, g, runs); err != nil {
-				return err
-			}
-			steps := 0
+			res := goldenRecordResult{Out: o.out, Golden: g.ID(), ModelRoot: g.ModelRoot, Prompts: len(runs)}
 			for _, run := range runs {
-				steps += len(run.Generated)
+				res.Steps += len(run.Generated)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "recorded %d prompts, %d steps → %s (golden %s, model root %s)\n", len(runs), steps, out, g.ID(), g.ModelRoot)
+			if o.asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "recorded %d prompts, %d steps → %s (golden %s, model root %s)\n", res.Prompts, res.Steps, o.out, res.Golden, res.ModelRoot)
 			return nil
 		},
 	}
-	rec.Flags().StringVar(&model, "model", "", "JNF model directory (default: the embedded default model)")
-	rec.Flags().StringVar(&prompts, "prompts", "", "JSONL prompt file")
-	rec.Flags().StringVar(&out, "out", "", "output golden directory")
-	rec.Flags().IntVar(&threads, "threads", 0, "CPU threads")
-	cmd.AddCommand(rec)
+	f := cmd.Flags()
+	f.StringVar(&o.model, "model", "", "JNF model directory (default: the embedded default model)")
+	f.StringVar(&o.prompts, "prompts", "", "JSONL prompt file")
+	f.StringVar(&o.out, "out", "", "output golden directory: new, empty, or a golden record to replace with --force")
+	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d", maxThreads))
+	f.BoolVar(&o.force, "force", false, "replace the golden record in --out")
+	f.BoolVar(&o.noWait, "no-wait", false, noWaitHelp)
+	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
+// checkGoldenOut accepts a golden output directory that does not exist,
+// is empty, or (with force) holds a golden record; anything else is refused
+// before any work.
+func checkGoldenOut(dir string, force bool) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	isGolden := false
+	for _, e := range ents {
+		switch e.Name() {
+		case golden.MetaFile, golden.LogitsFile:
+			isGolden = true
+		case flock.Name:
+		default:
+			return fmt.Errorf("--out %s is not empty and holds no golden record (it holds %s): record into a new or empty directory", dir, e.Name())
+		}
+	}
+	if isGolden && !force {
+		return fmt.Errorf("--out %s already holds a golden record: pass --force to replace it, or record into a new directory", dir)
+	}
+	return nil
+}
+
+type replayOptions struct {
+	model, golden, backend string
+	threads                int
+	asJSON                 bool
+}
+
+// replayResult is replay's --json output.
+type replayResult struct {
+	Exact     bool                `json:"exact"`
+	Golden    string              `json:"golden"`
+	ModelRoot string              `json:"model_root"`
+	Backend   string              `json:"backend"`
+	Threads   int                 `json:"threads"`
+	Prompts   []golden.PromptDiff `json:"prompts"`
+}
+
 func newReplayCommand() *cobra.Command {
-	var (
-		model, gdir, backend string
-		threads              int
-		asJSON               bool
-	)
+	var o replayOptions
 	cmd := &cobra.Command{
 		Use:   "replay --model DIR --golden G",
 		Short: "Re-run a golden record and compare every step bit for bit",
@@ -88,29 +180,40 @@ sampling settings and compares each step's logits with the recorded ones:
 bit-identical steps, max |Δ|, top-1 agreement, KL divergence and the first
 divergent step. The golden files are checked against their hash chain first.
 
-Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
-(exact mode).`,
+Exit statuses: 0 every step bit-identical; 1 error (no golden record in G, no
+model); 3 verification failed: the golden files do not match their hash chain, the
+record was made with another model (another manifest root), the model does not
+verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if gdir == "" {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if o.golden == "" {
 				return fmt.Errorf("--golden G is required")
 			}
-			if backend != "cpu" {
-				return fmt.Errorf("--backend %q: this build has only the cpu backend", backend)
+			if o.backend != "cpu" {
+				return fmt.Errorf("--backend %q: this build has only the cpu backend", o.backend)
 			}
-			if st, err := os.Stat(gdir); err != nil || !st.IsDir() {
-				return fmt.Errorf("--golden %s: not a golden directory (tarfa golden record --out writes one)", gdir)
+			return threadsFlag(o.threads)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if st, err := os.Stat(o.golden); err != nil || !st.IsDir() {
+				return fmt.Errorf("--golden %s: not a golden directory (tarfa golden record --out writes one)", o.golden)
 			}
-			g, runs, err := golden.Read(gdir)
+			if _, err := os.Stat(filepath.Join(o.golden, golden.MetaFile)); errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("--golden %s holds no golden record (no %s; tarfa golden record --out writes one)", o.golden, golden.MetaFile)
+			}
+			g, runs, err := golden.Read(o.golden)
 			if err != nil {
-				return failVerification(err)
+				return err
 			}
-			r, err := openRunner(cmd, model, threads, 1<<30)
+			r, _, err := openRunner(cmd, o.model, o.threads, 1<<30)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			diffs, err := r.Replay(cmd.Context(), g, runs)
+			update, finish := countProgress(cmd.ErrOrStderr(), "replaying prompts")
+			update(0, len(runs))
+			diffs, err := r.Replay(cmd.Context(), g, runs, update)
+			finish()
 			if err != nil {
 				return err
 			}
@@ -119,8 +222,10 @@ Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
 				exact = exact && d.Exact()
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
-				if err := json.NewEncoder(out).Encode(map[string]any{"exact": exact, "golden": g.ID(), "model_root": g.ModelRoot, "prompts": diffs}); err != nil {
+			if o.asJSON {
+				err := writeJSON(out, replayResult{Exact: exact, Golden: g.ID(), ModelRoot: g.ModelRoot,
+					Backend: r.Engine.Backend().Name(), Threads: r.Threads, Prompts: diffs})
+				if err != nil {
 					return err
 				}
 			} else {
@@ -137,15 +242,16 @@ Exit statuses: 0 every step bit-identical, 1 error, 3 any step not identical
 				fmt.Fprintf(out, "golden %s (%d prompts) · backend %s, %d threads (recorded on %s, %d threads): exact=%v\n", g.ID(), len(diffs), r.Engine.Backend().Name(), r.Threads, g.Backend, g.Threads, exact)
 			}
 			if !exact {
-				return failVerification(fmt.Errorf("replay is not bit-identical to %s", gdir))
+				return failVerification(fmt.Errorf("replay is not bit-identical to %s", o.golden))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&model, "model", "", "JNF model directory (default: the embedded default model)")
-	cmd.Flags().StringVar(&gdir, "golden", "", "golden directory")
-	cmd.Flags().StringVar(&backend, "backend", "cpu", "backend to replay on")
-	cmd.Flags().IntVar(&threads, "threads", 0, "CPU threads")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON")
+	f := cmd.Flags()
+	f.StringVar(&o.model, "model", "", "JNF model directory (default: the embedded default model)")
+	f.StringVar(&o.golden, "golden", "", "golden directory")
+	f.StringVar(&o.backend, "backend", "cpu", "backend to replay on")
+	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d", maxThreads))
+	f.BoolVar(&o.asJSON, "json", false, "print the comparison as JSON")
 	return cmd
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/tarfa-ai/tarfa/reports"
 )
 
-func init() { register(newInspectCommand) }
-
 func newInspectCommand() *cobra.Command {
 	var asJSON, followSymlinks bool
 	cmd := &cobra.Command{
@@ -25,7 +23,9 @@ totals by category. Ignored tensors (mtp.*, visual.*) are listed, never dropped 
 
 Files are read as tarfa convert reads them: regular files only, symbolic links
 only with --follow-symlinks (see tarfa convert --help). A JNF directory, or a
-directory with a checkpoint below it, is named as such.`,
+directory with a checkpoint below it, is named as such.
+
+` + exitStatuses,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ck, err := hf.OpenWith(args[0], hf.Options{FollowSymlinks: followSymlinks})

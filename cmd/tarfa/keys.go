@@ -1,15 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/attest"
 )
-
-func init() { register(newKeysCommand) }
 
 func newKeysCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -22,13 +24,22 @@ func newKeysCommand() *cobra.Command {
 
 // keysGenerateOptions are the flags of `tarfa keys generate`.
 type keysGenerateOptions struct {
-	out   string
-	force bool
+	out    string
+	force  bool
+	asJSON bool
+}
+
+// keysGenerateResult is keys generate's --json output.
+type keysGenerateResult struct {
+	Private string `json:"private"`
+	Public  string `json:"public"`
+	KeyID   string `json:"keyid"`
 }
 
 func (o *keysGenerateOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.out, "out", "", "key pair name: writes NAME (private) and NAME.pub (public)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "replace existing key files")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the file names and keyid as JSON")
 	cmd.MarkFlagRequired("out")
 }
 
@@ -48,7 +59,8 @@ never replaced unless --force is given. The command prints the keyid: the
 lower-case hex SHA-256 of the public key's SubjectPublicKeyInfo DER, as in
 "openssl pkey -pubin -in NAME.pub -outform DER | sha256sum".
 
-Exit statuses: 0 ok, 1 error (including: a key file already exists).`,
+Exit statuses: 0 ok, 1 error (including: a key file already exists, the
+directory of NAME does not exist or cannot be written).`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if opts.out == "" {
@@ -65,6 +77,19 @@ Exit statuses: 0 ok, 1 error (including: a key file already exists).`,
 }
 
 func runKeysGenerate(out io.Writer, opts keysGenerateOptions) error {
+	// The directory is checked first, so that errors name it, not a
+	// temporary file in it.
+	dir := filepath.Dir(opts.out)
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--out %s: directory %s does not exist (create it first)", opts.out, dir)
+	} else if err != nil {
+		return fmt.Errorf("--out %s: directory %s: %w", opts.out, dir, pathErr(err))
+	} else if !st.IsDir() {
+		return fmt.Errorf("--out %s: %s is not a directory", opts.out, dir)
+	}
+	if err := checkWritable(dir); err != nil {
+		return fmt.Errorf("--out %s: %w", opts.out, err)
+	}
 	pub, priv, err := attest.GenerateKey()
 	if err != nil {
 		return err
@@ -74,10 +99,13 @@ func runKeysGenerate(out io.Writer, opts keysGenerateOptions) error {
 		return err
 	}
 	if err := attest.WriteKeyPair(opts.out, priv, attest.WriteKeyOptions{Overwrite: opts.force}); err != nil {
-		if opts.force {
-			return err
+		if errors.Is(err, attest.ErrKeyExists) {
+			return fmt.Errorf("%w (pass --force to replace it)", err)
 		}
-		return fmt.Errorf("%w (pass --force to replace it)", err)
+		return fmt.Errorf("--out %s: %w", opts.out, pathErr(err))
+	}
+	if opts.asJSON {
+		return writeJSON(out, keysGenerateResult{Private: opts.out, Public: opts.out + attest.PublicKeyFileSuffix, KeyID: id})
 	}
 	_, err = fmt.Fprintf(out, "private key  %s\npublic key   %s\nkeyid        %s\n", opts.out, opts.out+attest.PublicKeyFileSuffix, id)
 	return err

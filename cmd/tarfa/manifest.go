@@ -10,22 +10,14 @@ import (
 	"github.com/tarfa-ai/tarfa/verify"
 )
 
-func init() { register(newManifestCommand) }
-
 func newManifestCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manifest",
 		Short: "Show, sign and verify the manifest of a JNF directory",
 	}
-	cmd.AddCommand(newManifestShowCommand())
-	for _, f := range manifestSubcommands {
-		cmd.AddCommand(f())
-	}
+	cmd.AddCommand(newManifestShowCommand(), newManifestSignCommand(), newManifestVerifyCommand())
 	return cmd
 }
-
-// manifestSubcommands are added by other files (sign, verify).
-var manifestSubcommands []func() *cobra.Command
 
 func newManifestShowCommand() *cobra.Command {
 	var asJSON bool
@@ -45,7 +37,8 @@ them with the Hub's LFS object ids; tarfa convert --verify re-reads the source).
 --json prints the manifest itself: "root" and an "entries" array whose items
 carry name, file, offset, length and sha256 (hex), among other fields.
 
-Exit statuses: 0 ok, 1 not a JNF directory, 3 the manifest or the files do not check.`,
+Exit statuses: 0 ok, 1 error (not a JNF directory), 3 the manifest or the files
+do not check, 130 interrupted.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := modelDir(cmd, args)
@@ -54,7 +47,7 @@ Exit statuses: 0 ok, 1 not a JNF directory, 3 the manifest or the files do not c
 			}
 			d, err := verify.OpenDir(cmd.Context(), dir)
 			if err != nil {
-				return failVerification(err)
+				return openError(err)
 			}
 			d.Close()
 			m, raw := d.Manifest, d.ManifestBytes

@@ -4,16 +4,28 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
 
+// Progress, one style for every long step: a line on stderr, redrawn at
+// most ten times a second and cleared when the step ends, only when stderr
+// is a terminal (never in pipes or CI, where scripts read the results, with
+// --json where they want them typed). byteProgress is for steps whose size
+// is known (bytes converted, hashed, written); stepProgress for steps that
+// report none (opening and verifying a model, a conformance run), with the
+// elapsed time.
+
+// showProgress reports whether progress is drawn on w.
+func showProgress(w io.Writer) bool {
+	return isTerminal(w) && os.Getenv("CI") == ""
+}
+
 // byteProgress returns a progress callback drawing a bytes bar with rate and
-// ETA on stderr, or a no-op when stderr is not a terminal (pipes, CI).
+// ETA on w, or a no-op when w is not a terminal.
 func byteProgress(w io.Writer, desc string) (update func(done, total int64), finish func()) {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) || os.Getenv("CI") != "" {
+	if !showProgress(w) {
 		return func(int64, int64) {}, func() {}
 	}
 	var (
@@ -30,7 +42,7 @@ func byteProgress(w io.Writer, desc string) (update func(done, total int64), fin
 				progressbar.OptionShowBytes(true),
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionThrottle(100_000_000),
+				progressbar.OptionThrottle(100*time.Millisecond),
 				progressbar.OptionClearOnFinish())
 		}
 		if total != bar.GetMax64() {
@@ -46,4 +58,74 @@ func byteProgress(w io.Writer, desc string) (update func(done, total int64), fin
 		}
 	}
 	return update, finish
+}
+
+// countProgress is byteProgress for steps counted in items (prompts).
+func countProgress(w io.Writer, desc string) (update func(done, total int), finish func()) {
+	if !showProgress(w) {
+		return func(int, int) {}, func() {}
+	}
+	var (
+		mu  sync.Mutex
+		bar *progressbar.ProgressBar
+	)
+	update = func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if bar == nil {
+			bar = progressbar.NewOptions(total,
+				progressbar.OptionSetWriter(w),
+				progressbar.OptionSetDescription(desc),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionClearOnFinish())
+		}
+		bar.Set(done)
+	}
+	finish = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if bar != nil {
+			bar.Finish()
+		}
+	}
+	return update, finish
+}
+
+// stepProgress draws desc with a spinner and the elapsed time on w until
+// done is called, or nothing when w is not a terminal.
+func stepProgress(w io.Writer, desc string) (done func()) {
+	if !showProgress(w) {
+		return func() {}
+	}
+	bar := progressbar.NewOptions(-1,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				bar.Add(1)
+			case <-stop:
+				bar.Finish()
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stop)
+			<-stopped
+		})
+	}
 }

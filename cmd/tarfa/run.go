@@ -3,18 +3,24 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
-func init() { register(newRunCommand) }
+// maxCacheMiB bounds --expert-cache-mib (16 TiB; MiB << 20 must not overflow).
+const maxCacheMiB = 1 << 24
 
+// genFlags are the model and sampling flags of the generating commands.
 type genFlags struct {
 	model       string
 	threads     int
@@ -29,38 +35,82 @@ type genFlags struct {
 func (g *genFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&g.model, "model", "", "JNF model directory (default: the embedded default model)")
-	f.IntVar(&g.threads, "threads", 0, "CPU threads (0 = all; results are identical for every value)")
-	f.IntVar(&g.maxTokens, "max-tokens", 64, "most tokens to generate")
+	f.IntVar(&g.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d; results are identical for every value", maxThreads))
+	f.IntVar(&g.maxTokens, "max-tokens", 64, "most tokens to generate (generation also stops at the model's context limit)")
 	f.Float64Var(&g.temperature, "temperature", 0, "sampling temperature (0 = greedy)")
-	f.Float64Var(&g.topP, "top-p", 0, "nucleus sampling mass (0 = off)")
-	f.IntVar(&g.topK, "top-k", 0, "sample among the K most likely tokens (0 = off)")
-	f.Uint64Var(&g.seed, "seed", 0, "sampling seed (same seed, same tokens)")
+	f.Float64Var(&g.topP, "top-p", 0, "nucleus sampling mass in (0, 1] (with --temperature; 0 = off)")
+	f.IntVar(&g.topK, "top-k", 0, "sample among the K most likely tokens (with --temperature; 0 = off)")
+	f.Uint64Var(&g.seed, "seed", 0, "sampling seed (with --temperature): same seed, same tokens")
 	f.Int64Var(&g.cacheMiB, "expert-cache-mib", 1024, "MiB of verified experts kept in RAM (0 = re-read and re-hash every use)")
 }
 
-func (g *genFlags) open(cmd *cobra.Command) (*runner.Runner, error) {
-	return openRunner(cmd, g.model, g.threads, g.cacheMiB<<20)
+// check validates the flags before anything is opened.
+func (g *genFlags) check(cmd *cobra.Command) error {
+	if err := threadsFlag(g.threads); err != nil {
+		return err
+	}
+	if err := intFlag("max-tokens", int64(g.maxTokens), 1, golden.MaxTokensLimit, "tokens to generate"); err != nil {
+		return err
+	}
+	if err := intFlag("expert-cache-mib", g.cacheMiB, 0, maxCacheMiB, "MiB of verified experts kept in RAM"); err != nil {
+		return err
+	}
+	if err := finiteFlag("temperature", g.temperature, 0, golden.MaxTemperature, "0 = greedy"); err != nil {
+		return err
+	}
+	if g.topP != 0 {
+		if err := finiteFlag("top-p", g.topP, 1e-9, 1, "nucleus mass; 0 = off"); err != nil {
+			return err
+		}
+	}
+	if g.topK < 0 {
+		return fmt.Errorf("--top-k %d: want 0 (off) or more", g.topK)
+	}
+	if g.temperature == 0 {
+		var set []string
+		for _, name := range []string{"top-p", "top-k", "seed"} {
+			if cmd.Flags().Changed(name) {
+				set = append(set, "--"+name)
+			}
+		}
+		if len(set) > 0 {
+			verb := "apply"
+			if len(set) == 1 {
+				verb = "applies"
+			}
+			return fmt.Errorf("%s %s only when sampling: add --temperature T (above 0); without it decoding is greedy", strings.Join(set, ", "), verb)
+		}
+	}
+	return nil
+}
+
+func (g *genFlags) sampling() golden.Sampling {
+	return golden.Sampling{Temperature: g.temperature, TopP: g.topP, TopK: g.topK, Seed: g.seed}
 }
 
 // openRunner opens dir (the embedded default model when empty) for
-// generation and prints the banner.
-func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (*runner.Runner, error) {
+// generation, showing progress while the model is verified and loaded, and
+// prints the banner. It returns the time the opening took.
+func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (*runner.Runner, time.Duration, error) {
+	start := time.Now()
 	isDefault := dir == ""
 	if isDefault {
 		var err error
 		if dir, err = defaultModel(cmd); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
+	done := stepProgress(cmd.ErrOrStderr(), "opening and verifying "+dir)
 	r, err := runner.Open(cmd.Context(), dir, runner.Options{Threads: threads, ExpertCacheBytes: cacheBytes})
+	done()
 	if err != nil {
-		return nil, err
+		return nil, 0, openError(err)
 	}
 	banner(cmd, r)
 	if isDefault {
 		fmt.Fprintln(cmd.ErrOrStderr(), "embedded default model: a tiny Qwen3.5-MoE with random weights — the text is noise; what it shows is the verified pipeline (--model DIR for a converted checkpoint)")
 	}
-	return r, nil
+	return r, time.Since(start), nil
 }
 
 // banner states what runs: the mode (always exact here), the model root and the backend.
@@ -69,132 +119,295 @@ func banner(cmd *cobra.Command, r *runner.Runner) {
 		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), r.Threads)
 }
 
-func parseIDs(s string) ([]int, error) {
+// parseIDs parses token ids separated by commas or spaces.
+func parseIDs(flag, s string) ([]int, error) {
 	var ids []int
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("--tokens: %q is not a token id", f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s: %q is not a token id (a whole number, 0 or more)", flag, f)
 		}
 		ids = append(ids, n)
 	}
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("--tokens: no ids")
+		return nil, fmt.Errorf("%s: no token ids", flag)
 	}
 	return ids, nil
 }
 
+// runResult is run's --json output.
+type runResult struct {
+	Mode         string       `json:"mode"`
+	Backend      string       `json:"backend"`
+	Threads      int          `json:"threads"`
+	ModelRoot    string       `json:"model_root"`
+	Prompt       string       `json:"prompt"` // the rendered chat prompt ("" for --raw and --tokens)
+	PromptTokens []int        `json:"prompt_tokens"`
+	Tokens       []int        `json:"tokens"`
+	Text         string       `json:"text"` // special tokens left out unless --special
+	StopReason   string       `json:"stop_reason"`
+	MaxTokens    int          `json:"max_tokens"` // after the context limit
+	ContextLimit int          `json:"context_limit"`
+	Sampling     samplingJSON `json:"sampling"`
+	Timing       timingJSON   `json:"timing"`
+}
+
+type samplingJSON struct {
+	Greedy      bool    `json:"greedy"`
+	Temperature float64 `json:"temperature"`
+	TopP        float64 `json:"top_p"`
+	TopK        int     `json:"top_k"`
+	Seed        uint64  `json:"seed"`
+}
+
+type timingJSON struct {
+	LoadSeconds    float64 `json:"load_seconds"`
+	PrefillSeconds float64 `json:"prefill_seconds"`
+	DecodeSeconds  float64 `json:"decode_seconds"`
+	PrefillTokS    float64 `json:"prefill_tokens_per_second"`
+	DecodeTokS     float64 `json:"decode_tokens_per_second"`
+}
+
+// Stop reasons of run.
+const (
+	stopEOS    = "eos"    // the model's end-of-sequence token
+	stopLength = "length" // --max-tokens, or the model's context limit
+)
+
+type runOptions struct {
+	gen     genFlags
+	raw     bool
+	tokens  string
+	asJSON  bool
+	system  string
+	think   bool
+	special bool
+}
+
 func newRunCommand() *cobra.Command {
-	var (
-		g      genFlags
-		raw    bool
-		tokens string
-		asJSON bool
-		system string
-		think  bool
-	)
+	var o runOptions
+	var ids []int
 	cmd := &cobra.Command{
-		Use:   "run [PROMPT]",
+		Use:   "run [PROMPT | -]",
 		Short: "Generate text with the exact CPU reference engine",
 		Long: `Run generates a continuation of PROMPT with the CPU reference engine from a
-verified JNF directory (--model; default: the embedded default model). The prompt
-is rendered with the model's chat template as one user turn (after a --system
-turn, if given; --think=false sets the template's enable_thinking to false) unless
---raw; --tokens gives token ids directly. Output streams to stdout; the banner and statistics go
-to stderr. Greedy by default; --temperature/--top-p/--top-k/--seed sample
-deterministically.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := g.open(cmd)
-			if err != nil {
+verified JNF directory (--model; default: the embedded default model). PROMPT "-"
+reads the prompt from standard input. The prompt is rendered with the model's chat
+template as one user turn (after a --system turn, if given; --think false sets the
+template's enable_thinking to false) unless --raw; --tokens gives token ids
+directly.
+
+The text streams to stdout; on a terminal, control characters in it are shown
+escaped (\x1b), and special tokens such as the end-of-turn token are left out
+unless --special. A model without a tokenizer prints the generated ids. The
+banner and a summary go to stderr: load time, prefill and decode tokens per
+second and why generation stopped: eos (the model's end-of-sequence token) or
+length (--max-tokens, or the model's context limit, which --max-tokens is cut
+to). --json prints the same as one object.
+
+Greedy by default; --temperature T samples deterministically, with --top-p,
+--top-k and --seed.
+
+` + exitStatuses,
+		Args: oneText("PROMPT"),
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.gen.check(cmd); err != nil {
 				return err
 			}
-			defer r.Close()
-			if (raw || tokens != "") && (system != "" || cmd.Flags().Changed("think")) {
+			switch {
+			case o.tokens != "" && len(args) > 0:
+				return fmt.Errorf("give a PROMPT or --tokens, not both")
+			case o.tokens == "" && len(args) == 0:
+				return fmt.Errorf("give a PROMPT (\"-\" reads it from standard input) or --tokens IDS")
+			case (o.raw || o.tokens != "") && (o.system != "" || cmd.Flags().Changed("think")):
 				return fmt.Errorf("--system and --think apply to the chat template, not to --raw or --tokens")
 			}
-			var ids []int
-			var rendered string
-			switch {
-			case tokens != "":
-				if ids, err = parseIDs(tokens); err != nil {
-					return err
-				}
-			case len(args) == 0:
-				return fmt.Errorf("give a PROMPT or --tokens")
-			case raw || r.Tok == nil:
-				ids, err = r.EncodeText(args[0])
-			default:
-				var turns []map[string]string
-				if system != "" {
-					turns = append(turns, map[string]string{"role": "system", "content": system})
-				}
-				msgs, _ := json.Marshal(append(turns, map[string]string{"role": "user", "content": args[0]}))
-				var enable *bool
-				if cmd.Flags().Changed("think") {
-					enable = &think
-				}
-				ids, rendered, err = r.EncodeChat(msgs, enable)
-			}
-			if err != nil {
+			if o.tokens != "" {
+				var err error
+				ids, err = parseIDs("--tokens", o.tokens)
 				return err
 			}
-			out := cmd.OutOrStdout()
-			var dec interface {
-				Next(int) (string, error)
-				Flush() string
-			}
-			if r.Tok != nil && !asJSON {
-				dec = r.Tok.NewStreamDecoder()
-			}
-			start := time.Now()
-			run, err := r.Generate(cmd.Context(), ids, g.maxTokens, r.DefaultStops(),
-				golden.Sampling{Temperature: g.temperature, TopP: g.topP, TopK: g.topK, Seed: g.seed}, false,
-				func(tok int) error {
-					if dec == nil {
-						return nil
-					}
-					s, err := dec.Next(tok)
-					if err == nil {
-						fmt.Fprint(out, s)
-					}
-					return err
-				})
-			if err != nil {
-				return err
-			}
-			secs := time.Since(start).Seconds()
-			if dec != nil {
-				fmt.Fprintln(out, dec.Flush())
-			}
-			st := r.Engine.Stats()
-			if asJSON {
-				text := ""
-				if r.Tok != nil {
-					text, _ = r.Tok.Decode(run.Generated)
-				}
-				return json.NewEncoder(out).Encode(map[string]any{"prompt_tokens": ids, "prompt": rendered, "tokens": run.Generated, "text": text,
-					"model_root": r.Checkpoint.Root().Hex(), "mode": "exact", "backend": r.Engine.Backend().Name()})
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d prompt + %d generated tokens in %.2fs; routed experts per token and MoE layer: %d (config top-k %d)\n",
-				len(ids), len(run.Generated), secs, st.ExpertEvals[firstSparse(r)]/max(st.Tokens, 1), st.TopK)
 			return nil
 		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prompt := ""
+			if len(args) > 0 {
+				prompt = args[0]
+			}
+			if prompt == "-" {
+				in := contextReader(cmd.Context(), cmd.InOrStdin())
+				defer in.Close()
+				if isTerminal(cmd.InOrStdin()) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "reading the prompt from standard input (end it with Ctrl-D)…")
+				}
+				b, err := jnf.ReadAllLimit(in, "standard input", jnf.MaxAuxFileSize, "prompt")
+				if err != nil {
+					return fmt.Errorf("reading the prompt: %w", err)
+				}
+				prompt = string(b)
+			}
+			return runRun(cmd, o, prompt, ids)
+		},
 	}
-	g.add(cmd)
-	cmd.Flags().BoolVar(&raw, "raw", false, "encode the prompt as plain text, without the chat template")
-	cmd.Flags().StringVar(&tokens, "tokens", "", "prompt as token ids, e.g. 1,2,3")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&system, "system", "", "a system turn before the prompt")
-	cmd.Flags().BoolVar(&think, "think", true, "the chat template's enable_thinking (passed only when set)")
+	o.gen.add(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&o.raw, "raw", false, "encode the prompt as plain text, without the chat template")
+	f.StringVar(&o.tokens, "tokens", "", "prompt as token ids, e.g. 1,2,3")
+	f.BoolVar(&o.asJSON, "json", false, "print the result as one JSON object")
+	f.StringVar(&o.system, "system", "", "a system turn before the prompt")
+	f.Var(newBoolValue(&o.think, true), "think", "the chat template's enable_thinking: --think false or --think=false (passed only when given)")
+	f.BoolVar(&o.special, "special", false, "print special tokens (such as the end-of-turn token) too")
 	return cmd
 }
 
-func firstSparse(r *runner.Runner) int {
-	for l, s := range r.Config.Sparse {
-		if s {
-			return l
+func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
+	r, load, err := openRunner(cmd, o.gen.model, o.gen.threads, o.gen.cacheMiB<<20)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var rendered string
+	switch {
+	case ids != nil:
+	case o.raw || r.Tok == nil:
+		ids, err = r.EncodeText(prompt)
+	default:
+		var turns []map[string]string
+		if o.system != "" {
+			turns = append(turns, map[string]string{"role": "system", "content": o.system})
 		}
+		msgs, _ := json.Marshal(append(turns, map[string]string{"role": "user", "content": prompt}))
+		var enable *bool
+		if cmd.Flags().Changed("think") {
+			enable = &o.think
+		}
+		ids, rendered, err = r.EncodeChat(msgs, enable)
+	}
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("the prompt encodes to no tokens")
+	}
+	limit := r.ContextLimit()
+	maxTokens := min(o.gen.maxTokens, r.MaxNewTokens(len(ids)))
+	if maxTokens == 0 {
+		return fmt.Errorf("the prompt is %d tokens, more than the model's context of %d positions", len(ids), limit)
+	}
+	stops := r.DefaultStops()
+
+	out := cmd.OutOrStdout()
+	var emit func(tok int) error
+	flush := func() string { return "" }
+	switch {
+	case o.asJSON:
+	case r.Tok == nil:
+		// No tokenizer: the ids are the output.
+		first := true
+		emit = func(tok int) error {
+			sep := " "
+			if first {
+				sep, first = "", false
+			}
+			_, err := fmt.Fprintf(out, "%s%d", sep, tok)
+			return err
+		}
+	default:
+		dec := r.Tok.NewStreamDecoder()
+		dec.SkipSpecial = !o.special
+		emit = func(tok int) error {
+			s, err := dec.Next(tok)
+			if err == nil && s != "" {
+				_, err = io.WriteString(out, s)
+			}
+			return err
+		}
+		flush = dec.Flush
+	}
+	run, res, err := r.Generate(cmd.Context(), ids, maxTokens, stops, o.gen.sampling(), false, emit)
+	if err != nil {
+		return err
+	}
+	reason := stopLength
+	if res.StopReason == engine.StopToken {
+		reason = stopEOS
+	}
+	if o.asJSON {
+		var text string
+		if r.Tok != nil {
+			if o.special {
+				text, err = r.Tok.Decode(run.Generated)
+			} else {
+				text, err = r.Tok.DecodeSkipSpecial(run.Generated)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		s := o.gen.sampling()
+		return writeJSON(out, runResult{
+			Mode: "exact", Backend: r.Engine.Backend().Name(), Threads: r.Threads, ModelRoot: r.Checkpoint.Root().Hex(),
+			Prompt: rendered, PromptTokens: ids, Tokens: run.Generated, Text: text, StopReason: reason,
+			MaxTokens: maxTokens, ContextLimit: limit,
+			Sampling: samplingJSON{Greedy: s.Temperature == 0, Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed},
+			Timing:   timing(load, len(ids), len(run.Generated), res),
+		})
+	}
+	// The text ends with a newline before the summary on stderr.
+	if _, err := fmt.Fprintln(out, flush()); err != nil {
+		return err
+	}
+	tm := timing(load, len(ids), len(run.Generated), res)
+	why := reason
+	switch {
+	case reason == stopEOS:
+		if r.Tok != nil {
+			if name, err := r.Tok.Token(run.Generated[len(run.Generated)-1]); err == nil {
+				why += " (" + name + ")"
+			}
+		}
+	case maxTokens < o.gen.maxTokens:
+		why += fmt.Sprintf(" (the model's context of %d positions is full; --max-tokens %d was cut to %d)", limit, o.gen.maxTokens, maxTokens)
+	default:
+		why += fmt.Sprintf(" (--max-tokens %d)", maxTokens)
+	}
+	st := r.Engine.Stats()
+	fmt.Fprintf(cmd.ErrOrStderr(), "%d prompt + %d generated tokens · load %.2fs · prefill %.1f tok/s · decode %.1f tok/s · %s · stop: %s · routed experts per token and MoE layer: %d (config top-k %d)\n",
+		len(ids), len(run.Generated), tm.LoadSeconds, tm.PrefillTokS, tm.DecodeTokS, samplingWords(o.gen.sampling()), why,
+		st.ExpertEvals[firstSparse(r)]/max(st.Tokens, 1), st.TopK)
+	return nil
+}
+
+func timing(load time.Duration, prompt, generated int, res engine.GenResult) timingJSON {
+	t := timingJSON{LoadSeconds: load.Seconds(), PrefillSeconds: res.Prefill.Seconds(), DecodeSeconds: res.Decode.Seconds()}
+	if t.PrefillSeconds > 0 {
+		t.PrefillTokS = float64(prompt) / t.PrefillSeconds
+	}
+	// The first token comes from the prefill's logits; each further one
+	// costs one decode step.
+	if t.DecodeSeconds > 0 && generated > 1 {
+		t.DecodeTokS = float64(generated-1) / t.DecodeSeconds
+	}
+	return t
+}
+
+func samplingWords(s golden.Sampling) string {
+	if s.Temperature == 0 {
+		return "greedy"
+	}
+	w := []string{fmt.Sprintf("temperature %g", s.Temperature)}
+	if s.TopP != 0 {
+		w = append(w, fmt.Sprintf("top-p %g", s.TopP))
+	}
+	if s.TopK != 0 {
+		w = append(w, fmt.Sprintf("top-k %d", s.TopK))
+	}
+	return "sampled (" + strings.Join(append(w, fmt.Sprintf("seed %d", s.Seed)), ", ") + ")"
+}
+
+func firstSparse(r *runner.Runner) int {
+	if i := slices.Index(r.Config.Sparse, true); i >= 0 {
+		return i
 	}
 	return 0
 }

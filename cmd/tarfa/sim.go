@@ -18,7 +18,6 @@ import (
 	"github.com/tarfa-ai/tarfa/tier/trace"
 )
 
-func init() { register(newSimCommand) }
 
 // simTraceFlags choose the routing trace of tarfa sim and tarfa sim policies.
 type simTraceFlags struct {
@@ -192,7 +191,9 @@ The defaults describe Qwen3.5-122B-A10B (48 layers, 256 experts of 18 874 368
 bytes, top-8) on a Gen4 NVMe (7 GB/s), a 16 GiB GPU and 64 GiB of RAM; every
 number is an assumption to replace with a measured one (BENCHMARKS.md,
 "Simulator"). --vram-gib 0 models a machine without a device (experts on the
-CPU). "tarfa sim policies" compares cache policies against Belady's optimum.`,
+CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
+
+` + exitStatuses,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkSimHardware(hw); err != nil {
@@ -412,7 +413,9 @@ capacity and partitioning) and their ratio. belady-global is Belady with one
 global capacity: the bound for every partitioning. Hits are counted after
 --warmup tokens. With a heat ledger (--heat; for a synthetic trace the default
 is "previous", another run of the same synthetic model) heat also runs as
-heat+ledger, and static runs (it needs one).`,
+heat+ledger, and static runs (it needs one).
+
+` + exitStatuses,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var fracs []float64

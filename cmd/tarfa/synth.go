@@ -2,23 +2,41 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/reports"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
-func init() { register(newSynthCommand) }
+type synthOptions struct {
+	o              synth.Options
+	arch           string
+	shard          int64
+	noTok          bool
+	out            string
+	noWait, asJSON bool
+}
+
+// synthResult is synth's --json output.
+type synthResult struct {
+	Out     string  `json:"out"`
+	Arch    string  `json:"arch"`
+	Preset  string  `json:"preset"`
+	Layout  string  `json:"layout"`
+	Layers  int     `json:"layers"`
+	Experts int     `json:"experts"`
+	TopK    int     `json:"top_k"`
+	Vocab   int     `json:"vocab"`
+	Bytes   int64   `json:"bytes"` // tensor data
+	Shards  int     `json:"shards"`
+	Seconds float64 `json:"seconds"`
+}
 
 func newSynthCommand() *cobra.Command {
-	var (
-		o      synth.Options
-		arch   string
-		shard  int64
-		noTok  bool
-		outDir string
-	)
+	var s synthOptions
 	cmd := &cobra.Command{
 		Use:   "synth --arch qwen3_moe|qwen3_5_moe --preset tiny|real --out DIR",
 		Short: "Write a deterministic synthetic Hugging Face checkpoint",
@@ -28,46 +46,109 @@ real tokenizer in tokenizer.json format) with deterministic pseudo-random weight
 
 --preset tiny is a small model for tests; --preset real has the real per-layer
 shapes of Qwen3.5-122B-A10B (qwen3_5_moe) or Qwen3-30B-A3B (qwen3_moe): use
---layers N to keep it to a few GB for I/O benchmarks. --layout fused writes the
-official Qwen3.5 release layout (text_config, model.language_model. prefix, fused
-3D experts, F32 A_log and norm, mtp.* and visual.* tensors to be ignored).`,
+--layers N to keep it to a few GB for I/O benchmarks (one real qwen3_5_moe layer
+with its embedding and LM head is 7.5 GiB). --layout fused writes the official
+Qwen3.5 release layout (text_config, model.language_model. prefix, fused 3D
+experts, F32 A_log and norm, mtp.* and visual.* tensors to be ignored).
+
+Before writing, synth checks every option and that DIR's file system has room.
+DIR must be new or empty; config.json is written last. Interrupted (Ctrl-C), synth
+removes what it wrote; what a killed synth leaves (shards, hidden .tmp-* files, no
+config.json) is removed by the next synth into DIR. While it writes DIR it holds
+DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at once).
+
+` + exitStatuses,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if outDir == "" {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if s.out == "" {
 				return fmt.Errorf("--out DIR is required")
 			}
-			o.Arch, o.ShardBytes = hf.Arch(arch), shard
-			var err error
-			if !noTok {
+			f := cmd.Flags()
+			if a := hf.Arch(s.arch); a != hf.Qwen3MoE && a != hf.Qwen35MoE {
+				return fmt.Errorf("--arch %q: want %s or %s", s.arch, hf.Qwen3MoE, hf.Qwen35MoE)
+			}
+			if s.o.Preset != "tiny" && s.o.Preset != "real" {
+				return fmt.Errorf("--preset %q: want tiny or real", s.o.Preset)
+			}
+			if s.o.Layout != hf.LayoutPerExpert && s.o.Layout != hf.LayoutFused {
+				return fmt.Errorf("--layout %q: want %s or %s", s.o.Layout, hf.LayoutPerExpert, hf.LayoutFused)
+			}
+			if f.Changed("layers") {
+				if err := intFlag("layers", int64(s.o.Layers), 1, hf.MaxLayers, "default: the preset's"); err != nil {
+					return err
+				}
+			}
+			if f.Changed("vocab") {
+				if err := intFlag("vocab", int64(s.o.Vocab), 1, hf.MaxVocab, "default: the preset's"); err != nil {
+					return err
+				}
+			}
+			if f.Changed("shard-bytes") {
+				if err := intFlag("shard-bytes", s.shard, 1, 1<<40, "shard size limit in bytes; default: the preset's"); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			o := s.o
+			o.Arch, o.ShardBytes = hf.Arch(s.arch), s.shard
+			if !s.noTok {
 				if o, err = synth.WithTokenizer(o); err != nil {
 					return err
 				}
 			}
-			if err := synth.Write(outDir, o); err != nil {
+			size, shards, err := synth.Size(o)
+			if err != nil {
 				return err
 			}
+			undo, err := makeOutDir("--out", s.out)
+			if err != nil {
+				return err
+			}
+			lock, err := lockDir(cmd, s.out, s.noWait)
+			if err != nil {
+				undo()
+				return err
+			}
+			defer func() {
+				lock.Unlock()
+				if err != nil {
+					undo()
+				}
+			}()
+			if err := checkFree("--out", s.out, size+16<<20, "; write fewer layers (--layers N)"); err != nil {
+				return err
+			}
+			start := time.Now()
+			update, finish := byteProgress(cmd.ErrOrStderr(), "writing")
+			err = synth.WriteContext(cmd.Context(), s.out, o, synth.WriteOptions{Progress: update})
+			finish()
+			if err != nil {
+				return interrupted(err, fmt.Sprintf("what was written to %s is removed; run the same command again", s.out))
+			}
 			_, cfg, _ := synth.Config(o)
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s, %d layers, %d experts top-%d, vocab %d, layout %s\n",
-				outDir, cfg.Arch, o.Preset, cfg.Layers, cfg.Experts, cfg.TopK, cfg.Vocab, orDefault(o.Layout, hf.LayoutPerExpert))
+			res := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Layers: cfg.Layers,
+				Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds()}
+			if s.asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s, %d layers, %d experts top-%d, vocab %d, layout %s; %s in %d shards (%s)\n",
+				s.out, res.Arch, res.Preset, res.Layers, res.Experts, res.TopK, res.Vocab, res.Layout, reports.Bytes(size), shards, reports.Rate(size, res.Seconds))
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&arch, "arch", string(hf.Qwen35MoE), "qwen3_moe or qwen3_5_moe")
-	f.StringVar(&o.Preset, "preset", "tiny", "tiny, or real (the real per-layer shapes)")
-	f.Uint64Var(&o.Seed, "seed", 1, "weight seed")
-	f.StringVar(&o.Layout, "layout", hf.LayoutPerExpert, "expert layout: per-expert or fused")
-	f.IntVar(&o.Layers, "layers", 0, "number of layers (default: the preset's)")
-	f.IntVar(&o.Vocab, "vocab", 0, "vocabulary size (default: the preset's)")
-	f.Int64Var(&shard, "shard-bytes", 0, "shard size limit in bytes (default: the preset's)")
-	f.BoolVar(&noTok, "no-tokenizer", false, "do not write tokenizer files")
-	f.StringVar(&outDir, "out", "", "output directory")
+	f.StringVar(&s.arch, "arch", string(hf.Qwen35MoE), "qwen3_moe or qwen3_5_moe")
+	f.StringVar(&s.o.Preset, "preset", "tiny", "tiny, or real (the real per-layer shapes)")
+	f.Uint64Var(&s.o.Seed, "seed", 1, "weight seed")
+	f.StringVar(&s.o.Layout, "layout", hf.LayoutPerExpert, "expert layout: per-expert or fused")
+	f.IntVar(&s.o.Layers, "layers", 0, fmt.Sprintf("number of layers, 1 to %d (default: the preset's)", hf.MaxLayers))
+	f.IntVar(&s.o.Vocab, "vocab", 0, "vocabulary size (default: the preset's)")
+	f.Int64Var(&s.shard, "shard-bytes", 0, "shard size limit in bytes (default: the preset's)")
+	f.BoolVar(&s.noTok, "no-tokenizer", false, "do not write tokenizer files")
+	f.StringVar(&s.out, "out", "", "output directory (new or empty)")
+	f.BoolVar(&s.noWait, "no-wait", false, noWaitHelp)
+	f.BoolVar(&s.asJSON, "json", false, "print the result as JSON")
 	return cmd
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

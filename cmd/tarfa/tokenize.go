@@ -12,34 +12,89 @@ import (
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 )
 
-func init() { register(newTokenizeCommand) }
-
 func newTokenizeCommand() *cobra.Command {
 	var dir string
 	var decode bool
 	cmd := &cobra.Command{
-		Use:   "tokenize --tokenizer DIR",
-		Short: "Turn JSON lines of text into token ids (or ids into text with --decode)",
+		Use:   "tokenize --tokenizer DIR [TEXT...]",
+		Short: "Turn text into token ids (or ids into text with --decode)",
 		Long: `Tokenize loads DIR/tokenizer.json (a Hugging Face byte-level BPE tokenizer such as
-Qwen3's) and reads JSON objects {"text": "..."} from standard input, one per line,
-writing {"ids": [...]} for each: the ids Hugging Face tokenizers gives for
-encode(text), special tokens inside the text included.
+Qwen3's) and prints, for each TEXT argument, one JSON line {"ids": [...]}: the ids
+Hugging Face tokenizers gives for encode(text), special tokens inside the text
+included. With --decode each argument is a list of ids ("9707,11,1879") and the
+output is {"text": "..."}; an id that no token has is an error.
 
-With --decode it reads {"ids": [...]} and writes {"text": "..."}; an id that no
-token has is an error.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+Without arguments it reads standard input: one JSON object per line,
+{"text": "..."} (or {"ids": [...]} with --decode), and writes one line for each,
+flushed at once, so that a program can talk to it line by line.
+
+  tarfa tokenize --tokenizer DIR "Hello, world!"
+  echo '{"text": "Hello"}' | tarfa tokenize --tokenizer DIR
+
+` + exitStatuses,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			tok, err := tokenizer.Load(dir)
 			if err != nil {
 				return err
 			}
-			return runTokenize(tok, cmd.InOrStdin(), cmd.OutOrStdout(), decode)
+			out := cmd.OutOrStdout()
+			if len(args) > 0 {
+				return tokenizeArgs(tok, args, out, decode)
+			}
+			stdin := cmd.InOrStdin()
+			if isTerminal(stdin) {
+				want := `{"text": "..."}`
+				if decode {
+					want = `{"ids": [...]}`
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "reading %s lines from standard input (Ctrl-D ends; or give TEXT arguments)…\n", want)
+			}
+			in := contextReader(cmd.Context(), stdin)
+			defer in.Close()
+			return runTokenize(tok, in, out, decode)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "tokenizer", "", "directory holding tokenizer.json (required)")
-	cmd.Flags().BoolVar(&decode, "decode", false, `read {"ids": [...]} and write {"text": "..."}`)
+	cmd.Flags().BoolVar(&decode, "decode", false, `arguments (or {"ids": [...]} lines) are ids; write {"text": "..."}`)
 	_ = cmd.MarkFlagRequired("tokenizer")
 	return cmd
+}
+
+// tokenizeArgs encodes (or decodes) each argument to one JSON line.
+func tokenizeArgs(tok *tokenizer.Tokenizer, args []string, out io.Writer, decode bool) error {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for i, a := range args {
+		if !decode {
+			if err := enc.Encode(struct {
+				IDs []int `json:"ids"`
+			}{nonNil(tok.Encode(a))}); err != nil {
+				return err
+			}
+			continue
+		}
+		ids, err := parseIDs(fmt.Sprintf("argument %d", i+1), a)
+		if err != nil {
+			return err
+		}
+		text, err := tok.Decode(ids)
+		if err != nil {
+			return fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		if err := enc.Encode(struct {
+			Text string `json:"text"`
+		}{text}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nonNil(ids []int) []int {
+	if ids == nil {
+		return []int{}
+	}
+	return ids
 }
 
 func runTokenize(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode bool) error {
@@ -55,11 +110,11 @@ func runTokenize(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode b
 		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
 			return w.Flush()
 		} else if err != nil {
-			return fmt.Errorf("stdin record %d: %w", n, err)
+			return fmt.Errorf("stdin record %d: %w (want one JSON object per line, %s)", n, err, wantLine(decode))
 		}
 		if decode {
 			if rec.IDs == nil {
-				return fmt.Errorf("stdin record %d: no \"ids\" list", n)
+				return fmt.Errorf("stdin record %d: no \"ids\" list (want %s)", n, wantLine(decode))
 			}
 			text, err := tok.Decode(rec.IDs)
 			if err != nil {
@@ -72,11 +127,11 @@ func runTokenize(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode b
 			}
 		} else {
 			if rec.Text == nil {
-				return fmt.Errorf("stdin record %d: no \"text\" string", n)
+				return fmt.Errorf("stdin record %d: no \"text\" string (want %s)", n, wantLine(decode))
 			}
 			if err := enc.Encode(struct {
 				IDs []int `json:"ids"`
-			}{tok.Encode(*rec.Text)}); err != nil {
+			}{nonNil(tok.Encode(*rec.Text))}); err != nil {
 				return err
 			}
 		}
@@ -85,4 +140,11 @@ func runTokenize(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode b
 			return err
 		}
 	}
+}
+
+func wantLine(decode bool) string {
+	if decode {
+		return `{"ids": [...]}`
+	}
+	return `{"text": "..."}`
 }

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -10,8 +11,6 @@ import (
 	"github.com/tarfa-ai/tarfa/reports"
 	"github.com/tarfa-ai/tarfa/validation/conformance"
 )
-
-func init() { register(newValidateCommand) }
 
 func newValidateCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "validate", Short: "Conformance suites"}
@@ -32,19 +31,30 @@ bf16 figures for information. --positions adds a table per prompt with every
 position's max |Δ|; --json carries them too.
 
 Exit statuses: 0 max |Δ| <= atol everywhere (reference.json "atol", else 5e-4) and
-every fp32 greedy continuation identical; 1 error; 3 out of tolerance.`,
+every fp32 greedy continuation identical; 1 error (HF_DIR is no Hugging Face
+checkpoint, FIXTURE_DIR has no reference.json); 3 out of tolerance; 130
+interrupted.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if ckpt == "" || ref == "" {
 				return fmt.Errorf("--checkpoint and --reference are required")
 			}
+			return threadsFlag(threads)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The reference is checked before the checkpoint is converted.
+			if st, err := os.Stat(filepath.Join(ref, "reference.json")); err != nil || !st.Mode().IsRegular() {
+				return fmt.Errorf("--reference %s: no reference.json (a fixture directory of validation/testdata/fixtures holds one)", ref)
+			}
+			done := stepProgress(cmd.ErrOrStderr(), "converting "+ckpt+" and comparing with "+ref)
 			rep, err := conformance.Run(cmd.Context(), ckpt, ref, conformance.Options{Threads: threads})
+			done()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := json.NewEncoder(out).Encode(rep); err != nil {
+				if err := writeJSON(out, rep); err != nil {
 					return err
 				}
 			} else {

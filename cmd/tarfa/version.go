@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -18,18 +19,35 @@ var (
 	commit  = ""
 )
 
-func init() { register(newVersionCommand) }
+// versionResult is version's --json output.
+type versionResult struct {
+	Version  string `json:"version"`
+	Commit   string `json:"commit"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version and git commit",
-		Args:  cobra.NoArgs,
+		Short: "Print the version and git commit (also tarfa --version)",
+		Long: `Version prints the version and the git commit the binary was built from
+(--json: with the Go version and platform too).
+
+` + exitStatuses,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), versionResult{Version: version, Commit: gitCommit(),
+					Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "tarfa %s (commit %s)\n", version, gitCommit())
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print version, commit, Go version and platform as JSON")
+	return cmd
 }
 
 // gitCommit is the VCS revision recorded by the Go toolchain, or "unknown"

@@ -26,7 +26,7 @@ func TestAttestRunSignVerifyReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	g, gruns, err := r.Record(context.Background(), ps, "test")
+	g, gruns, err := r.Record(context.Background(), ps, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -39,15 +41,36 @@ type Options struct {
 // Open opens a JNF directory (root-checked by weights.Open), loads the
 // engine and, when the manifest lists one, the tokenizer copied beside the
 // weights (read through the checkpoint's verified auxiliary files).
+//
+// Open returns ctx's error as soon as ctx is done, also while the engine is
+// loading (engine.Load, which reads and hashes every non-expert tensor,
+// takes no context): the checkpoint's files are closed then, so the load
+// fails at its next read and ends on its own.
 func Open(ctx context.Context, dir string, opt Options) (*Runner, error) {
 	m, err := weights.Open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	em, err := engine.Load(m, engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes})
-	if err != nil {
+	type loaded struct {
+		em  *engine.Model
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		em, err := loadEngine(m, engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes})
+		done <- loaded{em, err}
+	}()
+	var em *engine.Model
+	select {
+	case l := <-done:
+		if l.err != nil {
+			m.Close()
+			return nil, l.err
+		}
+		em = l.em
+	case <-ctx.Done():
 		m.Close()
-		return nil, err
+		return nil, ctx.Err()
 	}
 	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads()}
 	// The tokenizer and chat template are read from the verified auxiliary
@@ -67,8 +90,16 @@ func Open(ctx context.Context, dir string, opt Options) (*Runner, error) {
 			return nil, fmt.Errorf("%s: tokenizer has %d tokens, the model's vocabulary is %d", dir, r.Tok.VocabSize(), r.Config.Vocab)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		m.Close()
+		return nil, err
+	}
 	return r, nil
 }
+
+// loadEngine is engine.Load (a variable for the tests of Open's
+// cancellation).
+var loadEngine = engine.Load
 
 // Close releases the model files.
 func (r *Runner) Close() error { return r.Checkpoint.Close() }
@@ -152,64 +183,135 @@ func GenOptions(maxTokens int, stop []int, s golden.Sampling) engine.GenOptions 
 		TopP: float32(s.TopP), TopK: s.TopK, Seed: s.Seed}
 }
 
-// Generate runs one prompt in a fresh session and returns the run; with
-// keepLogits it holds a copy of every step's logits (golden record and
-// replay), otherwise none are copied (plain generation).
-func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, keepLogits bool, onToken func(int) error) (golden.Run, error) {
-	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
-	sess := r.Engine.NewSession()
-	_, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
-		run.Generated = append(run.Generated, tok)
-		if keepLogits {
-			run.Logits = append(run.Logits, append([]float32(nil), logits...))
-		}
-		if onToken != nil {
-			return onToken(tok)
-		}
-		return nil
-	})
-	return run, err
+// ContextLimit is the most positions a sequence may hold: the model's
+// max_position_embeddings when it sets one, and the engine's bound.
+func (r *Runner) ContextLimit() int {
+	limit := canon.MaxRopePosition
+	if r.Config.MaxPositions > 0 {
+		limit = min(limit, r.Config.MaxPositions)
+	}
+	return limit
 }
 
-// Record runs every prompt and returns the golden record.
-func (r *Runner) Record(ctx context.Context, prompts []golden.Prompt, version string) (*golden.Golden, []golden.Run, error) {
+// MaxNewTokens is the most tokens a prompt of n tokens can be followed by
+// within ContextLimit (the last generated token is not run through the
+// model), or 0 when the prompt alone does not fit.
+func (r *Runner) MaxNewTokens(n int) int {
+	return max(0, r.ContextLimit()-n+1)
+}
+
+// Generate runs one prompt in a fresh session and returns the run and the
+// engine's account of it (stop reason, prefill and decode times); with
+// keepLogits the run holds a copy of every step's logits (golden record and
+// replay), otherwise none are copied (plain generation).
+//
+// Generate returns ctx's error as soon as ctx is done, also in the middle of
+// a model step (a long prefill): the step finishes in the background, its
+// result unused, and onToken is not called after Generate has returned. The
+// Runner is then only to be closed.
+func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, keepLogits bool, onToken func(int) error) (golden.Run, engine.GenResult, error) {
+	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
+	sess := r.Engine.NewSession()
+	var (
+		mu        sync.Mutex // held while a token is handled; abandoned is set under it
+		abandoned bool
+	)
+	type result struct {
+		res engine.GenResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if abandoned {
+				return ctx.Err()
+			}
+			run.Generated = append(run.Generated, tok)
+			if keepLogits {
+				run.Logits = append(run.Logits, append([]float32(nil), logits...))
+			}
+			if onToken != nil {
+				return onToken(tok)
+			}
+			return nil
+		})
+		done <- result{res, err}
+	}()
+	select {
+	case d := <-done:
+		return run, d.res, d.err
+	case <-ctx.Done():
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		return golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}, engine.GenResult{}, ctx.Err()
+	}
+}
+
+// Record runs every prompt and returns the golden record. progress, if not
+// nil, is called after each prompt.
+func (r *Runner) Record(ctx context.Context, prompts []golden.Prompt, version string, progress func(done, total int)) (*golden.Golden, []golden.Run, error) {
 	g := &golden.Golden{ModelRoot: r.Checkpoint.Root().Hex(), WeightsRoot: r.Checkpoint.WeightsRoot().Hex(),
 		Arch: string(r.Config.Arch), Vocab: r.Config.Vocab, Backend: r.Engine.Backend().Name(),
 		Threads: r.Threads, Tarfa: version}
-	var runs []golden.Run
+	// Every prompt is encoded and checked against the context before any
+	// is run: a bad line fails at once, not after the lines before it.
+	type job struct {
+		p         golden.Prompt
+		ids, stop []int
+	}
+	jobs := make([]job, 0, len(prompts))
 	for _, p := range prompts {
 		ids, err := r.PromptTokens(p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("prompt line %d: %w", p.Line, err)
 		}
+		if n := r.MaxNewTokens(len(ids)); p.MaxTokens > n {
+			return nil, nil, fmt.Errorf("prompt line %d: %d prompt tokens and max_tokens %d do not fit the model's context of %d positions (at most %d new tokens do)",
+				p.Line, len(ids), p.MaxTokens, r.ContextLimit(), n)
+		}
 		stop := p.Stop
 		if stop == nil {
 			stop = r.DefaultStops()
 		}
-		run, err := r.Generate(ctx, ids, p.MaxTokens, stop, p.Sampling, true, nil)
+		jobs = append(jobs, job{p, ids, stop})
+	}
+	var runs []golden.Run
+	for _, j := range jobs {
+		run, _, err := r.Generate(ctx, j.ids, j.p.MaxTokens, j.stop, j.p.Sampling, true, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("prompt line %d: %w", p.Line, err)
+			return nil, nil, fmt.Errorf("prompt line %d: %w", j.p.Line, err)
 		}
-		g.Prompts = append(g.Prompts, golden.PromptRecord{Source: p.Source})
+		g.Prompts = append(g.Prompts, golden.PromptRecord{Source: j.p.Source})
 		runs = append(runs, run)
+		if progress != nil {
+			progress(len(runs), len(prompts))
+		}
 	}
 	return g, runs, nil
 }
 
 // Replay regenerates every golden prompt with its recorded tokens and
-// settings and compares step by step.
-func (r *Runner) Replay(ctx context.Context, g *golden.Golden, runs []golden.Run) ([]golden.PromptDiff, error) {
+// settings and compares step by step. A golden record of another model (its
+// model root is not this one's) is refused with an error that matches
+// jnf.ErrVerification. progress, if not nil, is called after each prompt.
+func (r *Runner) Replay(ctx context.Context, g *golden.Golden, runs []golden.Run, progress func(done, total int)) ([]golden.PromptDiff, error) {
 	if root := r.Checkpoint.Root().Hex(); g.ModelRoot != root {
 		return nil, fmt.Errorf("the golden record was made with model root %s, %s has root %s: not the same model: %w", g.ModelRoot, r.Dir, root, jnf.ErrVerification)
 	}
 	var out []golden.PromptDiff
 	for i := range runs {
 		want := &runs[i]
-		got, err := r.Generate(ctx, want.PromptTokens, want.MaxTokens, want.Stop, want.Sampling, true, nil)
+		got, _, err := r.Generate(ctx, want.PromptTokens, want.MaxTokens, want.Stop, want.Sampling, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("prompt %d: %w", i, err)
 		}
 		out = append(out, golden.Compare(i, want, &got))
+		if progress != nil {
+			progress(len(out), len(runs))
+		}
 	}
 	return out, nil
 }

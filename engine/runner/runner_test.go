@@ -2,13 +2,17 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/validation/synth"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 func defaultModel(t *testing.T) string {
@@ -36,7 +40,7 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r1.Close()
-	g, runs, err := r1.Record(context.Background(), ps, "test")
+	g, runs, err := r1.Record(context.Background(), ps, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +62,7 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r4.Close()
-	diffs, err := r4.Replay(context.Background(), g2, runs2)
+	diffs, err := r4.Replay(context.Background(), g2, runs2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +81,7 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 	}
 	// A changed logit is caught as the first divergent step.
 	runs2[0].Logits[2][7] = math.Nextafter32(runs2[0].Logits[2][7], 1000)
-	diffs, _ = r4.Replay(context.Background(), g2, runs2)
+	diffs, _ = r4.Replay(context.Background(), g2, runs2, nil)
 	if diffs[0].Exact() || diffs[0].FirstDivergent != 2 {
 		t.Errorf("perturbed golden: %+v", diffs[0])
 	}
@@ -91,7 +95,73 @@ func TestReplayRefusesOtherModel(t *testing.T) {
 	}
 	defer r.Close()
 	g := &golden.Golden{ModelRoot: strings.Repeat("ab", 32), Vocab: r.Config.Vocab}
-	if _, err := r.Replay(context.Background(), g, nil); err == nil || !strings.Contains(err.Error(), "not the same model") {
+	if _, err := r.Replay(context.Background(), g, nil, nil); err == nil || !strings.Contains(err.Error(), "not the same model") {
 		t.Errorf("other model: %v", err)
+	}
+}
+
+// Open returns at once when its context is cancelled while the engine loads
+// (engine.Load takes no context), and the abandoned load can read nothing
+// more: the checkpoint's files are closed.
+func TestOpenCancelledDuringLoad(t *testing.T) {
+	dir := defaultModel(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	after := make(chan error, 1)
+	loadEngine = func(ck *weights.Checkpoint, opt engine.Options) (*engine.Model, error) {
+		close(started)
+		<-release
+		_, err := ck.Tensor("model.norm.weight")
+		after <- err
+		return nil, errors.New("load abandoned")
+	}
+	defer func() { loadEngine = engine.Load }()
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		<-started
+		cancel()
+		// The load is let go once Open has returned, or after a few
+		// seconds (an Open that waits for the load then fails the test
+		// instead of hanging it).
+		select {
+		case <-returned:
+		case <-time.After(3 * time.Second):
+		}
+		close(release)
+	}()
+	start := time.Now()
+	_, err := Open(ctx, dir, Options{})
+	close(returned)
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("Open cancelled during the load: %v after %v", err, time.Since(start))
+	}
+	if err := <-after; err == nil {
+		t.Error("the abandoned load still reads the checkpoint after Open returned")
+	}
+}
+
+// MaxNewTokens keeps prompt + generated tokens within the model's context.
+func TestContextLimit(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	limit := r.ContextLimit()
+	if limit != r.Config.MaxPositions || limit <= 0 {
+		t.Fatalf("ContextLimit %d, max_position_embeddings %d", limit, r.Config.MaxPositions)
+	}
+	prompt := make([]int, limit-2)
+	n := r.MaxNewTokens(len(prompt))
+	if n != 3 || r.MaxNewTokens(limit) != 1 || r.MaxNewTokens(limit+1) != 0 {
+		t.Fatalf("MaxNewTokens: %d %d %d", n, r.MaxNewTokens(limit), r.MaxNewTokens(limit+1))
+	}
+	// Exactly n tokens fit; one more runs past the context.
+	run, res, err := r.Generate(context.Background(), prompt, n, nil, golden.Sampling{}, false, nil)
+	if err != nil || len(run.Generated) != n || res.StopReason != engine.StopLength {
+		t.Fatalf("%d tokens after a %d-token prompt: %v, %d generated, stop %q", n, len(prompt), err, len(run.Generated), res.StopReason)
+	}
+	if _, _, err := r.Generate(context.Background(), prompt, n+1, nil, golden.Sampling{}, false, nil); err == nil {
+		t.Fatalf("%d tokens after a %d-token prompt fit a context of %d", n+1, len(prompt), limit)
 	}
 }

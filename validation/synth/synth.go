@@ -13,18 +13,23 @@
 package synth
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/internal/flock"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
@@ -169,61 +174,148 @@ func config(o Options) ([]byte, *hf.Config, int64, error) {
 	return cfgJSON, cfg, shardLimit, nil
 }
 
-// Write writes the checkpoint into dir (created; must not contain a checkpoint).
-func Write(dir string, o Options) error {
+// WriteOptions controls WriteContext.
+type WriteOptions struct {
+	// Progress, if set, is called as tensor data is written, with the bytes
+	// written so far and the total (Size).
+	Progress func(done, total int64)
+}
+
+// plan is a checked set of options with everything derived from them.
+type plan struct {
+	o       Options
+	cfgJSON []byte
+	cfg     *hf.Config
+	shards  [][]tensorSpec
+	bytes   int64 // tensor data
+}
+
+// check refuses options that are out of range, naming the option.
+func (o Options) check() error {
+	switch {
+	case o.Layout != hf.LayoutPerExpert && o.Layout != hf.LayoutFused:
+		return fmt.Errorf("layout %q: want %s or %s", o.Layout, hf.LayoutPerExpert, hf.LayoutFused)
+	case o.Layers < 0 || o.Layers > hf.MaxLayers:
+		return fmt.Errorf("layers %d: want 1 to %d (0: the preset's)", o.Layers, hf.MaxLayers)
+	case o.Vocab < 0 || o.Vocab > hf.MaxVocab:
+		return fmt.Errorf("vocabulary %d: want 1 to %d (0: the preset's)", o.Vocab, hf.MaxVocab)
+	case o.ShardBytes < 0:
+		return fmt.Errorf("shard size %d bytes: want more than 0 (0: the preset's)", o.ShardBytes)
+	}
+	return nil
+}
+
+func newPlan(o Options) (*plan, error) {
 	if o.Layout == "" {
 		o.Layout = hf.LayoutPerExpert
 	}
-	if o.Layout != hf.LayoutPerExpert && o.Layout != hf.LayoutFused {
-		return fmt.Errorf("layout %q: want %s or %s", o.Layout, hf.LayoutPerExpert, hf.LayoutFused)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	cfgJSON, cfg, shardLimit, err := config(o)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	// hf.ParseConfig bounds every count (layers, experts, routed experts
+	// in all), so the tensor list below has bounded length.
 	fused := o.Layout == hf.LayoutFused
-	specs := tensorSpecs(cfg, fused)
-
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
-		return fmt.Errorf("%s already holds a checkpoint (config.json exists)", dir)
-	}
+	p := &plan{o: o, cfgJSON: cfgJSON, cfg: cfg}
 	// Pack tensors into shards in order.
-	var shards [][]tensorSpec
 	var cur []tensorSpec
 	var curBytes int64
-	for _, s := range specs {
+	for _, s := range tensorSpecs(cfg, fused) {
 		n := numel(s.shape) * s.dtype.Size()
 		if len(cur) > 0 && curBytes+n > shardLimit {
-			shards = append(shards, cur)
+			p.shards = append(p.shards, cur)
 			cur, curBytes = nil, 0
 		}
 		cur = append(cur, s)
 		curBytes += n
+		p.bytes += n
 	}
-	shards = append(shards, cur)
+	p.shards = append(p.shards, cur)
+	return p, nil
+}
+
+// Size checks o and returns the bytes of tensor data Write would write and
+// the number of shard files (the other files are a few KB, a tokenizer a
+// few MB).
+func Size(o Options) (bytes int64, shards int, err error) {
+	p, err := newPlan(o)
+	if err != nil {
+		return 0, 0, err
+	}
+	return p.bytes, len(p.shards), nil
+}
+
+// Write writes the checkpoint into dir (WriteContext without a context or
+// progress).
+func Write(dir string, o Options) error {
+	return WriteContext(context.Background(), dir, o, WriteOptions{})
+}
+
+// WriteContext writes the checkpoint into dir, created if need be. dir must
+// not hold a checkpoint (config.json) nor anything but what an interrupted
+// Write leaves there: shards, index, tokenizer and generation config
+// without config.json, and hidden temporary files; those are removed
+// first. config.json is written last, so its presence marks a finished
+// checkpoint. When ctx is done, or anything fails, WriteContext stops
+// within a megabyte of writing and removes what it wrote. Two writers must
+// not write the same dir at once (the command line holds its lock).
+func WriteContext(ctx context.Context, dir string, o Options, wo WriteOptions) (err error) {
+	p, err := newPlan(o)
+	if err != nil {
+		return err
+	}
+	o = p.o
+	created, err := prepareDir(dir, o)
+	if err != nil {
+		return err
+	}
+	var written []string
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, f := range written {
+			os.Remove(f)
+		}
+		if created {
+			os.Remove(dir) // only if empty
+		}
+	}()
+	progress := wo.Progress
+	if progress == nil {
+		progress = func(int64, int64) {}
+	}
+	cw := &ctxWriter{ctx: ctx, total: p.bytes, progress: progress}
 	weightMap := map[string]string{}
-	var total int64
-	for i, sh := range shards {
-		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
+	for i, sh := range p.shards {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(p.shards))
 		var st []safetensors.Spec
 		byName := map[string]tensorSpec{}
 		for _, s := range sh {
 			st = append(st, safetensors.Spec{Name: s.name, DType: s.dtype, Shape: s.shape})
 			byName[s.name] = s
 			weightMap[s.name] = name
-			total += numel(s.shape) * s.dtype.Size()
 		}
-		err := safetensors.WriteFile(filepath.Join(dir, name), st, map[string]string{"format": "pt"}, func(sp safetensors.Spec, w io.Writer) error {
-			return fill(w, byName[sp.Name], o.Seed)
+		path := filepath.Join(dir, name)
+		err := safetensors.WriteFile(path, st, map[string]string{"format": "pt"}, func(sp safetensors.Spec, w io.Writer) error {
+			cw.w = w
+			return fill(cw, byName[sp.Name], o.Seed)
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return err
 		}
+		written = append(written, path)
 	}
-	idx := map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}
+	idx := map[string]any{"metadata": map[string]any{"total_size": p.bytes}, "weight_map": weightMap}
 	ib, _ := json.MarshalIndent(idx, "", "  ")
 	files := map[string][]byte{"model.safetensors.index.json": ib,
 		"generation_config.json": []byte("{\n  \"do_sample\": false,\n  \"transformers_version\": \"5.17.0\"\n}\n")}
@@ -235,13 +327,91 @@ func Write(dir string, o Options) error {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		if err := os.WriteFile(filepath.Join(dir, k), files[k], 0o644); err != nil {
+	for _, k := range append(names, "config.json") {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		b := files[k]
+		if k == "config.json" {
+			// Last: its presence marks a finished checkpoint.
+			b = append(p.cfgJSON, '\n')
+		}
+		path := filepath.Join(dir, k)
+		if err := jnf.WriteFileAtomic(path, b, 0o644); err != nil {
+			return err
+		}
+		written = append(written, path)
 	}
-	// config.json last: its presence marks a finished checkpoint.
-	return os.WriteFile(filepath.Join(dir, "config.json"), append(cfgJSON, '\n'), 0o644)
+	return nil
+}
+
+// ctxWriter passes tensor bytes on to w while ctx is not done, counting
+// them for progress.
+type ctxWriter struct {
+	ctx         context.Context
+	w           io.Writer
+	done, total int64
+	progress    func(done, total int64)
+}
+
+func (c *ctxWriter) Write(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.w.Write(b)
+	c.done += int64(n)
+	c.progress(c.done, c.total)
+	return n, err
+}
+
+// reShard is the name of a shard file of any checkpoint synth writes.
+var reShard = regexp.MustCompile(`^model-\d{5}-of-\d{5}\.safetensors$`)
+
+// prepareDir makes dir ready for a checkpoint: created (created reports
+// it), or holding nothing but an interrupted Write's leftovers, which it
+// removes. A directory with a checkpoint (config.json) or with any other
+// file is refused: synth never deletes what it did not write.
+func prepareDir(dir string, o Options) (created bool, err error) {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return false, err
+		}
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	ours := map[string]bool{"model.safetensors.index.json": true, "generation_config.json": true,
+		"tokenizer.json": true, "tokenizer_config.json": true}
+	for k := range o.Extra {
+		ours[k] = true
+	}
+	var stale []string
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case name == "config.json":
+			return false, fmt.Errorf("%s already holds a checkpoint (config.json exists)", dir)
+		case name == flock.Name:
+		case e.Type().IsRegular() && (ours[name] || reShard.MatchString(name) || isTemp(name)):
+			stale = append(stale, name)
+		default:
+			return false, fmt.Errorf("%s is not empty (it holds %s): synth writes into a new or empty directory", dir, name)
+		}
+	}
+	for _, name := range stale {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return false, fmt.Errorf("removing %s, left by an interrupted synth: %w", filepath.Join(dir, name), err)
+		}
+	}
+	return false, nil
+}
+
+// isTemp reports whether name is a temporary file of jnf.CreateAtomic
+// (".NAME.tmp-*"), as left by a writer that was killed.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
 }
 
 func numel(s shape) int64 {
