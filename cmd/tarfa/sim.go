@@ -18,7 +18,6 @@ import (
 	"github.com/tarfa-ai/tarfa/tier/trace"
 )
 
-
 // simTraceFlags choose the routing trace of tarfa sim and tarfa sim policies.
 type simTraceFlags struct {
 	path, synthetic, heat, save string
