@@ -236,3 +236,16 @@ func TestForwardStopsWhenCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestLoadStopsWhenCancelled(t *testing.T) {
+	_, w := synth(t, 1)
+	ck := w.open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := LoadContext(ctx, ck, Options{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled load: %v", err)
+	}
+	if nt, _ := ck.Served(); nt != 0 {
+		t.Errorf("a cancelled load read %d tensors", nt)
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -48,6 +49,8 @@ type Options struct {
 	// re-read and re-hashed by the attestation layer for every token.
 	// 0 fetches from Weights on every use; < 0 caches without limit.
 	ExpertCacheBytes int64
+
+	ctx context.Context // LoadContext's
 }
 
 // Model is a loaded model: configuration, non-expert weights (viewing the
@@ -180,6 +183,13 @@ func (m *Model) Stats() Stats {
 // backend. Errors name the tensor, the got and the wanted value. Every
 // weight the model computes with is a verified value of ck.
 func Load(ck *weights.Checkpoint, opt Options) (*Model, error) {
+	return LoadContext(context.Background(), ck, opt)
+}
+
+// LoadContext is Load that stops between tensors when ctx is done,
+// returning ctx's error.
+func LoadContext(ctx context.Context, ck *weights.Checkpoint, opt Options) (*Model, error) {
+	opt.ctx = ctx
 	return loadFrom(ck.Config(), ck.Root(), ck, opt)
 }
 
@@ -206,7 +216,10 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)
-	ld := &loader{w: w, root: root, offset: m.offsetNorm}
+	ld := &loader{ctx: opt.ctx, w: w, root: root, offset: m.offsetNorm}
+	if ld.ctx == nil {
+		ld.ctx = context.Background()
+	}
 	H, V := cfg.Hidden, cfg.Vocab
 
 	m.embed = ld.mat("model.embed_tokens.weight", V, H)
@@ -266,6 +279,9 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 				continue
 			}
 			for e := 0; e < cfg.Experts; e++ {
+				if err := ld.ctx.Err(); err != nil {
+					return nil, err
+				}
 				ve, err := w.Expert(l, e)
 				if err != nil {
 					return nil, fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
@@ -338,6 +354,7 @@ func checkConfig(c *hf.Config) error {
 
 // loader fetches tensors and keeps the first error.
 type loader struct {
+	ctx    context.Context
 	w      source
 	root   jnf.Digest
 	offset bool
@@ -347,6 +364,10 @@ type loader struct {
 
 func (l *loader) fetch(name string, shape ...int) (weights.View, bool) {
 	if l.err != nil {
+		return weights.View{}, false
+	}
+	if err := l.ctx.Err(); err != nil {
+		l.err = err
 		return weights.View{}, false
 	}
 	vt, err := l.w.Tensor(name)

@@ -52,9 +52,10 @@ type PromptRun struct {
 // keeps every step's logits.
 func (r *Runner) GenerateLedger(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling) (PromptRun, error) {
 	pr := PromptRun{Run: golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}}
-	sess := r.Engine.NewSession()
-	l := ledger.New(r.Checkpoint.Root(), r.Config.Layers, r.Config.TopK, ledger.ModeExact)
-	sess.SetLedger(l)
+	sess, l := r.NewSession()
+	if r.trace != nil {
+		defer r.trace.endSession()
+	}
 	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
 		pr.Run.Generated = append(pr.Run.Generated, tok)
 		pr.Run.Logits = append(pr.Run.Logits, append([]float32(nil), logits...))

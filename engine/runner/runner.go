@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"sync"
+	"io"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/canon"
@@ -17,6 +17,8 @@ import (
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
@@ -28,81 +30,109 @@ type Runner struct {
 	Engine     *engine.Model
 	Tok        *tokenizer.Tokenizer // nil when the model directory has no tokenizer.json
 	Threads    int
+	// Tier is the streaming hierarchy the experts come through (nil: the
+	// engine's default path, Options.ExpertCacheBytes).
+	Tier *tier.Hierarchy
+
+	trace *traceRecorder // nil unless Options.Trace
 }
 
 // Options configures Open.
 type Options struct {
 	Threads int // engine goroutines (0 = all cores); results never depend on it
-	// ExpertCacheBytes bounds the verified-expert cache (see engine.Options);
-	// 0 re-reads and re-hashes experts for every use.
+	// ExpertCacheBytes bounds the verified-expert cache of the engine's
+	// default path (see engine.Options) when Tier is nil; 0 re-reads and
+	// re-hashes experts for every use.
 	ExpertCacheBytes int64
+	// Tier, if set, streams the experts through a hierarchy with these
+	// budgets (package tier). Results never depend on it.
+	Tier *tier.Options
+	// Trace, if set, receives the routing of every generation (the
+	// tier/trace format, source "measured").
+	Trace io.Writer
 }
 
 // Open opens a JNF directory (root-checked by weights.Open), loads the
-// engine and, when the manifest lists one, the tokenizer copied beside the
-// weights (read through the checkpoint's verified auxiliary files).
-//
-// Open returns ctx's error as soon as ctx is done, also while the engine is
-// loading (engine.Load, which reads and hashes every non-expert tensor,
-// takes no context): the checkpoint's files are closed then, so the load
-// fails at its next read and ends on its own.
-func Open(ctx context.Context, dir string, opt Options) (*Runner, error) {
+// engine (every non-expert tensor read and verified; interruptible between
+// tensors) and, when the manifest lists one, the tokenizer copied beside
+// the weights (read through the checkpoint's verified auxiliary files).
+func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 	m, err := weights.Open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	type loaded struct {
-		em  *engine.Model
-		err error
-	}
-	done := make(chan loaded, 1)
-	go func() {
-		em, err := loadEngine(m, engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes})
-		done <- loaded{em, err}
-	}()
-	var em *engine.Model
-	select {
-	case l := <-done:
-		if l.err != nil {
+	var h *tier.Hierarchy
+	defer func() {
+		if err != nil {
+			if h != nil {
+				h.Close()
+			}
 			m.Close()
-			return nil, l.err
 		}
-		em = l.em
-	case <-ctx.Done():
-		m.Close()
-		return nil, ctx.Err()
+	}()
+	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes}
+	if opt.Tier != nil {
+		if h, err = tier.New(m, *opt.Tier); err != nil {
+			return nil, err
+		}
+		eopt.Experts = h
 	}
-	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads()}
-	// The tokenizer and chat template are read from the verified auxiliary
-	// files: what is parsed is what the manifest root attests.
-	aux, err := m.AuxFS()
+	em, err := engine.LoadContext(ctx, m, eopt)
 	if err != nil {
-		m.Close()
 		return nil, err
 	}
-	if _, err := fs.Stat(aux, tokenizer.TokenizerFile); err == nil {
-		if r.Tok, err = tokenizer.LoadFS(aux); err != nil {
-			m.Close()
+	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads(), Tier: h}
+	// The tokenizer and chat template are read from the verified auxiliary
+	// files: what is parsed is what the manifest root attests. Its ids are
+	// bounded by the model's vocabulary before anything is sized from them.
+	aux, err := m.AuxFS()
+	if err != nil {
+		return nil, err
+	}
+	if _, serr := fs.Stat(aux, tokenizer.TokenizerFile); serr == nil {
+		if r.Tok, err = (tokenizer.LoadOptions{ModelVocab: r.Config.Vocab}).LoadFS(aux); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
-		if r.Tok.VocabSize() > r.Config.Vocab {
-			m.Close()
-			return nil, fmt.Errorf("%s: tokenizer has %d tokens, the model's vocabulary is %d", dir, r.Tok.VocabSize(), r.Config.Vocab)
+	}
+	if opt.Trace != nil {
+		if r.trace, err = newTraceRecorder(opt.Trace, r); err != nil {
+			return nil, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		m.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// loadEngine is engine.Load (a variable for the tests of Open's
-// cancellation).
-var loadEngine = engine.Load
+// Close finishes the trace and releases the hierarchy and the model files.
+func (r *Runner) Close() error {
+	var err error
+	if r.trace != nil {
+		err = r.trace.close()
+	}
+	if r.Tier != nil {
+		if terr := r.Tier.Close(); err == nil {
+			err = terr
+		}
+	}
+	if cerr := r.Checkpoint.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
-// Close releases the model files.
-func (r *Runner) Close() error { return r.Checkpoint.Close() }
+// NewSession starts a session with its own ledger (recording the routing
+// into the trace when the runner keeps one).
+func (r *Runner) NewSession() (*engine.Session, *ledger.Ledger) {
+	sess := r.Engine.NewSession()
+	l := ledger.New(r.Checkpoint.Root(), r.Config.Layers, r.Config.TopK, ledger.ModeExact)
+	sess.SetLedger(l)
+	if r.trace != nil {
+		r.trace.observe(l)
+	}
+	return sess, l
+}
 
 // DefaultStops are the end-of-sequence ids: the tokenizer's EOS token and the
 // config's eos_token_id list.
@@ -203,51 +233,25 @@ func (r *Runner) MaxNewTokens(n int) int {
 // Generate runs one prompt in a fresh session and returns the run and the
 // engine's account of it (stop reason, prefill and decode times); with
 // keepLogits the run holds a copy of every step's logits (golden record and
-// replay), otherwise none are copied (plain generation).
-//
-// Generate returns ctx's error as soon as ctx is done, also in the middle of
-// a model step (a long prefill): the step finishes in the background, its
-// result unused, and onToken is not called after Generate has returned. The
-// Runner is then only to be closed.
+// replay), otherwise none are copied (plain generation). It returns ctx's
+// error within one model layer of ctx being done.
 func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, keepLogits bool, onToken func(int) error) (golden.Run, engine.GenResult, error) {
 	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
-	sess := r.Engine.NewSession()
-	var (
-		mu        sync.Mutex // held while a token is handled; abandoned is set under it
-		abandoned bool
-	)
-	type result struct {
-		res engine.GenResult
-		err error
+	sess, _ := r.NewSession()
+	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
+		run.Generated = append(run.Generated, tok)
+		if keepLogits {
+			run.Logits = append(run.Logits, append([]float32(nil), logits...))
+		}
+		if onToken != nil {
+			return onToken(tok)
+		}
+		return nil
+	})
+	if r.trace != nil {
+		r.trace.endSession()
 	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if abandoned {
-				return ctx.Err()
-			}
-			run.Generated = append(run.Generated, tok)
-			if keepLogits {
-				run.Logits = append(run.Logits, append([]float32(nil), logits...))
-			}
-			if onToken != nil {
-				return onToken(tok)
-			}
-			return nil
-		})
-		done <- result{res, err}
-	}()
-	select {
-	case d := <-done:
-		return run, d.res, d.err
-	case <-ctx.Done():
-		mu.Lock()
-		abandoned = true
-		mu.Unlock()
-		return golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}, engine.GenResult{}, ctx.Err()
-	}
+	return run, res, err
 }
 
 // Record runs every prompt and returns the golden record. progress, if not

@@ -1,18 +1,20 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/tier"
+	"github.com/tarfa-ai/tarfa/tier/trace"
 	"github.com/tarfa-ai/tarfa/validation/synth"
-	"github.com/tarfa-ai/tarfa/weights"
 )
 
 func defaultModel(t *testing.T) string {
@@ -100,43 +102,79 @@ func TestReplayRefusesOtherModel(t *testing.T) {
 	}
 }
 
-// Open returns at once when its context is cancelled while the engine loads
-// (engine.Load takes no context), and the abandoned load can read nothing
-// more: the checkpoint's files are closed.
-func TestOpenCancelledDuringLoad(t *testing.T) {
+// Open stops with the context's error when it is cancelled (the engine
+// load checks between tensors), and the hierarchy and files are released.
+func TestOpenCancelled(t *testing.T) {
 	dir := defaultModel(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	after := make(chan error, 1)
-	loadEngine = func(ck *weights.Checkpoint, opt engine.Options) (*engine.Model, error) {
-		close(started)
-		<-release
-		_, err := ck.Tensor("model.norm.weight")
-		after <- err
-		return nil, errors.New("load abandoned")
-	}
-	defer func() { loadEngine = engine.Load }()
 	ctx, cancel := context.WithCancel(context.Background())
-	returned := make(chan struct{})
-	go func() {
-		<-started
-		cancel()
-		// The load is let go once Open has returned, or after a few
-		// seconds (an Open that waits for the load then fails the test
-		// instead of hanging it).
-		select {
-		case <-returned:
-		case <-time.After(3 * time.Second):
-		}
-		close(release)
-	}()
-	start := time.Now()
-	_, err := Open(ctx, dir, Options{})
-	close(returned)
-	if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
-		t.Fatalf("Open cancelled during the load: %v after %v", err, time.Since(start))
+	cancel()
+	if _, err := Open(ctx, dir, Options{Tier: &tier.Options{DeviceBudget: 1 << 20}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Open with a cancelled context: %v", err)
 	}
-	if err := <-after; err == nil {
-		t.Error("the abandoned load still reads the checkpoint after Open returned")
+}
+
+// TestTierAndTrace: generation through the streaming hierarchy gives the
+// default path's tokens and logits; the trace records every MoE layer of
+// every position of every generation, as a measured trace of this model.
+func TestTierAndTrace(t *testing.T) {
+	dir := defaultModel(t)
+	ps, err := golden.ParsePrompts(strings.NewReader(prompts), "p.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := Open(context.Background(), dir, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	g, runs, err := ref.Record(context.Background(), ps, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr bytes.Buffer
+	r, err := Open(context.Background(), dir, Options{Tier: &tier.Options{RAMBudget: 128 << 10, DeviceBudget: 64 << 10, Readers: 3}, Trace: &tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := r.Replay(context.Background(), g, runs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		if !d.Exact() {
+			t.Errorf("prompt %d through the hierarchy: %+v", d.Index, d)
+		}
+	}
+	st := r.Tier.Stats()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Misses+st.Streamed == 0 || st.Evictions == 0 || st.MaxMapped > (128+64)<<10 {
+		t.Errorf("hierarchy stats %+v", st)
+	}
+	rd, err := trace.NewReader(&tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := rd.Header(); h.Source != trace.Measured || h.ModelRoot != r.Checkpoint.Root().String() || h.Layers != 4 || h.TopK != 2 {
+		t.Errorf("trace header %+v", h)
+	}
+	positions := 0
+	for _, run := range runs {
+		positions += len(run.PromptTokens) + len(run.Generated) - 1
+	}
+	n := 0
+	for {
+		if _, err := rd.Next(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		n++
+	}
+	if n != positions*4 {
+		t.Errorf("trace holds %d records, want %d positions × 4 MoE layers", n, positions)
 	}
 }
 
