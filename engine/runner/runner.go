@@ -8,8 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"io"
+	"io/fs"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/canon"
