@@ -362,3 +362,11 @@ func TestCheckStopsWhenCancelled(t *testing.T) {
 		t.Errorf("cancelled Check: %v", err)
 	}
 }
+
+func TestMissingConfigIsAVerificationFailure(t *testing.T) {
+	dir := converted(t, -1)
+	os.Remove(filepath.Join(dir, "config.json"))
+	if _, err := OpenDir(context.Background(), dir); !errors.Is(err, jnf.ErrVerification) || !strings.Contains(err.Error(), "the manifest lists it") {
+		t.Errorf("config.json removed: %v", err)
+	}
+}

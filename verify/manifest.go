@@ -737,6 +737,9 @@ func (e *ConfigChangedError) Is(target error) bool { return target == jnf.ErrVer
 func readConfig(dir string, m *Manifest) ([]byte, error) {
 	path := filepath.Join(dir, "config.json")
 	b, err := jnf.ReadFileLimit(path, jnf.MaxConfigSize, "config.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (the manifest lists it): %w", err, jnf.ErrVerification)
+	}
 	if err != nil {
 		return nil, err
 	}

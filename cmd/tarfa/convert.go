@@ -95,7 +95,7 @@ holds it and waits for it to finish (--no-wait: fail at once instead).
 
 Exit statuses: 0 ok; 1 error (bad flags, SRC is no Hugging Face checkpoint, too
 little space, DIR held by another tarfa with --no-wait); 3 verification failed
-(--verify: a written record fails its digests); 130 interrupted (rerun the same
+(--verify: a written record fails its digests or differs from the source); 130 interrupted (rerun the same
 command to resume).`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(cmd *cobra.Command, args []string) error {

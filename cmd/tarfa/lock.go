@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/tarfa-ai/tarfa/internal/diskspace"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -118,7 +119,7 @@ func pathErr(err error) error {
 // checkFree refuses to start writing need bytes into dir (an existing
 // directory) when its file system has less room.
 func checkFree(flag, dir string, need int64, advice string) error {
-	free, known, err := freeSpace(dir)
+	free, known, err := diskspace.Free(dir)
 	if err != nil {
 		return fmt.Errorf("%s %s: free space: %w", flag, dir, err)
 	}

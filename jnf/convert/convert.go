@@ -609,7 +609,7 @@ func compareWithSource(ctx context.Context, ck *hf.Checkpoint, path, name string
 					for a[j] == b[j] {
 						j++
 					}
-					return n, fmt.Errorf("%s: record %s: byte at offset %d is %#02x, source %s offset %d has %#02x", name, r.Name, pos+done+int64(j), a[j], s.File, s.Offset+done+int64(j), b[j])
+					return n, fmt.Errorf("%s: record %s: byte at offset %d is %#02x, source %s offset %d has %#02x: %w", name, r.Name, pos+done+int64(j), a[j], s.File, s.Offset+done+int64(j), b[j], jnf.ErrVerification)
 				}
 				done += k
 				n += k

@@ -435,6 +435,9 @@ func TestVerifyFindsADifferenceInAnyRecord(t *testing.T) {
 			res, err := Convert(context.Background(), devA, dst, Options{LastLayer: -1, Workers: 1, Verify: true,
 				Log: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			wantErr(t, "resume with --verify", err, last+": record "+r.Name+": byte at offset "+itoa(off)+" is ")
+			if !errors.Is(err, jnf.ErrVerification) {
+				t.Errorf("a byte that differs from the source does not match jnf.ErrVerification: %v", err)
+			}
 			if res != nil {
 				t.Errorf("result %+v", res)
 			}

@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"github.com/tarfa-ai/tarfa/internal/diskspace"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,7 +89,7 @@ func checkSpace(ck *hf.Checkpoint, dst string, todo []*unit, cfgSum string, igno
 		return nil
 	}
 	if free == nil {
-		free = freeSpace
+		free = diskspace.Free
 	}
 	avail, known, err := free(dst)
 	if err != nil {

@@ -114,7 +114,7 @@ func EnsureDefaultWith(ctx context.Context, cacheDir string, opt EnsureOptions) 
 	if err != nil {
 		return "", false, err
 	}
-	if err := Write(filepath.Join(tmp, "hf"), o); err != nil {
+	if err := WriteContext(ctx, filepath.Join(tmp, "hf"), o, WriteOptions{}); err != nil {
 		return "", false, err
 	}
 	if _, err := convert.Convert(ctx, filepath.Join(tmp, "hf"), filepath.Join(tmp, "jnf"), convert.Options{LastLayer: -1, Verify: true}); err != nil {
