@@ -37,6 +37,28 @@ type Options struct {
 // DefaultReaders is the default number of reads in flight.
 const DefaultReaders = 8
 
+// Auto, as a budget, lets New choose: for the RAM tier every routed expert
+// if they fit in half of the memory the system reports available, else
+// that half; for device slots two steps' worth (2 × top-k experts), so
+// reads overlap with compute.
+const Auto = -1
+
+// autoBudgets resolves Auto budgets for a model with n experts of size
+// bytes each and top-k k.
+func autoBudgets(opt *Options, n, size, k int) {
+	if opt.DeviceBudget == Auto {
+		opt.DeviceBudget = int64(2*k) * int64(size)
+	}
+	if opt.RAMBudget == Auto {
+		all := int64(n) * int64(size)
+		if avail := availableMemory(); avail > 0 {
+			opt.RAMBudget = min(all, avail/2)
+		} else {
+			opt.RAMBudget = min(all, 1<<30)
+		}
+	}
+}
+
 // Stats are cumulative counters of a Hierarchy.
 type Stats struct {
 	Hits        int64 `json:"hits"`     // uses served by a resident RAM-tier copy
@@ -82,6 +104,7 @@ type Hierarchy struct {
 	lastLayer int
 
 	pool sync.Pool // *stream
+	opt  Options   // with Auto budgets resolved
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -144,6 +167,14 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	if h.size == 0 {
 		return nil, errors.New("tier: the model has no routed experts")
 	}
+	moe := 0
+	for _, sp := range cfg.Sparse {
+		if sp {
+			moe++
+		}
+	}
+	autoBudgets(&opt, moe*cfg.Experts, h.size, cfg.TopK)
+	h.opt = opt
 	var err error
 	if h.dev, err = weights.NewArena(h.size, opt.DeviceBudget); err != nil {
 		return nil, fmt.Errorf("tier: the device budget of %d bytes must hold at least one expert (%d bytes read): %w", opt.DeviceBudget, h.size, err)
@@ -205,6 +236,40 @@ func (h *Hierarchy) reader() {
 		})
 		r.reply <- readDone{r, ve, err}
 	}
+}
+
+// Options are the options in effect (Auto budgets resolved).
+func (h *Hierarchy) Options() Options { return h.opt }
+
+// Describe says what is resident where, for the startup line.
+func (h *Hierarchy) Describe() string {
+	st := h.Stats()
+	direct := map[DirectMode]string{DirectAuto: "O_DIRECT where possible", DirectOff: "buffered reads", DirectOn: "O_DIRECT"}[h.opt.Direct]
+	ram := "no RAM tier"
+	if st.RAMCap > 0 {
+		pol := h.opt.Policy
+		if pol == "" {
+			pol = policy.Default
+		}
+		ram = fmt.Sprintf("RAM tier %d of %d experts (%s, %s, %v)", st.RAMCap, h.dims.N(), bytesString(h.opt.RAMBudget), pol, h.opt.Partition)
+	}
+	readers := h.opt.Readers
+	if readers <= 0 {
+		readers = DefaultReaders
+	}
+	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, direct)
+}
+
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // ExpertBytes is the size of one expert's read (a record and its padding).

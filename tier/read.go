@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -58,8 +57,8 @@ func (fs *files) get(path string) (*fileFD, error) {
 		return fd, nil
 	}
 	var fd *fileFD
-	if fs.mode != DirectOff {
-		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if fs.mode != DirectOff && oDirect != 0 {
+		f, err := os.OpenFile(path, os.O_RDONLY|oDirect, 0)
 		switch {
 		case err == nil:
 			fd = &fileFD{f: f, direct: true}

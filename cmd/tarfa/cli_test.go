@@ -318,3 +318,33 @@ func TestTamperedNonExpertTensorStopsGeneration(t *testing.T) {
 		os.WriteFile(p, b, 0o644)
 	}
 }
+
+// TestReplayUnderTinyBudgets: a golden record replays bit for bit with a
+// RAM tier and device slots far below the model's working set (constant
+// eviction, streaming through the slots), with O_DIRECT on and off; the
+// routing trace of the replay is written.
+func TestReplayUnderTinyBudgets(t *testing.T) {
+	prompts := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(prompts, []byte(`{"tokens": [5, 9, 200, 17], "max_tokens": 8}
+{"tokens": [17], "max_tokens": 6, "temperature": 0.8, "seed": 42}
+`), 0o644)
+	g := filepath.Join(t.TempDir(), "g")
+	if _, err := runCLI(t, "", "golden", "record", "--prompts", prompts, "--out", g); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--ram-budget", "128KiB", "--device-budget", "64KiB"},
+		{"--ram-budget", "0", "--device-budget", "12KiB", "--readers", "1", "--direct", "off"},
+		{"--ram-budget", "48KiB", "--device-budget", "24KiB", "--policy", "lru", "--partition", "per-layer"},
+	} {
+		tr := filepath.Join(t.TempDir(), "trace.jsonl")
+		out, err := runCLI(t, "", append([]string{"replay", "--golden", g, "--trace", tr}, args...)...)
+		if err != nil || !strings.Contains(out, "exact=true") {
+			t.Fatalf("replay %v: %v\n%s", args, err, out)
+		}
+		b, err := os.ReadFile(tr)
+		if err != nil || !strings.Contains(string(b), `"source":"measured"`) || strings.Count(string(b), "\n") < 1+(4+1)*4 {
+			t.Errorf("trace of replay %v: %v\n%.300s", args, err, b)
+		}
+	}
+}

@@ -26,6 +26,7 @@ type goldenRecordOptions struct {
 	threads             int
 	force, noWait       bool
 	asJSON              bool
+	tier                tierFlags
 }
 
 // goldenRecordResult is golden record's --json output.
@@ -61,6 +62,9 @@ second tarfa writing G waits for it (--no-wait: fails at once).
 			if o.prompts == "" || o.out == "" {
 				return fmt.Errorf("--prompts FILE and --out G are required")
 			}
+			if _, err := o.tier.options(); err != nil {
+				return err
+			}
 			return threadsFlag(o.threads)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
@@ -90,7 +94,7 @@ second tarfa writing G waits for it (--no-wait: fails at once).
 			if err := checkGoldenOut(o.out, o.force); err != nil {
 				return err
 			}
-			r, _, err := openRunner(cmd, o.model, o.threads, 1<<30)
+			r, _, err := openRunner(cmd, o.model, o.threads, &o.tier)
 			if err != nil {
 				return err
 			}
@@ -121,6 +125,7 @@ second tarfa writing G waits for it (--no-wait: fails at once).
 	f.StringVar(&o.prompts, "prompts", "", "JSONL prompt file")
 	f.StringVar(&o.out, "out", "", "output golden directory: new, empty, or a golden record to replace with --force")
 	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d", maxThreads))
+	o.tier.add(cmd)
 	f.BoolVar(&o.force, "force", false, "replace the golden record in --out")
 	f.BoolVar(&o.noWait, "no-wait", false, noWaitHelp)
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
@@ -158,6 +163,7 @@ type replayOptions struct {
 	model, golden, backend string
 	threads                int
 	asJSON                 bool
+	tier                   tierFlags
 }
 
 // replayResult is replay's --json output.
@@ -192,6 +198,9 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 			if o.backend != "cpu" {
 				return fmt.Errorf("--backend %q: this build has only the cpu backend", o.backend)
 			}
+			if _, err := o.tier.options(); err != nil {
+				return err
+			}
 			return threadsFlag(o.threads)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -205,7 +214,7 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 			if err != nil {
 				return err
 			}
-			r, _, err := openRunner(cmd, o.model, o.threads, 1<<30)
+			r, _, err := openRunner(cmd, o.model, o.threads, &o.tier)
 			if err != nil {
 				return err
 			}
@@ -252,6 +261,7 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 	f.StringVar(&o.golden, "golden", "", "golden directory")
 	f.StringVar(&o.backend, "backend", "cpu", "backend to replay on")
 	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d", maxThreads))
+	o.tier.add(cmd)
 	f.BoolVar(&o.asJSON, "json", false, "print the comparison as JSON")
 	return cmd
 }

@@ -17,9 +17,6 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf"
 )
 
-// maxCacheMiB bounds --expert-cache-mib (16 TiB; MiB << 20 must not overflow).
-const maxCacheMiB = 1 << 24
-
 // genFlags are the model and sampling flags of the generating commands.
 type genFlags struct {
 	model       string
@@ -29,7 +26,7 @@ type genFlags struct {
 	topP        float64
 	topK        int
 	seed        uint64
-	cacheMiB    int64
+	tier        tierFlags
 }
 
 func (g *genFlags) add(cmd *cobra.Command) {
@@ -41,7 +38,7 @@ func (g *genFlags) add(cmd *cobra.Command) {
 	f.Float64Var(&g.topP, "top-p", 0, "nucleus sampling mass in (0, 1] (with --temperature; 0 = off)")
 	f.IntVar(&g.topK, "top-k", 0, "sample among the K most likely tokens (with --temperature; 0 = off)")
 	f.Uint64Var(&g.seed, "seed", 0, "sampling seed (with --temperature): same seed, same tokens")
-	f.Int64Var(&g.cacheMiB, "expert-cache-mib", 1024, "MiB of verified experts kept in RAM (0 = re-read and re-hash every use)")
+	g.tier.add(cmd)
 }
 
 // check validates the flags before anything is opened.
@@ -52,7 +49,7 @@ func (g *genFlags) check(cmd *cobra.Command) error {
 	if err := intFlag("max-tokens", int64(g.maxTokens), 1, golden.MaxTokensLimit, "tokens to generate"); err != nil {
 		return err
 	}
-	if err := intFlag("expert-cache-mib", g.cacheMiB, 0, maxCacheMiB, "MiB of verified experts kept in RAM"); err != nil {
+	if _, err := g.tier.options(); err != nil {
 		return err
 	}
 	if err := finiteFlag("temperature", g.temperature, 0, golden.MaxTemperature, "0 = greedy"); err != nil {
@@ -89,21 +86,37 @@ func (g *genFlags) sampling() golden.Sampling {
 }
 
 // openRunner opens dir (the embedded default model when empty) for
-// generation, showing progress while the model is verified and loaded, and
-// prints the banner. It returns the time the opening took.
-func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (*runner.Runner, time.Duration, error) {
+// generation through the streaming hierarchy the flags describe, showing
+// progress while the model is verified and loaded, and prints the banner.
+// It returns the time the opening took.
+func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*runner.Runner, time.Duration, error) {
 	start := time.Now()
+	to, err := tf.options()
+	if err != nil {
+		return nil, 0, err
+	}
 	isDefault := dir == ""
 	if isDefault {
-		var err error
 		if dir, err = defaultModel(cmd); err != nil {
 			return nil, 0, err
 		}
 	}
+	opt := runner.Options{Threads: threads, Tier: to}
+	tr, err := tf.openTrace()
+	if err != nil {
+		return nil, 0, err
+	}
+	if tr != nil {
+		opt.Trace = tr
+		cmd.PostRunE = chainPostRun(cmd.PostRunE, tr.Close)
+	}
 	done := stepProgress(cmd.ErrOrStderr(), "opening and verifying "+dir)
-	r, err := runner.Open(cmd.Context(), dir, runner.Options{Threads: threads, ExpertCacheBytes: cacheBytes})
+	r, err := runner.Open(cmd.Context(), dir, opt)
 	done()
 	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
 		return nil, 0, openError(err)
 	}
 	banner(cmd, r)
@@ -113,10 +126,28 @@ func openRunner(cmd *cobra.Command, dir string, threads int, cacheBytes int64) (
 	return r, time.Since(start), nil
 }
 
-// banner states what runs: the mode (always exact here), the model root and the backend.
+// chainPostRun runs f after a command's own PostRunE.
+func chainPostRun(prev func(*cobra.Command, []string) error, f func() error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		var err error
+		if prev != nil {
+			err = prev(cmd, args)
+		}
+		if ferr := f(); err == nil {
+			err = ferr
+		}
+		return err
+	}
+}
+
+// banner states what runs: the mode (always exact here), the model root,
+// the backend and what is resident where.
 func banner(cmd *cobra.Command, r *runner.Runner) {
 	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%d threads)\n",
 		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), r.Threads)
+	if r.Tier != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", r.Tier.Describe())
+	}
 }
 
 // parseIDs parses token ids separated by commas or spaces.
@@ -261,7 +292,7 @@ Greedy by default; --temperature T samples deterministically, with --top-p,
 }
 
 func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
-	r, load, err := openRunner(cmd, o.gen.model, o.gen.threads, o.gen.cacheMiB<<20)
+	r, load, err := openRunner(cmd, o.gen.model, o.gen.threads, &o.gen.tier)
 	if err != nil {
 		return err
 	}

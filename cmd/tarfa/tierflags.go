@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/tier"
+	"github.com/tarfa-ai/tarfa/tier/policy"
+)
+
+// tierFlags are the memory-hierarchy flags of every generating command.
+type tierFlags struct {
+	ram, device string
+	readers     int
+	policy      string
+	partition   string
+	direct      string
+	trace       string
+}
+
+// maxReaders bounds --readers.
+const maxReaders = 256
+
+func (t *tierFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&t.ram, "ram-budget", "auto", `bytes of verified experts kept resident in RAM, e.g. 64GiB, 128KiB, 0 (none: every use reads from storage); "auto": all routed experts if they fit in half the available memory, else that half`)
+	f.StringVar(&t.device, "device-budget", "auto", `bytes of experts in flight (read, hashed, computed) besides the RAM tier; at least one expert; "auto": two steps' worth (2 × top-k experts)`)
+	f.IntVar(&t.readers, "readers", 0, fmt.Sprintf("expert reads in flight, 1 to %d (0 = %d)", maxReaders, tier.DefaultReaders))
+	f.StringVar(&t.policy, "policy", policy.Default, "RAM-tier policy: "+strings.Join(onlinePolicies(), ", "))
+	f.StringVar(&t.partition, "partition", "global", "RAM-tier capacity: global (shared by all layers) or per-layer")
+	f.StringVar(&t.direct, "direct", "auto", "O_DIRECT reads: auto (where the file system allows), on (required), off")
+	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE (tier/trace format, source measured)")
+}
+
+func onlinePolicies() []string {
+	var out []string
+	for _, n := range policy.Names() {
+		if policy.Online(n) && !policy.NeedsHeat(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// options checks the flags and returns the hierarchy options.
+func (t *tierFlags) options() (*tier.Options, error) {
+	ram, err := parseBudget("ram-budget", t.ram, true)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := parseBudget("device-budget", t.device, false)
+	if err != nil {
+		return nil, err
+	}
+	if t.readers < 0 || t.readers > maxReaders {
+		return nil, fmt.Errorf("--readers %d: want 1 to %d (0 = %d)", t.readers, maxReaders, tier.DefaultReaders)
+	}
+	known := false
+	for _, n := range onlinePolicies() {
+		known = known || n == t.policy
+	}
+	if !known {
+		return nil, fmt.Errorf("--policy %q: want one of %s", t.policy, strings.Join(onlinePolicies(), ", "))
+	}
+	part, err := policy.ParsePartition(t.partition)
+	if err != nil {
+		return nil, fmt.Errorf("--partition %q: want global or per-layer", t.partition)
+	}
+	o := &tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part}
+	switch t.direct {
+	case "auto":
+		o.Direct = tier.DirectAuto
+	case "on":
+		o.Direct = tier.DirectOn
+	case "off":
+		o.Direct = tier.DirectOff
+	default:
+		return nil, fmt.Errorf("--direct %q: want auto, on or off", t.direct)
+	}
+	return o, nil
+}
+
+// openTrace creates the --trace file (nil when not asked for).
+func (t *tierFlags) openTrace() (*os.File, error) {
+	if t.trace == "" {
+		return nil, nil
+	}
+	f, err := os.Create(t.trace)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	return f, nil
+}
+
+// parseBudget parses a byte size with an optional unit (B, KiB, MiB, GiB,
+// TiB, or KB, MB, GB, TB), or "auto"; zero only where allowed.
+func parseBudget(flag, s string, zeroOK bool) (int64, error) {
+	if s == "auto" {
+		return tier.Auto, nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: %v", flag, s, err)
+	}
+	if n == 0 && !zeroOK {
+		return 0, fmt.Errorf("--%s 0: want at least one expert's worth of bytes, or auto", flag)
+	}
+	return n, nil
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   float64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+// parseBytes parses "128KiB", "1.5GiB", "64GB", "4096".
+func parseBytes(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), 1.0
+	for _, u := range byteUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || v*mult > 1<<62 {
+		return 0, fmt.Errorf("want a size in bytes from 0 to 4 EiB, e.g. 64GiB, 512MiB, 128KiB")
+	}
+	return int64(v * mult), nil
+}

@@ -1,0 +1,6 @@
+package tier
+
+import "syscall"
+
+// oDirect is the open flag that bypasses the page cache.
+const oDirect = syscall.O_DIRECT
