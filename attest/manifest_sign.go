@@ -128,3 +128,38 @@ type VerifyManifestOptions struct {
 	// OnRecord reports progress of the data check.
 	OnRecord func(file string, r *jnf.Record)
 }
+
+// VerifyManifestBytes checks a model's signature (the bytes of
+// manifest.sig.json) against its manifest alone (the bytes of
+// manifest.json, which ParseManifest checks against itself), without the
+// model's files: signed by one of trusted, naming the model name (any name
+// if name is empty: the signed name is returned in the result), with the
+// manifest's root as subject and a predicate that describes exactly these
+// manifest bytes. An auditor holding a report, the manifest and its
+// signature checks the model's provenance with it.
+func VerifyManifestBytes(manifest, signature []byte, name string, trusted []ed25519.PublicKey) (*Result, error) {
+	m, err := verify.ParseManifest(manifest)
+	if err != nil {
+		return nil, err
+	}
+	env, err := ParseEnvelope(signature)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verify.SignatureFile, err)
+	}
+	root, err := m.RootDigest()
+	if err != nil {
+		return nil, err
+	}
+	sm := &SubjectMatcher{Name: name, Digest: root}
+	if name == "" {
+		sm = &SubjectMatcher{UnsafeAnyName: true, Digest: root}
+	}
+	res, err := Verify(env, Policy{TrustedKeys: trusted, PredicateType: PredicateModelManifest, Subject: sm})
+	if err != nil {
+		return nil, err
+	}
+	if !res.ModelManifest.ManifestSHA256.Equal(jnf.SHA256Bytes(manifest)) {
+		return nil, fmt.Errorf("%w: the signed predicate describes manifest bytes with sha256 %s, manifest.json has %s", ErrVerification, res.ModelManifest.ManifestSHA256, jnf.SHA256Bytes(manifest))
+	}
+	return res, nil
+}

@@ -398,3 +398,32 @@ func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, error) {
 	}
 	return cfg, nil
 }
+
+// ReadRunUnverified decodes a run report without checking its signature,
+// for display only: what the report says, and the keyid it names. Anything
+// decided on must come from VerifyRun.
+func ReadRunUnverified(env Envelope) (RunPredicate, string, error) {
+	if env.PayloadType != PayloadTypeInToto {
+		return RunPredicate{}, "", fmt.Errorf("%w: %q", ErrPayloadType, env.PayloadType)
+	}
+	payload, err := decodeBase64("payload", env.Payload)
+	if err != nil {
+		return RunPredicate{}, "", err
+	}
+	st, err := ParseStatement(payload)
+	if err != nil {
+		return RunPredicate{}, "", err
+	}
+	if st.PredicateType != PredicateRun {
+		return RunPredicate{}, "", fmt.Errorf("%w: got %q, want %q", ErrPredicateType, st.PredicateType, PredicateRun)
+	}
+	var p RunPredicate
+	if err := jnf.DecodeJSON(st.Predicate, &p); err != nil {
+		return RunPredicate{}, "", fmt.Errorf("%w: run predicate: %v", ErrPredicate, err)
+	}
+	keyID := ""
+	if len(env.Signatures) == 1 {
+		keyID = env.Signatures[0].KeyID
+	}
+	return p, keyID, nil
+}

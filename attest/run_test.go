@@ -216,3 +216,42 @@ func TestTranscriptDigest(t *testing.T) {
 		t.Error("the transcript digest does not separate prompt from generated tokens, or ignores the model")
 	}
 }
+
+func TestVerifyManifestBytes(t *testing.T) {
+	dir := convertFixture(t, "qwen3moe-dev-a/checkpoint")
+	pub, priv := testKey("model signer")
+	other, _ := testKey("other")
+	if _, err := SignManifest(dir, "dev-a", priv); err != nil {
+		t.Fatal(err)
+	}
+	man, _ := os.ReadFile(filepath.Join(dir, verify.ManifestFile))
+	sig, _ := os.ReadFile(filepath.Join(dir, verify.SignatureFile))
+	res, err := VerifyManifestBytes(man, sig, "", []ed25519.PublicKey{pub})
+	if err != nil || res.MatchedSubject.Name != "dev-a" {
+		t.Fatalf("genuine: %v", err)
+	}
+	if _, err := VerifyManifestBytes(man, sig, "other-name", []ed25519.PublicKey{pub}); !errors.Is(err, ErrSubject) {
+		t.Errorf("wrong name: %v", err)
+	}
+	if _, err := VerifyManifestBytes(man, sig, "", []ed25519.PublicKey{other}); !errors.Is(err, ErrVerification) {
+		t.Errorf("other key: %v", err)
+	}
+	edited := []byte(strings.Replace(string(man), `"format": "tarfa-jnf-manifest"`, `"format":  "tarfa-jnf-manifest"`, 1))
+	if _, err := VerifyManifestBytes(edited, sig, "", []ed25519.PublicKey{pub}); !errors.Is(err, ErrVerification) || !strings.Contains(err.Error(), "describes manifest bytes") {
+		t.Errorf("manifest bytes changed (same meaning): %v", err)
+	}
+}
+
+func TestReadRunUnverified(t *testing.T) {
+	p, _ := testRun(t)
+	_, priv := testKey("runner")
+	env, err := SignRun(priv, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Signatures[0].Sig = base64.StdEncoding.EncodeToString(make([]byte, 64))
+	got, kid, err := ReadRunUnverified(env)
+	if err != nil || kid != env.Signatures[0].KeyID || len(got.Prompts) != 2 {
+		t.Errorf("unverified read: %v", err)
+	}
+}

@@ -134,7 +134,7 @@ with status 130; a second Ctrl-C exits at once.
 	}
 	add("model", newRunCommand(), newInspectCommand(), newConvertCommand(), newVerifyCommand(),
 		newManifestCommand(), newKeysCommand())
-	add("check", newGoldenCommand(), newReplayCommand(), newValidateCommand())
+	add("check", newGoldenCommand(), newReplayCommand(), newAttestCommand(), newReportCommand(), newValidateCommand())
 	add("tools", newSynthCommand(), newTokenizeCommand(), newTemplateCommand(), newBenchCommand(), newSimCommand(), newVersionCommand())
 	for _, f := range legacyCommands {
 		if c := f(); !hasCommand(root, c.Name()) {

@@ -101,11 +101,9 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 		}
 		if opt.Golden != nil {
 			g := &opt.GoldenRuns[i]
-			if !slices.Equal(g.PromptTokens, ids) {
-				return nil, nil, fmt.Errorf("prompt line %d: its tokens differ from the golden record's prompt %d", pl.Line, i)
+			if !slices.Equal(g.PromptTokens, ids) || !slices.Equal(g.Stop, stop) || g.MaxTokens != pl.MaxTokens || g.Sampling != pl.Sampling {
+				return nil, nil, fmt.Errorf("prompt line %d differs from the golden record's prompt %d (tokens, stop, max_tokens or sampling): give the prompt file it was recorded from", pl.Line, i)
 			}
-			ids, stop = g.PromptTokens, g.Stop
-			pl.MaxTokens, pl.Sampling = g.MaxTokens, g.Sampling
 		}
 		run, err := r.GenerateLedger(ctx, ids, pl.MaxTokens, stop, pl.Sampling)
 		if err != nil {

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/verify"
+)
+
+func newAttestCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "attest",
+		Short: "Signed run reports: what model ran, with which code, and what came out",
+	}
+	cmd.AddCommand(newAttestRunCommand(), newAttestVerifyCommand())
+	return cmd
+}
+
+type attestRunOptions struct {
+	model, prompts, key, out, golden string
+	manifestPubs                     []string
+	manifestName                     string
+	threads                          int
+	force, asJSON                    bool
+	tier                             tierFlags
+}
+
+// attestRunResult is attest run's --json output.
+type attestRunResult struct {
+	Report    string `json:"report"`
+	KeyID     string `json:"keyid"`
+	ModelRoot string `json:"model_root"`
+	Prompts   int    `json:"prompts"`
+	Generated int    `json:"generated_tokens"`
+	Golden    string `json:"golden,omitempty"`
+	Exact     *bool  `json:"golden_exact,omitempty"`
+}
+
+func newAttestRunCommand() *cobra.Command {
+	var o attestRunOptions
+	cmd := &cobra.Command{
+		Use:   "run --prompts FILE --key NAME --out REPORT [--model DIR] [--golden G]",
+		Short: "Run prompts and write a signed report of the run",
+		Long: `Attest run runs every prompt of a JSONL prompt file (the format golden record
+reads) on the CPU reference, each with its own ledger, and writes REPORT: a DSSE
+envelope (Ed25519, with the key NAME) around an in-toto statement whose subjects
+are the prompts' transcripts and whose predicate
+(https://tarfa.dev/attestation/run/v1, attest/PREDICATE.md) says which model ran
+(its manifest root, its exact config.json, its tokenizer and template digests, its
+signature status), with which build, in which mode, and for every prompt the
+tokens, the logits chain, the routing-trace digest, the sampling settings and the
+timings; and which routed experts were computed with (each the manifest's record)
+at which k per layer. tarfa attest verify checks it offline with only the model's
+manifest, or by replay with the model.
+
+With --golden G every prompt is compared step by step with the golden record
+(the prompt file must be the one it was recorded from); the verdict goes into the
+report, and a report whose run is not bit-identical to G exits 3. With
+--manifest-pub the model's own signature (manifest.sig.json) is verified first
+and the report says by which key.
+
+Exit statuses: 0 written (and, with --golden, bit-identical); 1 error (flags, the
+key, the prompt file, REPORT exists without --force); 3 verification failed (the
+model does not verify, its signature does not verify with --manifest-pub, the run
+is not bit-identical to --golden); 130 interrupted (nothing is written).`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if o.prompts == "" || o.key == "" || o.out == "" {
+				return fmt.Errorf("--prompts FILE, --key NAME and --out REPORT are required")
+			}
+			if err := threadsFlag(o.threads); err != nil {
+				return err
+			}
+			if _, err := o.tier.options(); err != nil {
+				return err
+			}
+			if _, err := os.Lstat(o.out); err == nil && !o.force {
+				return fmt.Errorf("--out %s exists: give --force to replace it", o.out)
+			}
+			return checkWritable(filepath.Dir(o.out))
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			priv, err := attest.LoadPrivateKey(o.key)
+			if err != nil {
+				return fmt.Errorf("--key: %w", err)
+			}
+			ps, err := golden.ReadPromptFile(o.prompts)
+			if err != nil {
+				return fmt.Errorf("--prompts: %w", err)
+			}
+			var mkeys []ed25519.PublicKey
+			for _, p := range o.manifestPubs {
+				k, err := attest.LoadPublicKey(p)
+				if err != nil {
+					return fmt.Errorf("--manifest-pub: %w", err)
+				}
+				mkeys = append(mkeys, k)
+			}
+			aopt := runner.AttestOptions{Host: runner.HostFacts(), ManifestKeys: mkeys, ManifestName: o.manifestName}
+			if o.golden != "" {
+				if aopt.Golden, aopt.GoldenRuns, err = golden.Read(o.golden); err != nil {
+					return fmt.Errorf("--golden: %w", err)
+				}
+			}
+			r, load, err := openRunner(cmd, o.model, o.threads, &o.tier)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			aopt.LoadSeconds = load.Seconds()
+			aopt.Build = buildFacts(r)
+			update, finish := countProgress(cmd.ErrOrStderr(), "attesting prompts")
+			update(0, len(ps))
+			aopt.OnPrompt = func(i int, _ attest.RunPrompt) { update(i+1, len(ps)) }
+			p, runs, err := r.AttestRun(cmd.Context(), ps, aopt)
+			finish()
+			if err != nil {
+				return interrupted(err, "no report was written")
+			}
+			env, err := attest.SignRun(priv, *p)
+			if err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(env, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := jnf.WriteFileAtomic(o.out, append(b, '\n'), 0o644); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			kid, _ := attest.KeyID(priv.Public().(ed25519.PublicKey))
+			res := attestRunResult{Report: o.out, KeyID: kid, ModelRoot: p.Model.Root.Hex(), Prompts: len(p.Prompts)}
+			for _, run := range runs {
+				res.Generated += len(run.Run.Generated)
+			}
+			if p.Golden != nil {
+				res.Golden, res.Exact = p.Golden.ID, &p.Golden.Exact
+			}
+			if o.asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "report %s: %d prompts, %d tokens generated, model root %s, signed by keyid %s\n",
+					o.out, res.Prompts, res.Generated, res.ModelRoot, kid)
+				if p.Golden != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "golden %s: exact=%v\n", p.Golden.ID, p.Golden.Exact)
+				}
+			}
+			if p.Golden != nil && !p.Golden.Exact {
+				return failVerification(fmt.Errorf("the run is not bit-identical to the golden record %s (the report says so)", o.golden))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.model, "model", "", "JNF model directory (default: the embedded default model)")
+	f.StringVar(&o.prompts, "prompts", "", "JSONL prompt file")
+	f.StringVar(&o.key, "key", "", "private key file (tarfa keys generate) that signs the report")
+	f.StringVar(&o.out, "out", "", "report file to write")
+	f.StringVar(&o.golden, "golden", "", "golden record to compare every step with")
+	f.StringArrayVar(&o.manifestPubs, "manifest-pub", nil, "verify the model's manifest.sig.json with this public key first (repeatable)")
+	f.StringVar(&o.manifestName, "manifest-name", "", "the signed model name to require with --manifest-pub (default: the one the signature names)")
+	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d", maxThreads))
+	f.BoolVar(&o.force, "force", false, "replace an existing REPORT")
+	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	o.tier.add(cmd)
+	return cmd
+}
+
+// buildFacts describes this binary for a run report.
+func buildFacts(r *runner.Runner) attest.RunBuild {
+	b := attest.RunBuild{Tarfa: version, Commit: gitCommit(), Go: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		Kernels: "scalar", Backend: r.Engine.Backend().Name(), Threads: r.Threads}
+	if canon.HasVectorKernels() {
+		b.Kernels = "avx2"
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "GOAMD64" {
+				b.GOAMD64 = s.Value
+			}
+		}
+	}
+	return b
+}
+
+type attestVerifyOptions struct {
+	pubs, manifestPubs []string
+	manifest, model    string
+	replay, asJSON     bool
+	threads            int
+	tier               tierFlags
+}
+
+// attestVerifyResult is attest verify's --json output.
+type attestVerifyResult struct {
+	Report    string              `json:"report"`
+	KeyID     string              `json:"keyid"`
+	ModelRoot string              `json:"model_root"`
+	Checked   []string            `json:"checked"`
+	Replay    []runner.ReplayDiff `json:"replay,omitempty"`
+	Exact     bool                `json:"exact"`
+}
+
+func newAttestVerifyCommand() *cobra.Command {
+	var o attestVerifyOptions
+	cmd := &cobra.Command{
+		Use:   "verify REPORT --pub NAME.pub (--manifest DIR | --model DIR) [--replay]",
+		Short: "Check a signed run report offline, or by replaying it",
+		Long: `Attest verify checks a run report (tarfa attest run) without trusting the
+machine that wrote it.
+
+Offline, with no weights: the signature by one of the --pub keys, the statement
+and predicate, that every subject is the transcript digest of its prompt, and
+against the model's manifest (--manifest DIR: a directory holding manifest.json —
+a few MB even for a 122B model — or that file itself): that the report's model root
+and weights_root are the manifest's, that the config.json the report carries is the
+one the manifest hashes, that the tokenizer and template digests are the
+manifest's, that every routed expert the report says was used is the manifest's
+record of that layer and index with that digest, and that every routing entry of
+every MoE layer used the model's top-k, for every position. With --manifest-pub the
+model's own signature (manifest.sig.json beside the manifest) is verified too.
+
+With --model DIR --replay, every prompt is run again on the CPU reference with the
+report's tokens and settings, and the generated tokens, the logits chain, the
+routing-trace digest and the transcript must be bit-identical.
+
+Exit statuses: 0 verified (and replayed bit for bit); 1 error (flags, a key or
+the report cannot be read, DIR is no JNF directory); 3 verification failed (a
+tampered byte, another key, another model, a claim the manifest contradicts, a
+replay that differs — each named); 130 interrupted.`,
+		Args: cobra.ExactArgs(1),
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if len(o.pubs) == 0 {
+				return fmt.Errorf("--pub NAME.pub is required (the key that signed the report)")
+			}
+			if (o.manifest == "") == (o.model == "") {
+				return fmt.Errorf("give exactly one of --manifest DIR (offline) and --model DIR (with the weights)")
+			}
+			if o.replay && o.model == "" {
+				return fmt.Errorf("--replay needs --model DIR (the weights)")
+			}
+			if err := threadsFlag(o.threads); err != nil {
+				return err
+			}
+			_, err := o.tier.options()
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			keys, err := loadPubs("--pub", o.pubs)
+			if err != nil {
+				return err
+			}
+			mkeys, err := loadPubs("--manifest-pub", o.manifestPubs)
+			if err != nil {
+				return err
+			}
+			env, err := readEnvelope(args[0])
+			if err != nil {
+				return err
+			}
+			dir := o.manifest
+			if dir == "" {
+				dir = o.model
+			}
+			man, manBytes, mdir, err := loadManifestArg(dir)
+			if err != nil {
+				return err
+			}
+			res, err := attest.VerifyRun(env, keys, man)
+			if err != nil {
+				return err
+			}
+			out := attestVerifyResult{Report: args[0], KeyID: res.KeyID, ModelRoot: man.Root, Checked: res.Checked, Exact: true}
+			if len(mkeys) > 0 {
+				sig, err := jnf.ReadFileLimit(filepath.Join(mdir, verify.SignatureFile), jnf.MaxEnvelopeSize, verify.SignatureFile)
+				if errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("--manifest-pub: %s holds no %s (the model is not signed): %w", mdir, verify.SignatureFile, jnf.ErrVerification)
+				}
+				if err != nil {
+					return err
+				}
+				mr, err := attest.VerifyManifestBytes(manBytes, sig, "", mkeys)
+				if err != nil {
+					return fmt.Errorf("the model's signature: %w", err)
+				}
+				out.Checked = append(out.Checked, fmt.Sprintf("the model's manifest signature: keyid %s, model name %q", mr.KeyID, mr.MatchedSubject.Name))
+			}
+			if o.replay {
+				r, _, err := openRunner(cmd, o.model, o.threads, &o.tier)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				update, finish := countProgress(cmd.ErrOrStderr(), "replaying prompts")
+				update(0, len(res.Predicate.Prompts))
+				diffs, err := r.ReplayRun(cmd.Context(), &res.Predicate)
+				finish()
+				if err != nil {
+					return err
+				}
+				out.Replay = diffs
+				for _, d := range diffs {
+					out.Exact = out.Exact && d.Exact
+				}
+				out.Checked = append(out.Checked, fmt.Sprintf("replay of %d prompts on %s (%d threads)", len(diffs), r.Engine.Backend().Name(), r.Threads))
+			}
+			w := cmd.OutOrStdout()
+			if o.asJSON {
+				if err := writeJSON(w, out); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(w, "report %s: model root %s, signed by keyid %s\n", args[0], man.Root, res.KeyID)
+				for _, c := range out.Checked {
+					fmt.Fprintf(w, "  ✓ %s\n", c)
+				}
+				for _, d := range out.Replay {
+					if !d.Exact {
+						fmt.Fprintf(w, "  ✗ prompt %d replays differently: %s\n", d.Index, strings.Join(d.Differ, ", "))
+					}
+				}
+				if out.Exact {
+					fmt.Fprintln(w, "ok")
+				}
+			}
+			if !out.Exact {
+				var bad []string
+				for _, d := range out.Replay {
+					if !d.Exact {
+						bad = append(bad, fmt.Sprintf("prompt %d (%s)", d.Index, strings.Join(d.Differ, ", ")))
+					}
+				}
+				return failVerification(fmt.Errorf("the replay differs from the report: %s", strings.Join(bad, "; ")))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.pubs, "pub", nil, "public key the report must be signed by (repeatable)")
+	f.StringVar(&o.manifest, "manifest", "", "the model's manifest: a JNF directory or its manifest.json (offline)")
+	f.StringVar(&o.model, "model", "", "the model's JNF directory (with the weights)")
+	f.BoolVar(&o.replay, "replay", false, "run every prompt again (needs --model) and compare bit for bit")
+	f.StringArrayVar(&o.manifestPubs, "manifest-pub", nil, "also verify the model's manifest.sig.json with this key (repeatable)")
+	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads for --replay, 0 (all cores) to %d", maxThreads))
+	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	o.tier.add(cmd)
+	return cmd
+}
+
+func loadPubs(flag string, paths []string) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for _, p := range paths {
+		k, err := attest.LoadPublicKey(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// readEnvelope reads a report file (bounded) as a DSSE envelope.
+func readEnvelope(path string) (attest.Envelope, error) {
+	b, err := jnf.ReadFileLimit(path, jnf.MaxEnvelopeSize, "report")
+	if err != nil {
+		return attest.Envelope{}, err
+	}
+	env, err := attest.ParseEnvelope(b)
+	if err != nil {
+		return attest.Envelope{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return env, nil
+}
+
+// loadManifestArg loads a manifest given as a JNF directory or as the path
+// of a manifest.json, and returns it with its bytes and directory.
+func loadManifestArg(p string) (*verify.Manifest, []byte, string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if st.IsDir() {
+		m, raw, err := verify.LoadManifest(p)
+		return m, raw, p, err
+	}
+	raw, err := jnf.ReadFileLimit(p, jnf.MaxManifestSize, "manifest.json")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	m, err := verify.ParseManifest(raw)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", p, err)
+	}
+	return m, raw, filepath.Dir(p), nil
+}
