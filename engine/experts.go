@@ -59,3 +59,10 @@ func (d *directSource) Stream(ctx context.Context, layer int, experts []int, c E
 	}
 	return nil
 }
+
+// Hinter is an ExpertSource that can use a prediction of the experts a
+// layer will need (the streaming hierarchy prefetches them). Hints are
+// speed only: a source must produce the same results without them.
+type Hinter interface {
+	Hint(layer int, experts []int)
+}

@@ -75,6 +75,7 @@ type Model struct {
 	evals, fetches   []atomic.Int64 // per layer
 	cacheHits        atomic.Int64
 	experts          ExpertSource
+	firstMoE         int // the first MoE layer (−1: none)
 	cache            *expertCache // of the default source; nil: no cache
 	// resident are the verified tensors the model views in place, for Scrub.
 	resident []weights.VerifiedTensor
@@ -89,6 +90,7 @@ type layer struct {
 	gdn      *gdnWeights
 	// MoE (sparse) or dense MLP
 	sparse     bool
+	nextMoE    int // the next MoE layer of the same token (−1: none)
 	router     *backend.Mat
 	dense      *mlpWeights
 	shared     *mlpWeights
@@ -261,6 +263,14 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 		return nil, ld.err
 	}
 	m.resident = ld.kept
+	next := -1
+	for i := len(m.layers) - 1; i >= 0; i-- {
+		m.layers[i].nextMoE = next
+		if m.layers[i].sparse {
+			next = i
+		}
+	}
+	m.firstMoE = next
 	if hasFull {
 		inv, err := canon.RopeInvFreq(cfg.RopeTheta, cfg.RotaryDim)
 		if err != nil {

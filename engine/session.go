@@ -36,6 +36,7 @@ type layerState struct {
 	k, v  []float32 // full attention: pos rows of nkv×hd each
 	conv  []float32 // Gated DeltaNet: C×(Kc−1) previous conv inputs
 	state []float32 // Gated DeltaNet: nv×dk×dv recurrent state (fp32)
+	last  []int32   // MoE: the experts the last token used (for hints)
 }
 
 // scratch holds per-chunk buffers, grown on demand and reused.
@@ -50,6 +51,9 @@ type scratch struct {
 	wts                         []float32
 	cnt, start, order, perToken []int
 	need                        []int
+	hintLogits, hintW           []float32
+	hintIdx                     []int32
+	hint                        []int
 	xe, ge, ue, ye, yslots      []float32
 	sg, su, ss, gl              []float32
 }
@@ -85,7 +89,7 @@ func (s *Session) Reset() {
 	s.pos, s.broken = 0, nil
 	for i := range s.layers {
 		st := &s.layers[i]
-		st.k, st.v = st.k[:0], st.v[:0]
+		st.k, st.v, st.last = st.k[:0], st.v[:0], st.last[:0]
 		if s.m.layers[i].kind == hf.LinearAttention {
 			st.conv = grow(&st.conv, c.ConvDim()*(c.ConvKernel-1))
 			st.state = grow(&st.state, c.LinearValueHeads*c.LinearKeyDim*c.LinearValueDim)
@@ -342,6 +346,11 @@ func (s *Session) moe(ctx context.Context, L *layer, x, out []float32, T int) er
 	be.MatMul(logits, L.router, x, T)
 	be.Route(idx, wts, logits, T, E, k, c.NormTopKProb)
 	s.ledger.Route(L.index, idx, wts, k)
+	if h, ok := m.experts.(Hinter); ok {
+		s.hint(h, L, x, T)
+	}
+	st := &s.layers[L.index]
+	st.last = append(st.last[:0], idx[(T-1)*k:T*k]...)
 
 	// Group the T·k (token, slot) pairs by expert (counting sort).
 	cnt := grow(&sc.cnt, E)
@@ -454,4 +463,45 @@ func (u *moeUse) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) err
 	// The views end here: the source may recycle the copy.
 	s.mats = [3]backend.Mat{}
 	return nil
+}
+
+// hint tells a source which experts to expect next: for the next MoE layer
+// of this token, those its router picks on this layer's input (a cheap and
+// well-known predictor) and those the previous token used; after the last
+// MoE layer, the first MoE layer's experts of this token. Only the last
+// token of the chunk is predicted. The prediction uses its own buffers and
+// changes nothing the model computes.
+func (s *Session) hint(h Hinter, L *layer, x []float32, T int) {
+	m, be, c := s.m, s.m.be, s.m.cfg
+	E, k, H := c.Experts, c.TopK, c.Hidden
+	sc := &s.sc
+	hint := sc.hint[:0]
+	add := func(e int32) {
+		for _, x := range hint {
+			if x == int(e) {
+				return
+			}
+		}
+		hint = append(hint, int(e))
+	}
+	next := L.nextMoE
+	if next >= 0 {
+		lg := grow(&sc.hintLogits, E)
+		idx := grow(&sc.hintIdx, k)
+		w := grow(&sc.hintW, k)
+		be.MatMul(lg, m.layers[next].router, x[(T-1)*H:T*H], 1)
+		be.Route(idx, w, lg, 1, E, k, c.NormTopKProb)
+		for _, e := range idx {
+			add(e)
+		}
+	} else {
+		next = m.firstMoE
+	}
+	for _, e := range s.layers[next].last {
+		add(e)
+	}
+	sc.hint = hint
+	if len(hint) > 0 {
+		h.Hint(next, hint)
+	}
 }

@@ -32,6 +32,10 @@ type Options struct {
 	Partition policy.Partition
 	// PolicyOptions tune the policy (the heat ledger for "heat").
 	PolicyOptions policy.Options
+	// Prefetch reads the experts the engine expects next (Hint) into the
+	// RAM tier while the current layer computes. Speed only: results never
+	// depend on it.
+	Prefetch bool
 }
 
 // DefaultReaders is the default number of reads in flight.
@@ -79,6 +83,10 @@ type Stats struct {
 
 	ScrubbedBytes int64 `json:"scrubbed_bytes"`
 	ScrubFailures int64 `json:"scrub_failures"`
+
+	PrefetchIssued int64 `json:"prefetch_issued"` // reads started by a hint
+	PrefetchUseful int64 `json:"prefetch_useful"` // of which a Stream then hit
+	PrefetchWasted int64 `json:"prefetch_wasted"` // evicted before any use
 }
 
 // Hierarchy serves a checkpoint's routed experts to the engine
@@ -93,8 +101,9 @@ type Hierarchy struct {
 	dev   *weights.Arena
 	files *files
 	reqs  chan readReq
-	wg    sync.WaitGroup
-	slots chan struct{} // one token per device slot: Streams wait here for one
+	rwg   sync.WaitGroup // readers
+	wg    sync.WaitGroup // the prefetcher
+	slots chan struct{}  // one token per device slot: Streams wait here for one
 
 	mu        sync.Mutex
 	loaded    *sync.Cond // broadcast when a RAM-tier read finishes
@@ -105,6 +114,12 @@ type Hierarchy struct {
 
 	pool sync.Pool // *stream
 	opt  Options   // with Auto budgets resolved
+
+	hintMu    sync.Mutex
+	hint      []int // experts of hintLayer expected next
+	hintLayer int
+	prefetchQ chan readDone // replies of prefetch reads
+	inflightP int           // prefetch reads in flight (under mu)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -125,6 +140,9 @@ type entry struct {
 	ve    weights.VerifiedExpert
 	state int
 	err   error
+	// prefetched: read on a hint and not used since (for the useful and
+	// wasted counts).
+	prefetched bool
 }
 
 // readReq asks a reader to read and verify one expert.
@@ -202,9 +220,12 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	h.files = newFiles(opt.Direct)
 	h.reqs = make(chan readReq, n)
 	for range n {
-		h.wg.Add(1)
+		h.rwg.Add(1)
 		go h.reader()
 	}
+	h.prefetchQ = make(chan readDone, n)
+	h.wg.Add(1)
+	go h.prefetcher()
 	h.pool.New = func() any {
 		return &stream{uses: make([]use, 0, h.dims.Experts), reply: make(chan readDone, h.dims.Experts)}
 	}
@@ -213,7 +234,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 
 // reader serves read requests until Close.
 func (h *Hierarchy) reader() {
-	defer h.wg.Done()
+	defer h.rwg.Done()
 	for r := range h.reqs {
 		direct, err := h.files.read(r.ref, r.buf)
 		var ve weights.VerifiedExpert
@@ -279,6 +300,8 @@ func (h *Hierarchy) ExpertBytes() int { return h.size }
 // may be running.
 func (h *Hierarchy) Close() error {
 	close(h.reqs)
+	h.rwg.Wait()
+	close(h.prefetchQ)
 	h.wg.Wait()
 	h.files.close()
 	err := h.dev.Close()
@@ -389,6 +412,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engi
 			}
 		}
 	}
+	h.prefetchLocked(now)
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -543,6 +567,82 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engi
 	return firstErr
 }
 
+// Hint says which experts of layer the engine expects to need next (the
+// next layer's router applied to this layer's input, the experts the
+// previous token used). With Options.Prefetch the next Stream, once it has
+// leased its own experts, starts reading the hinted ones that are not
+// resident into the RAM tier (never evicting a leased copy), up to Readers
+// reads at a time. Results never depend on hints.
+func (h *Hierarchy) Hint(layer int, experts []int) {
+	if !h.opt.Prefetch || h.cache == nil || layer < 0 || layer >= h.dims.Layers {
+		return
+	}
+	h.hintMu.Lock()
+	h.hint, h.hintLayer = append(h.hint[:0], experts...), layer
+	h.hintMu.Unlock()
+}
+
+// prefetchLocked starts reads for the pending hint.
+func (h *Hierarchy) prefetchLocked(now int64) {
+	h.hintMu.Lock()
+	hint, layer := h.hint, h.hintLayer
+	h.hint = h.hint[:0]
+	h.hintMu.Unlock()
+	for _, x := range hint {
+		if h.inflightP >= cap(h.reqs) {
+			return
+		}
+		if x < 0 || x >= h.dims.Experts {
+			continue
+		}
+		id := weights.ExpertID{Layer: layer, Expert: x}
+		k := h.dims.Index(id)
+		if h.refs[k].Length() == 0 || h.cache.Contains(id) {
+			continue
+		}
+		out, err := h.cache.Request(id, now)
+		if err != nil {
+			continue // every copy pinned: no room to prefetch into
+		}
+		if out.Evict {
+			h.evictLocked(out.Evicted)
+		}
+		b, err := h.ram.Get()
+		if err != nil {
+			h.cache.Release(id)
+			continue
+		}
+		e := &entry{id: id, k: k, buf: b, state: loading, prefetched: true}
+		select {
+		case h.reqs <- readReq{ref: h.refs[k], buf: b, x: x, e: e, reply: h.prefetchQ}:
+		default: // the readers are busy with reads that are needed now
+			b.Release()
+			h.cache.Release(id)
+			return
+		}
+		h.resident[k] = e
+		h.inflightP++
+		h.count(func(s *Stats) { s.PrefetchIssued++ })
+	}
+}
+
+// prefetcher finishes prefetch reads: it records the copy's state and ends
+// the prefetch's lease.
+func (h *Hierarchy) prefetcher() {
+	defer h.wg.Done()
+	for d := range h.prefetchQ {
+		h.mu.Lock()
+		d.e.ve, d.e.err, d.e.state = d.ve, d.err, ready
+		if d.err != nil {
+			d.e.state = failed
+		}
+		h.inflightP--
+		h.cache.Release(d.e.id)
+		h.loaded.Broadcast()
+		h.mu.Unlock()
+	}
+}
+
 // leaseLocked takes a RAM-tier lease on id for u: a resident copy, a new
 // one to read (ours), or none (u.e stays nil: a device slot) when every
 // resident copy is pinned.
@@ -561,6 +661,10 @@ func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
 	if e := h.resident[k]; e != nil {
 		if e.state != failed {
 			u.e = e
+			if e.prefetched {
+				e.prefetched = false
+				h.count(func(s *Stats) { s.PrefetchUseful++ })
+			}
 			return nil
 		}
 		// An earlier read failed, or a scrub found the copy bad. Read it
@@ -606,11 +710,15 @@ func (h *Hierarchy) releaseLocked(layer int, uses []use) {
 // no read is running into it).
 func (h *Hierarchy) evictLocked(id weights.ExpertID) {
 	k := h.dims.Index(id)
+	wasted := int64(0)
 	if e := h.resident[k]; e != nil {
+		if e.prefetched {
+			wasted = 1
+		}
 		e.buf.Release()
 		delete(h.resident, k)
 	}
-	h.count(func(s *Stats) { s.Evictions++ })
+	h.count(func(s *Stats) { s.Evictions++; s.PrefetchWasted += wasted })
 }
 
 // Scrub re-hashes up to maxBytes of resident RAM-tier copies against their

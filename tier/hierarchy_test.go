@@ -264,3 +264,31 @@ func TestBudgetsBelowOneExpert(t *testing.T) {
 		t.Errorf("RAM budget below one expert: %v", err)
 	}
 }
+
+// TestPrefetchChangesNothing: with prefetching the logits are the same,
+// and the counters show it worked: issued reads, some of them useful.
+func TestPrefetchChangesNothing(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	ref, _ := engine.Load(ck, engine.Options{})
+	for _, ram := range []int64{8, 24, 64} {
+		h, err := New(ck, Options{RAMBudget: ram * size, DeviceBudget: 4 * size, Prefetch: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := engine.Load(ck, engine.Options{Experts: h})
+		for _, p := range prompts {
+			want, _ := run(t, ref, p, 16)
+			got, err := run(t, m, p, 16)
+			if err != nil || !same(got, want) {
+				t.Fatalf("RAM %d experts, prefetch on: %v, identical %v", ram, err, same(got, want))
+			}
+		}
+		st := h.Stats()
+		h.Close()
+		t.Logf("RAM %d experts: prefetch issued %d, useful %d, wasted %d; hits %d misses %d", ram, st.PrefetchIssued, st.PrefetchUseful, st.PrefetchWasted, st.Hits, st.Misses)
+		if st.PrefetchIssued == 0 || st.PrefetchUseful == 0 || st.PrefetchUseful+st.PrefetchWasted > st.PrefetchIssued {
+			t.Errorf("RAM %d experts: prefetch counters %+v", ram, st)
+		}
+	}
+}
