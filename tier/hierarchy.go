@@ -278,7 +278,11 @@ func (h *Hierarchy) Describe() string {
 	if readers <= 0 {
 		readers = DefaultReaders
 	}
-	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, direct)
+	pf := ""
+	if h.opt.Prefetch && h.cache != nil {
+		pf = ", prefetch"
+	}
+	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %s%s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, direct, pf)
 }
 
 func bytesString(n int64) string {

@@ -21,6 +21,7 @@ type tierFlags struct {
 	partition   string
 	direct      string
 	trace       string
+	prefetch    bool
 }
 
 // maxReaders bounds --readers.
@@ -34,6 +35,7 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.policy, "policy", policy.Default, "RAM-tier policy: "+strings.Join(onlinePolicies(), ", "))
 	f.StringVar(&t.partition, "partition", "global", "RAM-tier capacity: global (shared by all layers) or per-layer")
 	f.StringVar(&t.direct, "direct", "auto", "O_DIRECT reads: auto (where the file system allows), on (required), off")
+	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes (speed only)")
 	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE (tier/trace format, source measured)")
 }
 
@@ -71,7 +73,7 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--partition %q: want global or per-layer", t.partition)
 	}
-	o := &tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part}
+	o := &tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch}
 	switch t.direct {
 	case "auto":
 		o.Direct = tier.DirectAuto
