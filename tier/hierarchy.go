@@ -93,17 +93,19 @@ type Stats struct {
 // (engine.ExpertSource) through a RAM tier and device slots. It is safe for
 // concurrent use by several sessions.
 type Hierarchy struct {
-	ck    *weights.Checkpoint
-	dims  policy.Dims
-	refs  []weights.ExpertRef // by dense index
-	size  int                 // arena buffer size: the largest expert read
-	ram   *weights.Arena
-	dev   *weights.Arena
-	files *files
-	reqs  chan readReq
-	rwg   sync.WaitGroup // readers
-	wg    sync.WaitGroup // the prefetcher
-	slots chan struct{}  // one token per device slot: Streams wait here for one
+	ck      *weights.Checkpoint
+	dims    policy.Dims
+	refs    []weights.ExpertRef // by dense index
+	size    int                 // arena buffer size: the largest expert read
+	ram     *weights.Arena
+	dev     *weights.Arena
+	files   *files
+	reqs    chan readReq
+	rwg     sync.WaitGroup // readers
+	wg      sync.WaitGroup // the prefetcher
+	wwg     sync.WaitGroup // warm feeders
+	closing chan struct{}
+	slots   chan struct{} // one token per device slot: Streams wait here for one
 
 	mu        sync.Mutex
 	loaded    *sync.Cond // broadcast when a RAM-tier read finishes
@@ -141,8 +143,8 @@ type entry struct {
 	state int
 	err   error
 	// prefetched: read on a hint and not used since (for the useful and
-	// wasted counts).
-	prefetched bool
+	// wasted counts); warm: by Warm, without a lease.
+	prefetched, warm bool
 }
 
 // readReq asks a reader to read and verify one expert.
@@ -224,6 +226,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 		go h.reader()
 	}
 	h.prefetchQ = make(chan readDone, n)
+	h.closing = make(chan struct{})
 	h.wg.Add(1)
 	go h.prefetcher()
 	h.pool.New = func() any {
@@ -303,6 +306,8 @@ func (h *Hierarchy) ExpertBytes() int { return h.size }
 // Close stops the readers and releases the arenas and files. No Stream
 // may be running.
 func (h *Hierarchy) Close() error {
+	close(h.closing)
+	h.wwg.Wait()
 	close(h.reqs)
 	h.rwg.Wait()
 	close(h.prefetchQ)
@@ -641,7 +646,9 @@ func (h *Hierarchy) prefetcher() {
 			d.e.state = failed
 		}
 		h.inflightP--
-		h.cache.Release(d.e.id)
+		if !d.e.warm {
+			h.cache.Release(d.e.id)
+		}
 		h.loaded.Broadcast()
 		h.mu.Unlock()
 	}

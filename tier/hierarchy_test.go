@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier/policy"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -25,10 +27,12 @@ import (
 // testModel converts a synthetic Qwen3.5-MoE with 16 experts, top-4, into
 // a JNF directory (the tiny preset with more experts, so budgets below a
 // step's working set are easy to reach).
-func testModel(t testing.TB) string {
+func testModel(t testing.TB) string { return testModelSeed(t, 7) }
+
+func testModelSeed(t testing.TB, seed uint64) string {
 	t.Helper()
 	dir := t.TempDir()
-	o := synth.Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: 7, Set: map[string]any{"num_experts": 16, "num_experts_per_tok": 4}}
+	o := synth.Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: seed, Set: map[string]any{"num_experts": 16, "num_experts_per_tok": 4}}
 	if err := synth.Write(filepath.Join(dir, "hf"), o); err != nil {
 		t.Fatal(err)
 	}
@@ -290,5 +294,63 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		if st.PrefetchIssued == 0 || st.PrefetchUseful == 0 || st.PrefetchUseful+st.PrefetchWasted > st.PrefetchIssued {
 			t.Errorf("RAM %d experts: prefetch counters %+v", ram, st)
 		}
+	}
+}
+
+// TestHeatLedgerAndWarmStart: the heat a run leaves, saved and loaded
+// again, warms a new hierarchy so its first tokens hit; the logits are the
+// same; a heat ledger of another model is refused.
+func TestHeatLedgerAndWarmStart(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	cache := t.TempDir()
+	heat, err := LoadHeat(cache, ck)
+	if err != nil || heat.Runs != 0 {
+		t.Fatalf("empty ledger: %v %+v", err, heat)
+	}
+	m, _ := engine.Load(ck, engine.Options{})
+	s := m.NewSession()
+	l := ledger.New(ck.Root(), ck.Config().Layers, ck.Config().TopK, ledger.ModeExact)
+	s.SetLedger(l)
+	want, err := engine.Generate(context.Background(), s, prompts[0], engine.GenOptions{MaxTokens: 12}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heat.Add(l.Summary())
+	if err := heat.Save(cache); err != nil {
+		t.Fatal(err)
+	}
+	heat2, err := LoadHeat(cache, ck)
+	if err != nil || heat2.Runs != 1 || !slices.Equal(heat2.Counts, heat.Counts) {
+		t.Fatalf("reloaded: %v", err)
+	}
+	for _, warm := range []bool{false, true} {
+		h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 4 * size, PolicyOptions: policy.Options{Heat: heat2.Counts}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if warm {
+			if n, err := h.Warm(heat2.Counts); err != nil || n == 0 {
+				t.Fatalf("warm: %d, %v", n, err)
+			}
+		}
+		mh, _ := engine.Load(ck, engine.Options{Experts: h})
+		got, err := engine.Generate(context.Background(), mh.NewSession(), prompts[0], engine.GenOptions{MaxTokens: 12}, nil)
+		if err != nil || !slices.Equal(got.Tokens, want.Tokens) {
+			t.Fatalf("warm %v: %v %v", warm, err, got.Tokens)
+		}
+		st := h.Stats()
+		h.Close()
+		if warm != (st.Misses == 0) {
+			t.Errorf("warm %v: %d misses, %d hits", warm, st.Misses, st.Hits)
+		}
+	}
+	other := openCk(t, testModelSeed(t, 8))
+	p := HeatPath(cache, ck.Root())
+	os.MkdirAll(filepath.Dir(HeatPath(cache, other.Root())), 0o755)
+	b, _ := os.ReadFile(p)
+	os.WriteFile(HeatPath(cache, other.Root()), b, 0o644)
+	if _, err := LoadHeat(cache, other); err == nil || !strings.Contains(err.Error(), "not the heat ledger of this model") {
+		t.Errorf("another model's heat: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +103,12 @@ func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*ru
 			return nil, 0, err
 		}
 	}
-	opt := runner.Options{Threads: threads, Tier: to}
+	opt := runner.Options{Threads: threads, Tier: to, Warm: tf.warm}
+	if tf.heat {
+		if cache, err := os.UserCacheDir(); err == nil {
+			opt.HeatDir = filepath.Join(cache, "tarfa")
+		}
+	}
 	tr, err := tf.openTrace()
 	if err != nil {
 		return nil, 0, err

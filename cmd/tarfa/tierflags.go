@@ -22,6 +22,7 @@ type tierFlags struct {
 	direct      string
 	trace       string
 	prefetch    bool
+	heat, warm  bool
 }
 
 // maxReaders bounds --readers.
@@ -36,6 +37,8 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.partition, "partition", "global", "RAM-tier capacity: global (shared by all layers) or per-layer")
 	f.StringVar(&t.direct, "direct", "auto", "O_DIRECT reads: auto (where the file system allows), on (required), off")
 	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes (speed only)")
+	f.BoolVar(&t.heat, "heat", true, "keep this model's expert-heat ledger in the user cache directory (the heat policy's prior; updated by every run)")
+	f.BoolVar(&t.warm, "warm", false, "read the hottest experts of the heat ledger into the RAM tier in the background at start")
 	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE (tier/trace format, source measured)")
 }
 

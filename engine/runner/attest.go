@@ -53,9 +53,7 @@ type PromptRun struct {
 func (r *Runner) GenerateLedger(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling) (PromptRun, error) {
 	pr := PromptRun{Run: golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}}
 	sess, l := r.NewSession()
-	if r.trace != nil {
-		defer r.trace.endSession()
-	}
+	defer r.endSession(sess)
 	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
 		pr.Run.Generated = append(pr.Run.Generated, tok)
 		pr.Run.Logits = append(pr.Run.Logits, append([]float32(nil), logits...))

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sync"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/canon"
@@ -34,7 +35,10 @@ type Runner struct {
 	// engine's default path, Options.ExpertCacheBytes).
 	Tier *tier.Hierarchy
 
-	trace *traceRecorder // nil unless Options.Trace
+	trace   *traceRecorder // nil unless Options.Trace
+	heat    *tier.Heat     // nil unless Options.HeatDir
+	heatDir string
+	heatMu  sync.Mutex
 }
 
 // Options configures Open.
@@ -50,6 +54,13 @@ type Options struct {
 	// Trace, if set, receives the routing of every generation (the
 	// tier/trace format, source "measured").
 	Trace io.Writer
+	// HeatDir, if set, keeps the model's expert-heat ledger there
+	// (tier.LoadHeat): it is the heat policy's prior, every generation adds
+	// to it, and Close saves it.
+	HeatDir string
+	// Warm reads the hottest experts of the heat ledger into the RAM tier
+	// in the background right after opening (a warm start).
+	Warm bool
 }
 
 // Open opens a JNF directory (root-checked by weights.Open), loads the
@@ -71,17 +82,32 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 		}
 	}()
 	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes}
+	var heat *tier.Heat
+	if opt.HeatDir != "" {
+		if heat, err = tier.LoadHeat(opt.HeatDir, m); err != nil {
+			return nil, err
+		}
+	}
 	if opt.Tier != nil {
-		if h, err = tier.New(m, *opt.Tier); err != nil {
+		to := *opt.Tier
+		if heat != nil && to.PolicyOptions.Heat == nil {
+			to.PolicyOptions.Heat = heat.Counts
+		}
+		if h, err = tier.New(m, to); err != nil {
 			return nil, err
 		}
 		eopt.Experts = h
+		if opt.Warm && heat != nil {
+			if _, err := h.Warm(heat.Counts); err != nil {
+				return nil, err
+			}
+		}
 	}
 	em, err := engine.LoadContext(ctx, m, eopt)
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads(), Tier: h}
+	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads(), Tier: h, heat: heat, heatDir: opt.HeatDir}
 	// The tokenizer and chat template are read from the verified auxiliary
 	// files: what is parsed is what the manifest root attests. Its ids are
 	// bounded by the model's vocabulary before anything is sized from them.
@@ -110,6 +136,11 @@ func (r *Runner) Close() error {
 	var err error
 	if r.trace != nil {
 		err = r.trace.close()
+	}
+	if r.heat != nil && r.heat.Runs > 0 {
+		if herr := r.heat.Save(r.heatDir); err == nil && herr != nil {
+			err = fmt.Errorf("saving the expert-heat ledger: %w", herr)
+		}
 	}
 	if r.Tier != nil {
 		if terr := r.Tier.Close(); err == nil {
@@ -248,10 +279,20 @@ func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop
 		}
 		return nil
 	})
+	r.endSession(sess)
+	return run, res, err
+}
+
+// endSession adds a finished session to the trace and the heat ledger.
+func (r *Runner) endSession(sess *engine.Session) {
 	if r.trace != nil {
 		r.trace.endSession()
 	}
-	return run, res, err
+	if r.heat != nil {
+		r.heatMu.Lock()
+		r.heat.Add(sess.Ledger().Summary())
+		r.heatMu.Unlock()
+	}
 }
 
 // Record runs every prompt and returns the golden record. progress, if not
