@@ -53,10 +53,18 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TARFA_TEST_STUCK_COMMAND") != "" {
 		stuckCommand()
 	}
+	// The tests never touch the user's cache (default model, heat ledgers):
+	// one temporary cache for the whole test binary, unless a test sets its own.
+	cache, err := os.MkdirTemp("", "tarfa-cmd-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
+	os.RemoveAll(cache)
 	os.Exit(code)
 }
 
