@@ -39,7 +39,8 @@ type GenResult struct {
 
 // Generate runs prompt through s and then generates up to g.MaxTokens
 // tokens, calling onToken (if not nil) with each new token and the logits
-// it was chosen from; an error from onToken stops generation and is
+// it was chosen from (valid only during the call: the decode loop reuses
+// the session's buffers and allocates nothing per token; copy to keep); an error from onToken stops generation and is
 // returned. The last generated token is not run through the model, so
 // afterwards s.Len() == Len before + len(prompt) + len(Tokens) − 1; feed it
 // first when continuing the sequence.
@@ -70,7 +71,7 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 	smp := newSampler(g)
 	s.ledger.Prompt(prompt)
 	t0 := time.Now()
-	lg, err := s.ForwardContext(ctx, prompt, false)
+	lg, err := s.forward(ctx, prompt, false, true)
 	res.Prefill = time.Since(t0)
 	s.ledger.Time("prefill", res.Prefill)
 	if err != nil {
@@ -105,7 +106,7 @@ func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onTok
 			res.StopReason = StopLength
 			return res, nil
 		}
-		lg, err := s.ForwardContext(ctx, []int{tok}, false)
+		lg, err := s.forward(ctx, []int{tok}, false, true)
 		if err != nil {
 			return res, err
 		}

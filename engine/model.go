@@ -75,7 +75,7 @@ type Model struct {
 	evals, fetches   []atomic.Int64 // per layer
 	cacheHits        atomic.Int64
 	experts          ExpertSource
-	firstMoE         int // the first MoE layer (−1: none)
+	firstMoE         int          // the first MoE layer (−1: none)
 	cache            *expertCache // of the default source; nil: no cache
 	// resident are the verified tensors the model views in place, for Scrub.
 	resident []weights.VerifiedTensor

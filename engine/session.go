@@ -51,6 +51,8 @@ type scratch struct {
 	wts                         []float32
 	cnt, start, order, perToken []int
 	need                        []int
+	lg                          []float32 // logits of the last step (reused by Generate)
+	rows                        [][]float32
 	hintLogits, hintW           []float32
 	hintIdx                     []int32
 	hint                        []int
@@ -115,6 +117,13 @@ func (s *Session) Forward(tokens []int, all bool) ([][]float32, error) {
 // returning ctx's error; the session must then be Reset (its state holds a
 // partial step).
 func (s *Session) ForwardContext(ctx context.Context, tokens []int, all bool) ([][]float32, error) {
+	return s.forward(ctx, tokens, all, false)
+}
+
+// forward is ForwardContext; with reuse the returned logits live in the
+// session's buffers and are valid only until its next step (Generate's
+// decode loop, which allocates nothing per token).
+func (s *Session) forward(ctx context.Context, tokens []int, all, reuse bool) ([][]float32, error) {
 	m := s.m
 	c := m.cfg
 	if s.broken != nil {
@@ -147,7 +156,7 @@ func (s *Session) ForwardContext(ctx context.Context, tokens []int, all bool) ([
 		} else if off+len(chunk) == len(tokens) {
 			want = 1
 		}
-		lg, err := s.chunk(ctx, chunk, want)
+		lg, err := s.chunk(ctx, chunk, want, reuse && !all)
 		if err != nil {
 			s.broken = err
 			return nil, err
@@ -164,7 +173,7 @@ func (s *Session) ForwardContext(ctx context.Context, tokens []int, all bool) ([
 
 // chunk runs T tokens through every layer and returns the logits of the
 // last want positions.
-func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float32, error) {
+func (s *Session) chunk(ctx context.Context, tokens []int, want int, reuse bool) ([][]float32, error) {
 	m, be, c := s.m, s.m.be, s.m.cfg
 	T, H := len(tokens), c.Hidden
 	sc := &s.sc
@@ -214,9 +223,14 @@ func (s *Session) chunk(ctx context.Context, tokens []int, want int) ([][]float3
 	}
 	rows := h[(T-want)*H:]
 	be.RMSNorm(x[:want*H], rows, m.finalNorm, H, c.RMSNormEps)
-	lg := make([]float32, want*c.Vocab)
+	var lg []float32
+	var res [][]float32
+	if reuse {
+		lg, res = grow(&sc.lg, want*c.Vocab), grow(&sc.rows, want)
+	} else {
+		lg, res = make([]float32, want*c.Vocab), make([][]float32, want)
+	}
 	be.MatMul(lg, m.head, x[:want*H], want)
-	res := make([][]float32, want)
 	for i := range res {
 		res[i] = lg[i*c.Vocab : (i+1)*c.Vocab : (i+1)*c.Vocab]
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/jnf"
 )
 
@@ -35,5 +36,34 @@ func TestStreamHitsAllocateNothing(t *testing.T) {
 	})
 	if n != 0 {
 		t.Errorf("%.1f allocations per token of resident experts", n)
+	}
+}
+
+// TestDecodeAllocatesNothing: steady-state decoding with every expert
+// resident in the RAM tier allocates nothing per token (the engine's
+// buffers and the hierarchy's are recycled; Generate's own loop included).
+func TestDecodeAllocatesNothing(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 4 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, _ := engine.Load(ck, engine.Options{Experts: h, Threads: 1})
+	// A long generation's allocations, minus a short one's: 48 more tokens
+	// may only grow the returned token list (a few appends), nothing per
+	// token.
+	gen := func(n int) float64 {
+		return testing.AllocsPerRun(3, func() {
+			if _, err := engine.Generate(context.Background(), m.NewSession(), []int{1, 2, 3}, engine.GenOptions{MaxTokens: n}, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	gen(64) // warm: every expert resident, every buffer grown
+	short, long := gen(16), gen(64)
+	if long-short > 4 {
+		t.Errorf("%v allocations for 16 tokens, %v for 64: %.2f per decoded token", short, long, (long-short)/48)
 	}
 }
