@@ -57,7 +57,7 @@ type GenResult struct {
 // the first kept candidate whose sequential cumulative e exceeds the
 // target is chosen (the last kept one if none does).
 func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onToken func(tok int, logits []float32) error) (res GenResult, err error) {
-	res = GenResult{PromptTokens: len(prompt)}
+	res = GenResult{PromptTokens: len(prompt), Tokens: make([]int, 0, min(max(g.MaxTokens, 0), 4096))}
 	if err := g.check(); err != nil {
 		return res, err
 	}

@@ -114,7 +114,8 @@ type Hierarchy struct {
 	token     int64 // layer clock: token·Layers + layer
 	lastLayer int
 
-	pool sync.Pool // *stream
+	poolMu sync.Mutex
+	pool   []*stream // free Stream scratch, never dropped (a sync.Pool is emptied by every GC)
 	opt  Options   // with Auto budgets resolved
 
 	hintMu    sync.Mutex
@@ -229,9 +230,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	h.closing = make(chan struct{})
 	h.wg.Add(1)
 	go h.prefetcher()
-	h.pool.New = func() any {
-		return &stream{uses: make([]use, 0, h.dims.Experts), reply: make(chan readDone, h.dims.Experts)}
-	}
+
 	return h, nil
 }
 
@@ -362,6 +361,23 @@ func (h *Hierarchy) tick(layer int) int64 {
 	return h.token*int64(h.dims.Layers) + int64(layer)
 }
 
+func (h *Hierarchy) getStream() *stream {
+	h.poolMu.Lock()
+	defer h.poolMu.Unlock()
+	if n := len(h.pool); n > 0 {
+		st := h.pool[n-1]
+		h.pool = h.pool[:n-1]
+		return st
+	}
+	return &stream{uses: make([]use, 0, h.dims.Experts), reply: make(chan readDone, h.dims.Experts)}
+}
+
+func (h *Hierarchy) putStream(st *stream) {
+	h.poolMu.Lock()
+	h.pool = append(h.pool, st)
+	h.poolMu.Unlock()
+}
+
 // use is one expert of a Stream.
 type use struct {
 	x    int
@@ -394,8 +410,8 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engi
 			return fmt.Errorf("tier: layer %d has no routed expert %d", layer, x)
 		}
 	}
-	st := h.pool.Get().(*stream)
-	defer h.pool.Put(st)
+	st := h.getStream()
+	defer h.putStream(st)
 	st.uses = st.uses[:0]
 	for _, x := range experts {
 		st.uses = append(st.uses, use{x: x})
