@@ -116,7 +116,7 @@ type Hierarchy struct {
 
 	poolMu sync.Mutex
 	pool   []*stream // free Stream scratch, never dropped (a sync.Pool is emptied by every GC)
-	opt  Options   // with Auto budgets resolved
+	opt    Options   // with Auto budgets resolved
 
 	hintMu    sync.Mutex
 	hint      []int // experts of hintLayer expected next
