@@ -43,9 +43,17 @@
 // # Structure
 //
 // The model code in this package is written once against backend.Backend
-// (engine/backend): matmul over BF16/F32 weights, norms, RoPE, attention,
-// conv, DeltaNet recurrence, activations, routing. engine/cpu is the pure-Go
-// reference implementation. engine/canon holds the scalar definitions that
-// every backend must reproduce bit for bit (reduction order, exp/sigmoid/
-// silu/softplus, RoPE table, torch's top-k order).
+// and backend.Queue (engine/backend): activations, KV cache and DeltaNet
+// state live in backend buffers, operations (matmul over BF16/F32 weights,
+// norms, RoPE, attention, conv, DeltaNet recurrence, activations, routing)
+// are enqueued, and the host waits once per MoE layer, for the router's
+// choices, and once per step, for the logits. engine/cpu is the pure-Go
+// reference implementation, engine/cuda the CUDA one (OpenBackend selects
+// by name), engine/backendtest the suite both pass. engine/canon holds the
+// scalar definitions that every backend must reproduce bit for bit
+// (reduction order, exp/sigmoid/silu/softplus, RoPE table, torch's top-k
+// order). With a device backend, routed experts resident in its memory are
+// computed there; the others are computed on the device or on the host
+// (Options.Placement), with the same bits either way. Batch steps several
+// sessions at once (continuous batching), bit-identical to solo runs.
 package engine

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
@@ -34,8 +35,14 @@ type Options struct {
 	// Threads is the number of goroutines per operation of the default CPU
 	// backend (0 = GOMAXPROCS). Results do not depend on it.
 	Threads int
-	// Backend overrides the default CPU backend (then Threads is ignored).
+	// Backend overrides the default CPU backend (then Threads is ignored for
+	// the model's operations; it still sizes the host backend that computes
+	// routed experts placed on the CPU beside a device backend).
 	Backend backend.Backend
+	// Placement chooses where routed experts that are not resident on a
+	// device backend are computed (PlaceAuto when empty). Results never
+	// depend on it.
+	Placement Placement
 	// CheckExperts makes Load fetch every routed expert once and check its
 	// shapes and dtypes. Otherwise experts are checked each time they are
 	// fetched for use (always).
@@ -62,9 +69,17 @@ type Model struct {
 	root jnf.Digest // of the checkpoint every weight came from
 	w    source
 	be   backend.Backend
+	// host computes routed experts placed on the CPU when be is a device
+	// backend (nil when be is the CPU backend itself).
+	host      *cpu.CPU
+	placement Placement
+	place     placer
+	// digests[l][e] is the manifest digest of routed expert e of layer l,
+	// when the source can tell without reading it (for device residency).
+	digests [][]jnf.Digest
 
-	embed, head *backend.Mat
-	finalNorm   []float32
+	embed, head *backend.Weight
+	finalNorm   backend.Buf
 	layers      []layer
 	invFreq     []float32 // RoPE inverse frequencies (nil without full-attention layers)
 	attnScale   float32
@@ -74,6 +89,11 @@ type Model struct {
 	tokens, forwards atomic.Int64
 	evals, fetches   []atomic.Int64 // per layer
 	cacheHits        atomic.Int64
+	deviceHits       atomic.Int64
+	onHost, onDevice atomic.Int64
+	bufs             []backend.Buf // allocated at load (Close frees them)
+	weights          []*backend.Weight
+	closeOnce        sync.Once
 	experts          ExpertSource
 	firstMoE         int          // the first MoE layer (−1: none)
 	cache            *expertCache // of the default source; nil: no cache
@@ -84,33 +104,33 @@ type Model struct {
 type layer struct {
 	index    int
 	kind     hf.LayerType
-	inNorm   []float32 // effective RMSNorm scales
-	postNorm []float32
+	inNorm   backend.Buf // effective RMSNorm scales
+	postNorm backend.Buf
 	attn     *attnWeights
 	gdn      *gdnWeights
 	// MoE (sparse) or dense MLP
 	sparse     bool
 	nextMoE    int // the next MoE layer of the same token (−1: none)
-	router     *backend.Mat
+	router     *backend.Weight
 	dense      *mlpWeights
 	shared     *mlpWeights
-	sharedGate *backend.Mat
+	sharedGate *backend.Weight
 }
 
 type attnWeights struct {
-	q, k, v, o   *backend.Mat
-	qNorm, kNorm []float32
+	q, k, v, o   *backend.Weight
+	qNorm, kNorm backend.Buf
 	gated        bool // Qwen3.5: q_proj rows are per head [query | gate]
 }
 
 type gdnWeights struct {
-	qkv, z, b, a, out *backend.Mat
-	conv              []float32 // C×Kc
-	aLog, dtBias      []float32 // nv
-	norm              []float32 // dv, plain scale
+	qkv, z, b, a, out *backend.Weight
+	conv              backend.Buf // C×Kc
+	aLog, dtBias      backend.Buf // nv
+	norm              backend.Buf // dv, plain scale
 }
 
-type mlpWeights struct{ gate, up, down *backend.Mat }
+type mlpWeights struct{ gate, up, down *backend.Weight }
 
 // Stats are cumulative counters over all sessions of a Model.
 type Stats struct {
@@ -123,8 +143,16 @@ type Stats struct {
 	// ExpertFetches[l] counts Weights.Expert calls for layer l (at most one
 	// per distinct expert per Forward chunk; fewer with the expert cache).
 	ExpertFetches []int64
-	// ExpertCacheHits counts expert uses served by the expert cache.
+	// ExpertCacheHits counts expert uses served by a resident copy: the
+	// expert cache, the hierarchy's RAM tier or the device.
 	ExpertCacheHits int64
+	// ExpertDeviceHits counts expert uses served by a copy resident in a
+	// device backend's memory (part of ExpertCacheHits).
+	ExpertDeviceHits int64
+	// ExpertsOnHost and ExpertsOnDevice count expert uses (one expert for
+	// the tokens of one step routed to it) computed by the host beside a
+	// device backend and by the model's backend.
+	ExpertsOnHost, ExpertsOnDevice int64
 }
 
 // Loaded reports what Load verified: the non-expert tensors it fetched and
@@ -170,7 +198,8 @@ func (m *Model) Backend() backend.Backend { return m.be }
 
 // Stats returns a snapshot of the counters.
 func (m *Model) Stats() Stats {
-	s := Stats{Tokens: m.tokens.Load(), Forwards: m.forwards.Load(), TopK: m.cfg.TopK, ExpertCacheHits: m.cacheHits.Load()}
+	s := Stats{Tokens: m.tokens.Load(), Forwards: m.forwards.Load(), TopK: m.cfg.TopK, ExpertCacheHits: m.cacheHits.Load(),
+		ExpertDeviceHits: m.deviceHits.Load(), ExpertsOnHost: m.onHost.Load(), ExpertsOnDevice: m.onDevice.Load()}
 	s.ExpertEvals = make([]int64, len(m.evals))
 	s.ExpertFetches = make([]int64, len(m.fetches))
 	for i := range m.evals {
@@ -202,11 +231,18 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
+	place, err := opt.Placement.placer()
+	if err != nil {
+		return nil, err
+	}
 	be := opt.Backend
 	if be == nil {
 		be = cpu.New(opt.Threads)
 	}
-	m := &Model{cfg: cfg, root: root, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE}
+	m := &Model{cfg: cfg, root: root, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE, placement: opt.Placement, place: place}
+	if _, isCPU := be.(*cpu.CPU); !isCPU {
+		m.host = cpu.New(opt.Threads)
+	}
 	m.experts = opt.Experts
 	if m.experts == nil {
 		var cache *expertCache
@@ -224,12 +260,13 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	}
 	H, V := cfg.Hidden, cfg.Vocab
 
-	m.embed = ld.mat("model.embed_tokens.weight", V, H)
-	m.finalNorm = ld.norm("model.norm.weight", H)
+	m.embed = ld.mat("model.embed_tokens.weight", V, H, backend.UseGather)
+	ld.norm(&m.finalNorm, "model.norm.weight", H)
 	if cfg.Tied {
 		m.head = m.embed
+		ld.use(m.embed, backend.UseHead) // multiplied as well as gathered
 	} else {
-		m.head = ld.mat("lm_head.weight", V, H)
+		m.head = ld.mat("lm_head.weight", V, H, backend.UseHead)
 	}
 	hasFull := false
 	m.layers = make([]layer, cfg.Layers)
@@ -237,8 +274,8 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 		L := &m.layers[i]
 		L.index, L.kind, L.sparse = i, cfg.LayerTypes[i], cfg.Sparse[i]
 		p := fmt.Sprintf("model.layers.%d.", i)
-		L.inNorm = ld.norm(p+"input_layernorm.weight", H)
-		L.postNorm = ld.norm(p+"post_attention_layernorm.weight", H)
+		ld.norm(&L.inNorm, p+"input_layernorm.weight", H)
+		ld.norm(&L.postNorm, p+"post_attention_layernorm.weight", H)
 		switch L.kind {
 		case hf.FullAttention:
 			hasFull = true
@@ -247,10 +284,10 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 			L.gdn = ld.deltaNet(cfg, p+"linear_attn.")
 		}
 		if L.sparse {
-			L.router = ld.mat(p+"mlp.gate.weight", cfg.Experts, H)
+			L.router = ld.mat(p+"mlp.gate.weight", cfg.Experts, H, backend.UseMatMul)
 			if cfg.SharedIntermediate > 0 {
 				L.shared = ld.mlp(p+"mlp.shared_expert.", cfg.SharedIntermediate, H)
-				L.sharedGate = ld.mat(p+"mlp.shared_expert_gate.weight", 1, H)
+				L.sharedGate = ld.mat(p+"mlp.shared_expert_gate.weight", 1, H, backend.UseMatMul)
 			}
 		} else {
 			L.dense = ld.mlp(p+"mlp.", cfg.DenseIntermediate, H)
@@ -263,6 +300,10 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 		return nil, ld.err
 	}
 	m.resident = ld.kept
+	if err := m.upload(ld); err != nil {
+		m.Close()
+		return nil, err
+	}
 	next := -1
 	for i := len(m.layers) - 1; i >= 0; i-- {
 		m.layers[i].nextMoE = next
@@ -274,6 +315,7 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	if hasFull {
 		inv, err := canon.RopeInvFreq(cfg.RopeTheta, cfg.RotaryDim)
 		if err != nil {
+			m.Close()
 			return nil, err
 		}
 		m.invFreq = inv
@@ -282,27 +324,108 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	if cfg.LinearKeyDim > 0 {
 		m.qkScale = float32(1 / math.Sqrt(float64(cfg.LinearKeyDim)))
 	}
+	if refs, ok := w.(expertRefs); ok && m.firstMoE >= 0 && m.host != nil {
+		m.digests = make([][]jnf.Digest, cfg.Layers)
+		for l := range m.layers {
+			if !m.layers[l].sparse {
+				continue
+			}
+			m.digests[l] = make([]jnf.Digest, cfg.Experts)
+			for e := range m.digests[l] {
+				r, err := refs.ExpertRef(l, e)
+				if err != nil {
+					m.Close()
+					return nil, fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
+				}
+				m.digests[l][e] = r.Digest()
+			}
+		}
+	}
 	if opt.CheckExperts {
-		var mats [3]backend.Mat
+		var x backend.Expert
 		for l := range m.layers {
 			if !m.layers[l].sparse {
 				continue
 			}
 			for e := 0; e < cfg.Experts; e++ {
 				if err := ld.ctx.Err(); err != nil {
+					m.Close()
 					return nil, err
 				}
 				ve, err := w.Expert(l, e)
 				if err != nil {
+					m.Close()
 					return nil, fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
 				}
-				if err := m.bind(l, e, ve, &mats); err != nil {
+				if err := m.bind(l, e, ve, &x); err != nil {
+					m.Close()
 					return nil, err
 				}
 			}
 		}
 	}
 	return m, nil
+}
+
+// expertRefs is a source that can name an expert's digest without reading
+// it (a *weights.Checkpoint).
+type expertRefs interface {
+	ExpertRef(layer, expert int) (weights.ExpertRef, error)
+}
+
+// upload hands the fetched weights to the backend, the per-layer matrices
+// first, then the LM head, then the embedding (so that a backend short of
+// device memory keeps the last ones on the host), and copies the vectors
+// (norm scales, conv taps, gate parameters) into backend buffers.
+func (m *Model) upload(ld *loader) error {
+	for _, use := range []backend.Use{backend.UseMatMul, backend.UseHead, backend.UseGather} {
+		for _, p := range ld.mats {
+			if p.use != use {
+				continue
+			}
+			if err := ld.ctx.Err(); err != nil {
+				return err
+			}
+			if err := m.be.Upload(p.w, p.key, p.v, p.rows, p.cols, p.use); err != nil {
+				return fmt.Errorf("engine: tensor %s: %w", p.v.Name(), err)
+			}
+			m.weights = append(m.weights, p.w)
+		}
+	}
+	q, err := m.be.NewQueue()
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	defer q.Close()
+	for _, p := range ld.vecs {
+		b, err := m.be.Alloc(len(p.f))
+		if err != nil {
+			return fmt.Errorf("engine: tensor %s: %w", p.name, err)
+		}
+		m.bufs = append(m.bufs, b)
+		q.Write(b, p.f)
+		*p.dst = b
+	}
+	if err := q.Sync(); err != nil {
+		return fmt.Errorf("engine: copying the vectors to the %s backend: %w", m.be.Name(), err)
+	}
+	return nil
+}
+
+// Close releases what the model holds on its backend (device memory). The
+// model and its sessions must not be used afterwards; the backend itself
+// stays open (its owner closes it).
+func (m *Model) Close() error {
+	m.closeOnce.Do(func() {
+		for _, b := range m.bufs {
+			m.be.Free(b)
+		}
+		for _, w := range m.weights {
+			m.be.Drop(w)
+		}
+		m.bufs, m.weights = nil, nil
+	})
+	return nil
 }
 
 func checkConfig(c *hf.Config) error {
@@ -362,7 +485,9 @@ func checkConfig(c *hf.Config) error {
 	return nil
 }
 
-// loader fetches tensors and keeps the first error.
+// loader fetches tensors and keeps the first error. Matrices and vectors
+// are collected and handed to the backend once every tensor is checked
+// (Model.upload).
 type loader struct {
 	ctx    context.Context
 	w      source
@@ -370,36 +495,52 @@ type loader struct {
 	offset bool
 	err    error
 	kept   []weights.VerifiedTensor
+	mats   []pendingMat
+	vecs   []pendingVec
 }
 
-func (l *loader) fetch(name string, shape ...int) (weights.View, bool) {
+type pendingMat struct {
+	w          *backend.Weight
+	key        backend.Key
+	v          weights.View
+	rows, cols int
+	use        backend.Use
+}
+
+type pendingVec struct {
+	dst  *backend.Buf
+	name string
+	f    []float32
+}
+
+func (l *loader) fetch(name string, shape ...int) (weights.View, jnf.Digest, bool) {
 	if l.err != nil {
-		return weights.View{}, false
+		return weights.View{}, jnf.Digest{}, false
 	}
 	if err := l.ctx.Err(); err != nil {
 		l.err = err
-		return weights.View{}, false
+		return weights.View{}, jnf.Digest{}, false
 	}
 	vt, err := l.w.Tensor(name)
 	if err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
-		return weights.View{}, false
+		return weights.View{}, jnf.Digest{}, false
 	}
 	if got := vt.Name(); got != name {
 		l.err = fmt.Errorf("engine: asked for tensor %s, got %s", name, got)
-		return weights.View{}, false
+		return weights.View{}, jnf.Digest{}, false
 	}
 	if r := vt.Root(); !r.Equal(l.root) {
 		l.err = fmt.Errorf("engine: tensor %s comes from the checkpoint with root %s, the model is %s", name, r.Hex(), l.root.Hex())
-		return weights.View{}, false
+		return weights.View{}, jnf.Digest{}, false
 	}
 	v := vt.View()
 	if err := checkShape(v, shape); err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
-		return weights.View{}, false
+		return weights.View{}, jnf.Digest{}, false
 	}
 	l.kept = append(l.kept, vt)
-	return v, true
+	return v, vt.Digest(), true
 }
 
 func checkShape(v weights.View, want []int) error {
@@ -416,21 +557,36 @@ func checkShape(v weights.View, want []int) error {
 	return nil
 }
 
-func (l *loader) mat(name string, rows, cols int) *backend.Mat {
-	v, ok := l.fetch(name, rows, cols)
+// mat fetches a matrix; the backend receives it in Model.upload.
+func (l *loader) mat(name string, rows, cols int, use backend.Use) *backend.Weight {
+	v, d, ok := l.fetch(name, rows, cols)
 	if !ok {
 		return nil
 	}
-	m := new(backend.Mat)
-	if err := m.Init(v, rows, cols); err != nil {
+	w := new(backend.Weight)
+	// The shape and element count are checked now, so that a bad tensor is
+	// reported in load order whatever the upload order.
+	if err := w.Host.Init(v, rows, cols); err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
 		return nil
 	}
-	return m
+	l.mats = append(l.mats, pendingMat{w: w, key: backend.Key{Digest: d}, v: v, rows: rows, cols: cols, use: use})
+	return w
 }
 
-func (l *loader) vec(name string, shape ...int) []float32 {
-	v, ok := l.fetch(name, shape...)
+// use changes the Use of an already fetched matrix.
+func (l *loader) use(w *backend.Weight, use backend.Use) {
+	for i := range l.mats {
+		if l.mats[i].w == w {
+			l.mats[i].use = use
+		}
+	}
+}
+
+// vec fetches a vector (any shape) widened to float32, to be copied into
+// *dst.
+func (l *loader) vec(dst *backend.Buf, name string, shape ...int) []float32 {
+	v, _, ok := l.fetch(name, shape...)
 	if !ok {
 		return nil
 	}
@@ -439,19 +595,19 @@ func (l *loader) vec(name string, shape ...int) []float32 {
 		l.err = fmt.Errorf("engine: %w", err)
 		return nil
 	}
+	l.vecs = append(l.vecs, pendingVec{dst: dst, name: name, f: f})
 	return f
 }
 
-// norm returns the effective RMSNorm scale: w, or float32(1+w) for the
+// norm fetches the effective RMSNorm scale: w, or float32(1+w) for the
 // zero-centred norms of Qwen3.5.
-func (l *loader) norm(name string, n int) []float32 {
-	f := l.vec(name, n)
+func (l *loader) norm(dst *backend.Buf, name string, n int) {
+	f := l.vec(dst, name, n)
 	if l.offset {
 		for i, w := range f {
 			f[i] = 1 + w
 		}
 	}
-	return f
 }
 
 func (l *loader) attention(c *hf.Config, p string) *attnWeights {
@@ -461,12 +617,12 @@ func (l *loader) attention(c *hf.Config, p string) *attnWeights {
 	if a.gated {
 		qRows *= 2
 	}
-	a.q = l.mat(p+"q_proj.weight", qRows, H)
-	a.k = l.mat(p+"k_proj.weight", c.KVHeads*hd, H)
-	a.v = l.mat(p+"v_proj.weight", c.KVHeads*hd, H)
-	a.o = l.mat(p+"o_proj.weight", H, c.Heads*hd)
-	a.qNorm = l.norm(p+"q_norm.weight", hd)
-	a.kNorm = l.norm(p+"k_norm.weight", hd)
+	a.q = l.mat(p+"q_proj.weight", qRows, H, backend.UseMatMul)
+	a.k = l.mat(p+"k_proj.weight", c.KVHeads*hd, H, backend.UseMatMul)
+	a.v = l.mat(p+"v_proj.weight", c.KVHeads*hd, H, backend.UseMatMul)
+	a.o = l.mat(p+"o_proj.weight", H, c.Heads*hd, backend.UseMatMul)
+	l.norm(&a.qNorm, p+"q_norm.weight", hd)
+	l.norm(&a.kNorm, p+"k_norm.weight", hd)
 	return a
 }
 
@@ -475,30 +631,43 @@ func (l *loader) deltaNet(c *hf.Config, p string) *gdnWeights {
 	nv, dv := c.LinearValueHeads, c.LinearValueDim
 	C := c.ConvDim()
 	g := &gdnWeights{}
-	g.qkv = l.mat(p+"in_proj_qkv.weight", C, H)
-	g.z = l.mat(p+"in_proj_z.weight", nv*dv, H)
-	g.b = l.mat(p+"in_proj_b.weight", nv, H)
-	g.a = l.mat(p+"in_proj_a.weight", nv, H)
-	g.conv = l.vec(p+"conv1d.weight", C, 1, c.ConvKernel)
-	g.dtBias = l.vec(p+"dt_bias", nv)
-	g.aLog = l.vec(p+"A_log", nv)
-	g.norm = l.vec(p+"norm.weight", dv)
-	g.out = l.mat(p+"out_proj.weight", H, nv*dv)
+	g.qkv = l.mat(p+"in_proj_qkv.weight", C, H, backend.UseMatMul)
+	g.z = l.mat(p+"in_proj_z.weight", nv*dv, H, backend.UseMatMul)
+	g.b = l.mat(p+"in_proj_b.weight", nv, H, backend.UseMatMul)
+	g.a = l.mat(p+"in_proj_a.weight", nv, H, backend.UseMatMul)
+	l.vec(&g.conv, p+"conv1d.weight", C, 1, c.ConvKernel)
+	l.vec(&g.dtBias, p+"dt_bias", nv)
+	l.vec(&g.aLog, p+"A_log", nv)
+	l.vec(&g.norm, p+"norm.weight", dv)
+	g.out = l.mat(p+"out_proj.weight", H, nv*dv, backend.UseMatMul)
 	return g
 }
 
 func (l *loader) mlp(p string, I, H int) *mlpWeights {
 	return &mlpWeights{
-		gate: l.mat(p+"gate_proj.weight", I, H),
-		up:   l.mat(p+"up_proj.weight", I, H),
-		down: l.mat(p+"down_proj.weight", H, I),
+		gate: l.mat(p+"gate_proj.weight", I, H, backend.UseMatMul),
+		up:   l.mat(p+"up_proj.weight", I, H, backend.UseMatMul),
+		down: l.mat(p+"down_proj.weight", H, I, backend.UseMatMul),
 	}
 }
 
 // bind checks a routed expert the source returned for layer l, index e —
 // that it is the one asked for, of this model, with the configured shapes —
-// and makes mats[0..2] view its gate, up and down projections.
-func (m *Model) bind(l, e int, ve weights.VerifiedExpert, mats *[3]backend.Mat) error {
+// and makes x view its gate, up and down projections in place.
+func (m *Model) bind(l, e int, ve weights.VerifiedExpert, x *backend.Expert) error {
+	if err := m.checkExpert(l, e, ve); err != nil {
+		return err
+	}
+	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
+	if err := cpu.ViewExpert(x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), I, H); err != nil {
+		return fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
+	}
+	return nil
+}
+
+// checkExpert checks that ve is expert e of layer l of this model, with the
+// configured shapes and dtypes.
+func (m *Model) checkExpert(l, e int, ve weights.VerifiedExpert) error {
 	if id := ve.ID(); id.Layer != l || id.Expert != e {
 		return fmt.Errorf("engine: asked for layer %d expert %d, got %s", l, e, id)
 	}
@@ -511,11 +680,8 @@ func (m *Model) bind(l, e int, ve weights.VerifiedExpert, mats *[3]backend.Mat) 
 		what       string
 		rows, cols int
 	}{{ve.Gate(), "gate", I, H}, {ve.Up(), "up", I, H}, {ve.Down(), "down", H, I}}
-	for i, p := range parts {
+	for _, p := range parts {
 		if err := checkShape(p.v, []int{p.rows, p.cols}); err != nil {
-			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
-		}
-		if err := mats[i].Init(p.v, p.rows, p.cols); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
 	}

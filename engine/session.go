@@ -4,21 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
+	"runtime"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/ledger"
-	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // maxChunk is the number of tokens Forward pushes through the layers at
 // once. It bounds scratch memory; results do not depend on it.
 var maxChunk = 64
 
-// Session is one sequence: its KV cache, conv and recurrent state, and
-// scratch buffers. A Session is not safe for concurrent use; several
-// Sessions of one Model may run concurrently.
+// Session is one sequence: its KV cache, conv and recurrent state (in the
+// backend's memory), its queue and scratch buffers. A Session is not safe
+// for concurrent use; several Sessions of one Model may run concurrently.
 type Session struct {
 	m      *Model
 	pos    int
@@ -26,52 +28,62 @@ type Session struct {
 	// ledger, if set, records this session's routing, expert use and
 	// logits chain (SetLedger).
 	ledger *ledger.Ledger
+	st     *sessionState
+	seg    [1]segment
+	// resetState: the DeltaNet state must be zeroed before the next step.
+	resetState bool
+}
+
+// sessionState is what a session holds in the backend: its layers' state
+// and its own queue and scratch (solo, for Forward; a Batch brings its
+// own). It is apart from the Session so that a device backend's memory is
+// freed when an unclosed session is collected.
+type sessionState struct {
 	layers []layerState
-	sc     scratch
-	mats   [3]backend.Mat
-	use    moeUse
+	solo   *work
+}
+
+// free releases st's backend memory and queue.
+func (st *sessionState) free(be backend.Backend) error {
+	var err error
+	if st.solo != nil {
+		err = st.solo.close()
+		st.solo = nil
+	}
+	for i := range st.layers {
+		ls := &st.layers[i]
+		for _, b := range []backend.Buf{ls.k, ls.v, ls.conv, ls.state} {
+			if b.Mem() != nil {
+				be.Free(b)
+			}
+		}
+		*ls = layerState{}
+	}
+	return err
 }
 
 type layerState struct {
-	k, v  []float32 // full attention: pos rows of nkv×hd each
-	conv  []float32 // Gated DeltaNet: C×(Kc−1) previous conv inputs
-	state []float32 // Gated DeltaNet: nv×dk×dv recurrent state (fp32)
-	last  []int32   // MoE: the experts the last token used (for hints)
+	// full attention: the KV cache, rows of nkv×hd (kvRows of them
+	// allocated, pos in use)
+	k, v   backend.Buf
+	kvRows int
+	// Gated DeltaNet: C×(Kc−1) previous conv inputs, nv×dk×dv recurrent
+	// state (fp32)
+	conv, state backend.Buf
+	last        []int32 // MoE: the experts the last token used (for hints)
 }
 
-// scratch holds per-chunk buffers, grown on demand and reused.
-type scratch struct {
-	h, x, out, y                []float32
-	q, gate, qg, k, v, o        []float32
-	cos, sin                    []float32
-	c, cc, z, b, a, qn, kn, vv  []float32
-	beta, alpha                 []float32
-	logits                      []float32
-	idx                         []int32
-	wts                         []float32
-	cnt, start, order, perToken []int
-	need                        []int
-	lg                          []float32 // logits of the last step (reused by Generate)
-	rows                        [][]float32
-	hintLogits, hintW           []float32
-	hintIdx                     []int32
-	hint                        []int
-	xe, ge, ue, ye, yslots      []float32
-	sg, su, ss, gl              []float32
-}
-
-func grow[T any](p *[]T, n int) []T {
-	if cap(*p) < n {
-		*p = make([]T, n)
-	}
-	*p = (*p)[:n]
-	return *p
-}
-
-// NewSession starts an empty sequence.
+// NewSession starts an empty sequence. Its state lives in the model's
+// backend; Close releases it (for a device backend; the CPU's memory is
+// the garbage collector's).
 func (m *Model) NewSession() *Session {
-	s := &Session{m: m}
-	s.layers = make([]layerState, len(m.layers))
+	s := &Session{m: m, st: &sessionState{layers: make([]layerState, len(m.layers))}}
+	if m.host != nil {
+		// A device backend's memory is not the garbage collector's: free it
+		// if the session is dropped without Close.
+		be := m.be
+		runtime.AddCleanup(s, func(st *sessionState) { st.free(be) }, s.st)
+	}
 	s.Reset()
 	return s
 }
@@ -87,18 +99,20 @@ func (s *Session) Ledger() *ledger.Ledger { return s.ledger }
 // Reset empties the sequence (keeping allocated buffers) and clears an
 // earlier error.
 func (s *Session) Reset() {
-	c := s.m.cfg
 	s.pos, s.broken = 0, nil
-	for i := range s.layers {
-		st := &s.layers[i]
-		st.k, st.v, st.last = st.k[:0], st.v[:0], st.last[:0]
-		if s.m.layers[i].kind == hf.LinearAttention {
-			st.conv = grow(&st.conv, c.ConvDim()*(c.ConvKernel-1))
-			st.state = grow(&st.state, c.LinearValueHeads*c.LinearKeyDim*c.LinearValueDim)
-			clear(st.conv)
-			clear(st.state)
-		}
+	for i := range s.st.layers {
+		st := &s.st.layers[i]
+		st.last = st.last[:0]
 	}
+	s.resetState = true
+}
+
+// Close releases the session's backend memory and queue. The session must
+// not be used afterwards.
+func (s *Session) Close() error {
+	err := s.st.free(s.m.be)
+	s.broken = errors.New("engine: session closed")
+	return err
 }
 
 // Len is the number of tokens in the sequence.
@@ -120,21 +134,19 @@ func (s *Session) ForwardContext(ctx context.Context, tokens []int, all bool) ([
 	return s.forward(ctx, tokens, all, false)
 }
 
-// forward is ForwardContext; with reuse the returned logits live in the
-// session's buffers and are valid only until its next step (Generate's
-// decode loop, which allocates nothing per token).
-func (s *Session) forward(ctx context.Context, tokens []int, all, reuse bool) ([][]float32, error) {
-	m := s.m
-	c := m.cfg
+// check refuses tokens the session cannot take: an empty list, ids outside
+// the vocabulary, a sequence longer than the model supports.
+func (s *Session) check(tokens []int) error {
+	c := s.m.cfg
 	if s.broken != nil {
-		return nil, fmt.Errorf("engine: session unusable after an earlier error (Reset it): %w", s.broken)
+		return fmt.Errorf("engine: session unusable after an earlier error (Reset it): %w", s.broken)
 	}
 	if len(tokens) == 0 {
-		return nil, errors.New("engine: Forward with no tokens")
+		return errors.New("engine: Forward with no tokens")
 	}
 	for i, t := range tokens {
 		if t < 0 || t >= c.Vocab {
-			return nil, fmt.Errorf("engine: token %d at index %d is outside the vocabulary [0, %d)", t, i, c.Vocab)
+			return fmt.Errorf("engine: token %d at index %d is outside the vocabulary [0, %d)", t, i, c.Vocab)
 		}
 	}
 	limit := canon.MaxRopePosition
@@ -142,7 +154,25 @@ func (s *Session) forward(ctx context.Context, tokens []int, all, reuse bool) ([
 		limit = min(limit, c.MaxPositions)
 	}
 	if s.pos+len(tokens) > limit {
-		return nil, fmt.Errorf("engine: sequence of %d tokens would exceed the %d positions the model supports", s.pos+len(tokens), limit)
+		return fmt.Errorf("engine: sequence of %d tokens would exceed the %d positions the model supports", s.pos+len(tokens), limit)
+	}
+	return nil
+}
+
+// forward is ForwardContext; with reuse the returned logits live in the
+// session's buffers and are valid only until its next step (Generate's
+// decode loop, which allocates nothing per token).
+func (s *Session) forward(ctx context.Context, tokens []int, all, reuse bool) ([][]float32, error) {
+	m := s.m
+	if err := s.check(tokens); err != nil {
+		return nil, err
+	}
+	if s.st.solo == nil {
+		w, err := m.newWork()
+		if err != nil {
+			return nil, err
+		}
+		s.st.solo = w
 	}
 	var out [][]float32
 	if all {
@@ -156,7 +186,13 @@ func (s *Session) forward(ctx context.Context, tokens []int, all, reuse bool) ([
 		} else if off+len(chunk) == len(tokens) {
 			want = 1
 		}
-		lg, err := s.chunk(ctx, chunk, want, reuse && !all)
+		s.seg[0] = segment{s: s, n: len(chunk), want: want}
+		ids := grow(&s.st.solo.ids, len(chunk))
+		for i, t := range chunk {
+			ids[i] = int32(t)
+		}
+		lg, err := s.st.solo.step(ctx, s.seg[:], reuse && !all)
+		s.seg[0] = segment{}
 		if err != nil {
 			s.broken = err
 			return nil, err
@@ -171,351 +207,312 @@ func (s *Session) forward(ctx context.Context, tokens []int, all, reuse bool) ([
 	return out, nil
 }
 
-// chunk runs T tokens through every layer and returns the logits of the
-// last want positions.
-func (s *Session) chunk(ctx context.Context, tokens []int, want int, reuse bool) ([][]float32, error) {
-	m, be, c := s.m, s.m.be, s.m.cfg
-	T, H := len(tokens), c.Hidden
-	sc := &s.sc
-	h := grow(&sc.h, T*H)
-	x := grow(&sc.x, T*H)
-	out := grow(&sc.out, T*H)
-	for t, id := range tokens {
-		m.embed.Row(id, h[t*H:(t+1)*H])
+// segment is one session's part of a step: its n new tokens (rows
+// row0..row0+n−1 of the step, their ids in work.ids) and how many of its
+// last positions want logits.
+type segment struct {
+	s             *Session
+	n, want, row0 int
+}
+
+// work is a queue and the scratch buffers of the steps run on it: a
+// session's own (Forward) or a Batch's.
+type work struct {
+	m   *Model
+	q   backend.Queue
+	err error // the first allocation error of the current step
+	// dead are grown-out-of allocations, freed after the next Sync.
+	dead []backend.Buf
+
+	// device buffers, grown on demand (capacities rounded up to powers of
+	// two) and reused
+	h, x, out              backend.Buf
+	q0, gate, qg, k, v, o  backend.Buf
+	cos, sin               backend.Buf
+	c, cc, z, b, a, qn, kn backend.Buf
+	vv, beta, alpha        backend.Buf
+	logits, wts            backend.Buf
+	xe, ge, ue, ye, slots  backend.Buf
+	sg, su, ss, gl         backend.Buf
+	xf, lgB                backend.Buf
+	hintLogits, hintW      backend.Buf
+
+	// host buffers
+	ids                         []int32
+	cosH, sinH                  []float32
+	idx                         []int32
+	wH                          []float32
+	cnt, start, perToken        []int
+	order                       []int
+	pairTok, pairRow            []int32
+	need, stream                []int
+	hintIdx                     []int32
+	hintList                    []int
+	lg                          []float32 // logits of the last step (reused by Generate)
+	rows                        [][]float32
+	xH, xeH, geH, ueH, yeH      []float32
+	xHB, xeHB, geHB, ueHB, yeHB backend.Buf // host Bufs viewing the slices above
+	hq                          *cpu.Queue  // the host's queue (experts placed on the CPU)
+	x3                          backend.Expert
+	use                         moeUse
+	segPairs, segSeen           []int
+	placeStats                  placeState
+}
+
+func (m *Model) newWork() (*work, error) {
+	q, err := m.be.NewQueue()
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if m.invFreq != nil {
-		n := len(m.invFreq)
-		cos, sin := grow(&sc.cos, T*n), grow(&sc.sin, T*n)
-		for t := range T {
-			canon.RopeRow(m.invFreq, s.pos+t, cos[t*n:(t+1)*n], sin[t*n:(t+1)*n])
+	w := &work{m: m, q: q}
+	if m.host != nil {
+		w.hq = m.host.NewHostQueue()
+	}
+	return w, nil
+}
+
+func (w *work) close() error {
+	err := w.q.Sync()
+	w.freeDead()
+	for _, b := range []*backend.Buf{&w.h, &w.x, &w.out, &w.q0, &w.gate, &w.qg, &w.k, &w.v, &w.o, &w.cos, &w.sin,
+		&w.c, &w.cc, &w.z, &w.b, &w.a, &w.qn, &w.kn, &w.vv, &w.beta, &w.alpha, &w.logits, &w.wts,
+		&w.xe, &w.ge, &w.ue, &w.ye, &w.slots, &w.sg, &w.su, &w.ss, &w.gl, &w.xf, &w.lgB, &w.hintLogits, &w.hintW} {
+		if b.Mem() != nil {
+			w.m.be.Free(*b)
+			*b = backend.Buf{}
 		}
 	}
-	s.ledger.BeginChunk(s.pos, T)
-	for l := range m.layers {
-		if err := ctx.Err(); err != nil {
-			s.ledger.AbortChunk()
+	if cerr := w.q.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// buf returns the first n values of *p, growing it (a new allocation, the
+// old one freed after the next Sync) when it is shorter.
+func (w *work) buf(p *backend.Buf, n int) backend.Buf {
+	if p.Len() < n {
+		if p.Mem() != nil {
+			w.dead = append(w.dead, *p)
+		}
+		b, err := w.m.be.Alloc(1 << bits.Len(uint(n-1)))
+		if err != nil {
+			if w.err == nil {
+				w.err = fmt.Errorf("engine: scratch of %d values: %w", n, err)
+			}
+			*p = backend.Buf{}
+			return backend.Buf{}
+		}
+		*p = b
+	}
+	return p.Slice(0, n)
+}
+
+// sync waits for the queue and frees what buf grew out of.
+func (w *work) sync() error {
+	err := w.q.Sync()
+	w.freeDead()
+	if w.err != nil {
+		return w.err
+	}
+	return err
+}
+
+func (w *work) freeDead() {
+	for _, b := range w.dead {
+		w.m.be.Free(b)
+	}
+	w.dead = w.dead[:0]
+}
+
+func grow[T any](p *[]T, n int) []T {
+	if cap(*p) < n {
+		*p = make([]T, n)
+	}
+	*p = (*p)[:n]
+	return *p
+}
+
+// growHost is grow for a host slice that a host Buf views.
+func growHost(p *[]float32, b *backend.Buf, n int) ([]float32, backend.Buf) {
+	if cap(*p) < n {
+		*p = make([]float32, n)
+		*b = cpu.Wrap((*p)[:cap(*p)])
+	}
+	*p = (*p)[:n]
+	return *p, b.Slice(0, n)
+}
+
+// step runs the segments' tokens (w.ids, in segment order) through every
+// layer as one batch of rows and returns, per segment in order, the logits
+// of its last want positions.
+// Every row is computed with the canonical per-row arithmetic, so a row's
+// bits do not depend on the other rows of the step.
+func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float32, error) {
+	m, c, q := w.m, w.m.cfg, w.q
+	H := c.Hidden
+	T, want := 0, 0
+	for i := range segs {
+		segs[i].row0 = T
+		T += segs[i].n
+		want += segs[i].want
+	}
+	ids := w.ids[:T]
+	w.err = nil
+	for i := range segs {
+		if err := segs[i].s.prepare(w, segs[i].n); err != nil {
 			return nil, err
 		}
-		L := &m.layers[l]
-		be.RMSNorm(x, h, L.inNorm, H, c.RMSNormEps)
-		if L.attn != nil {
-			s.attention(L, &s.layers[l], x, out, T)
-		} else {
-			s.deltaNet(L, &s.layers[l], x, out, T)
+	}
+	h := w.buf(&w.h, T*H)
+	x := w.buf(&w.x, T*H)
+	out := w.buf(&w.out, T*H)
+	q.Embed(h, m.embed, ids)
+	if m.invFreq != nil {
+		n := len(m.invFreq)
+		cos, sin := grow(&w.cosH, T*n), grow(&w.sinH, T*n)
+		for _, sg := range segs {
+			for t := range sg.n {
+				r := sg.row0 + t
+				canon.RopeRow(m.invFreq, sg.s.pos+t, cos[r*n:(r+1)*n], sin[r*n:(r+1)*n])
+			}
 		}
-		be.Add(h, h, out)
-		be.RMSNorm(x, h, L.postNorm, H, c.RMSNormEps)
+		q.Write(w.buf(&w.cos, T*n), cos)
+		q.Write(w.buf(&w.sin, T*n), sin)
+	}
+	for _, sg := range segs {
+		sg.s.ledger.BeginChunk(sg.s.pos, sg.n)
+	}
+	abort := func(err error) ([][]float32, error) {
+		w.sync() // leave nothing in flight
+		for _, sg := range segs {
+			sg.s.ledger.AbortChunk()
+		}
+		return nil, err
+	}
+	for l := range m.layers {
+		if err := ctx.Err(); err != nil {
+			return abort(err)
+		}
+		if w.err != nil {
+			return abort(w.err)
+		}
+		L := &m.layers[l]
+		q.RMSNorm(x, h, L.inNorm, H, c.RMSNormEps)
+		if L.attn != nil {
+			w.attention(L, segs, x, out, T)
+		} else {
+			w.deltaNet(L, segs, x, out, T)
+		}
+		q.Add(h, h, out)
+		q.RMSNorm(x, h, L.postNorm, H, c.RMSNormEps)
 		if L.sparse {
-			if err := s.moe(ctx, L, x, out, T); err != nil {
-				s.ledger.AbortChunk()
-				return nil, err
+			if err := w.moe(ctx, L, segs, x, out, T); err != nil {
+				return abort(err)
 			}
 		} else {
-			s.mlp(L.dense, x, out, T)
+			w.mlp(L.dense, x, out, T)
 		}
-		be.Add(h, h, out)
+		q.Add(h, h, out)
 	}
-	s.ledger.EndChunk()
-	s.pos += T
-	m.tokens.Add(int64(T))
-	if want == 0 {
-		return nil, nil
-	}
-	rows := h[(T-want)*H:]
-	be.RMSNorm(x[:want*H], rows, m.finalNorm, H, c.RMSNormEps)
-	var lg []float32
 	var res [][]float32
-	if reuse {
-		lg, res = grow(&sc.lg, want*c.Vocab), grow(&sc.rows, want)
-	} else {
-		lg, res = make([]float32, want*c.Vocab), make([][]float32, want)
+	if want > 0 {
+		// The wanted rows: the last want of each segment, in order.
+		xf := w.buf(&w.xf, want*H)
+		r := 0
+		for _, sg := range segs {
+			if sg.want > 0 {
+				first := sg.row0 + sg.n - sg.want
+				q.RMSNorm(xf.Rows(r, r+sg.want, H), h.Rows(first, first+sg.want, H), m.finalNorm, H, c.RMSNormEps)
+				r += sg.want
+			}
+		}
+		var lg []float32
+		if reuse {
+			lg, res = grow(&w.lg, want*c.Vocab), grow(&w.rows, want)
+		} else {
+			lg, res = make([]float32, want*c.Vocab), make([][]float32, want)
+		}
+		lgB := w.buf(&w.lgB, want*c.Vocab)
+		q.MatMul(lgB, m.head, xf, want)
+		q.Read(lg, lgB)
+		for i := range res {
+			res[i] = lg[i*c.Vocab : (i+1)*c.Vocab : (i+1)*c.Vocab]
+		}
 	}
-	be.MatMul(lg, m.head, x[:want*H], want)
-	for i := range res {
-		res[i] = lg[i*c.Vocab : (i+1)*c.Vocab : (i+1)*c.Vocab]
+	if err := w.sync(); err != nil {
+		return abort(err)
 	}
+	for _, sg := range segs {
+		sg.s.ledger.EndChunk()
+		sg.s.pos += sg.n
+	}
+	m.tokens.Add(int64(T))
 	return res, nil
 }
 
-// attention is full (GQA, causal) attention; Qwen3.5's variant has the
-// per-head interleaved query|gate projection and a sigmoid output gate.
-func (s *Session) attention(L *layer, st *layerState, x, out []float32, T int) {
-	m, be, c := s.m, s.m.be, s.m.cfg
-	a := L.attn
-	nq, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
-	sc := &s.sc
-	q := grow(&sc.q, T*nq*hd)
-	var gate []float32
-	if a.gated {
-		qg := grow(&sc.qg, T*2*nq*hd)
-		be.MatMul(qg, a.q, x, T)
-		gate = grow(&sc.gate, T*nq*hd)
-		for i := 0; i < T*nq; i++ { // row i = (token, head): [query hd | gate hd]
-			copy(q[i*hd:(i+1)*hd], qg[2*i*hd:(2*i+1)*hd])
-			copy(gate[i*hd:(i+1)*hd], qg[(2*i+1)*hd:(2*i+2)*hd])
-		}
-	} else {
-		be.MatMul(q, a.q, x, T)
-	}
-	kvRow := nkv * hd
-	k := grow(&sc.k, T*kvRow)
-	v := grow(&sc.v, T*kvRow)
-	be.MatMul(k, a.k, x, T)
-	be.MatMul(v, a.v, x, T)
-	be.RMSNorm(q, q, a.qNorm, hd, c.RMSNormEps)
-	be.RMSNorm(k, k, a.kNorm, hd, c.RMSNormEps)
-	n := len(m.invFreq)
-	cos, sin := sc.cos[:T*n], sc.sin[:T*n]
-	be.RoPE(q, T, nq, hd, cos, sin)
-	be.RoPE(k, T, nkv, hd, cos, sin)
-	st.k = appendRows(st.k, k, kvRow)
-	st.v = appendRows(st.v, v, kvRow)
-	o := grow(&sc.o, T*nq*hd)
-	be.Attention(o, q, st.k, st.v, T, s.pos, nq, nkv, hd, m.attnScale)
-	if a.gated {
-		be.SigmoidMul(o, o, gate)
-	}
-	be.MatMul(out, a.o, o, T)
-}
-
-// appendRows appends rows to a cache slice, growing its capacity by
-// doubling (at least 256 rows of rowLen) so that decode steps rarely
-// allocate.
-func appendRows(dst, rows []float32, rowLen int) []float32 {
-	if len(dst)+len(rows) > cap(dst) {
-		nc := max(2*cap(dst), len(dst)+len(rows), 256*rowLen)
-		nd := make([]float32, len(dst), nc)
-		copy(nd, dst)
-		dst = nd
-	}
-	return append(dst, rows...)
-}
-
-// deltaNet is the Qwen3.5 Gated DeltaNet (linear attention) layer.
-func (s *Session) deltaNet(L *layer, st *layerState, x, out []float32, T int) {
-	m, be, c := s.m, s.m.be, s.m.cfg
-	g := L.gdn
-	nk, nv, dk, dv, Kc := c.LinearKeyHeads, c.LinearValueHeads, c.LinearKeyDim, c.LinearValueDim, c.ConvKernel
-	C := c.ConvDim()
-	sc := &s.sc
-	raw := grow(&sc.c, T*C)
-	conv := grow(&sc.cc, T*C)
-	z := grow(&sc.z, T*nv*dv)
-	b := grow(&sc.b, T*nv)
-	a := grow(&sc.a, T*nv)
-	be.MatMul(raw, g.qkv, x, T)
-	be.MatMul(z, g.z, x, T)
-	be.MatMul(b, g.b, x, T)
-	be.MatMul(a, g.a, x, T)
-	be.CausalConv(conv, raw, st.conv, g.conv, T, C, Kc)
-	// Split the conv output per token into q | k | v (head-major each).
-	kd, vd := nk*dk, nv*dv
-	q := grow(&sc.qn, T*kd)
-	k := grow(&sc.kn, T*kd)
-	v := grow(&sc.vv, T*vd)
-	for t := range T {
-		row := conv[t*C : (t+1)*C]
-		copy(q[t*kd:(t+1)*kd], row[:kd])
-		copy(k[t*kd:(t+1)*kd], row[kd:2*kd])
-		copy(v[t*vd:(t+1)*vd], row[2*kd:])
-	}
-	be.L2Norm(q, q, dk, l2Eps, m.qkScale)
-	be.L2Norm(k, k, dk, l2Eps, 1)
-	beta := grow(&sc.beta, T*nv)
-	alpha := grow(&sc.alpha, T*nv)
-	be.GDNGates(beta, alpha, b, a, g.aLog, g.dtBias)
-	o := grow(&sc.o, T*vd)
-	be.DeltaRule(o, q, k, v, beta, alpha, st.state, T, nk, nv, dk, dv)
-	be.GatedRMSNorm(o, o, z, g.norm, dv, c.RMSNormEps)
-	be.MatMul(out, g.out, o, T)
-}
-
-// l2Eps is the fixed epsilon of the Gated DeltaNet L2 norm (added to the
-// sum of squares).
-const l2Eps = float32(1e-6)
-
-// mlp is a dense SwiGLU MLP: down(silu(gate(x))·up(x)).
-func (s *Session) mlp(w *mlpWeights, x, out []float32, T int) {
-	be := s.m.be
-	I := w.gate.Rows
-	g := grow(&s.sc.sg, T*I)
-	u := grow(&s.sc.su, T*I)
-	be.MatMul(g, w.gate, x, T)
-	be.MatMul(u, w.up, x, T)
-	be.SiLUMul(g, g, u)
-	be.MatMul(out, w.down, g, T)
-}
-
-// moe is the routed-expert block (plus the shared expert when the model has
-// one). Experts are fetched from the attestation layer once per chunk and
-// evaluated for all tokens routed to them; each token's k slot outputs are
-// then combined in slot order.
-func (s *Session) moe(ctx context.Context, L *layer, x, out []float32, T int) error {
-	m, be, c := s.m, s.m.be, s.m.cfg
-	E, k, H, I := c.Experts, c.TopK, c.Hidden, c.MoEIntermediate
-	sc := &s.sc
-	logits := grow(&sc.logits, T*E)
-	idx := grow(&sc.idx, T*k)
-	wts := grow(&sc.wts, T*k)
-	be.MatMul(logits, L.router, x, T)
-	be.Route(idx, wts, logits, T, E, k, c.NormTopKProb)
-	s.ledger.Route(L.index, idx, wts, k)
-	if h, ok := m.experts.(Hinter); ok {
-		s.hint(h, L, x, T)
-	}
-	st := &s.layers[L.index]
-	st.last = append(st.last[:0], idx[(T-1)*k:T*k]...)
-
-	// Group the T·k (token, slot) pairs by expert (counting sort).
-	cnt := grow(&sc.cnt, E)
-	start := grow(&sc.start, E+1)
-	order := grow(&sc.order, T*k)
-	clear(cnt)
-	for _, e := range idx {
-		if e < 0 || int(e) >= E {
-			return fmt.Errorf("engine: layer %d: router chose expert %d of %d", L.index, e, E)
-		}
-		cnt[e]++
-	}
-	start[0] = 0
-	for e := range E {
-		start[e+1] = start[e] + cnt[e]
-	}
-	copy(cnt, start[:E])
-	for i, e := range idx {
-		order[cnt[e]] = i
-		cnt[e]++
-	}
-
-	perTok := grow(&sc.perToken, T)
-	clear(perTok)
-	need := sc.need[:0]
-	for e := range E {
-		if start[e+1] > start[e] {
-			need = append(need, e)
-		}
-	}
-	sc.need = need
-	u := &s.use
-	*u = moeUse{s: s, L: L, x: x, order: order, start: start, perTok: perTok, slots: grow(&sc.yslots, T*k*H), k: k, H: H, I: I}
-	if err := m.experts.Stream(ctx, L.index, need, u); err != nil {
-		return err
-	}
-	slots := u.slots
-	for t, n := range perTok {
-		if n != k {
-			return fmt.Errorf("engine: layer %d token %d: %d experts evaluated, want top-k = %d", L.index, t, n, k)
-		}
-	}
-	be.Combine(out, slots, wts, T, k, H)
-
-	if L.shared != nil {
-		ys := grow(&sc.ss, T*H)
-		s.mlp(L.shared, x, ys, T)
-		gl := grow(&sc.gl, T)
-		be.MatMul(gl, L.sharedGate, x, T)
-		be.GateAdd(out, ys, gl, T, H)
-	}
-	return nil
-}
-
-// moeUse computes one MoE step's experts as the source delivers them: for
-// expert e, the rows of the (token, slot) pairs routed to it, into their
-// slots. It holds the step's scratch; Consume runs on the session's
-// goroutine.
-type moeUse struct {
-	s            *Session
-	L            *layer
-	x            []float32
-	order, start []int
-	perTok       []int
-	slots        []float32
-	k, H, I      int
-}
-
-func (u *moeUse) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) error {
-	s, m, be := u.s, u.s.m, u.s.m.be
-	sc := &s.sc
-	k, H, I := u.k, u.H, u.I
-	pairs := u.order[u.start[e]:u.start[e+1]]
-	n := len(pairs)
-	if n == 0 {
-		return fmt.Errorf("engine: layer %d: the expert source delivered expert %d, which no token was routed to", u.L.index, e)
-	}
-	if err := m.bind(u.L.index, e, ve, &s.mats); err != nil {
-		return err
-	}
-	if tier == ledger.TierStorage {
-		m.fetches[u.L.index].Add(1)
-	} else {
-		m.cacheHits.Add(1)
-	}
-	if s.ledger != nil {
-		hashed := int64(0)
-		if tier == ledger.TierStorage {
-			hashed = ve.Bytes()
-		}
-		s.ledger.UseExpert(u.L.index, e, ve.Digest(), tier, n, hashed)
-	}
-	xe := grow(&sc.xe, n*H)
-	for j, p := range pairs {
-		t := p / k
-		copy(xe[j*H:(j+1)*H], u.x[t*H:(t+1)*H])
-	}
-	ge := grow(&sc.ge, n*I)
-	ue := grow(&sc.ue, n*I)
-	ye := grow(&sc.ye, n*H)
-	be.MatMul(ge, &s.mats[0], xe, n)
-	be.MatMul(ue, &s.mats[1], xe, n)
-	be.SiLUMul(ge, ge, ue)
-	be.MatMul(ye, &s.mats[2], ge, n)
-	for j, p := range pairs {
-		copy(u.slots[p*H:(p+1)*H], ye[j*H:(j+1)*H])
-		u.perTok[p/k]++
-	}
-	m.evals[u.L.index].Add(int64(n))
-	// The views end here: the source may recycle the copy.
-	s.mats = [3]backend.Mat{}
-	return nil
-}
-
-// hint tells a source which experts to expect next: for the next MoE layer
-// of this token, those its router picks on this layer's input (a cheap and
-// well-known predictor) and those the previous token used; after the last
-// MoE layer, the first MoE layer's experts of this token. Only the last
-// token of the chunk is predicted. The prediction uses its own buffers and
-// changes nothing the model computes.
-func (s *Session) hint(h Hinter, L *layer, x []float32, T int) {
-	m, be, c := s.m, s.m.be, s.m.cfg
-	E, k, H := c.Experts, c.TopK, c.Hidden
-	sc := &s.sc
-	hint := sc.hint[:0]
-	add := func(e int32) {
-		for _, x := range hint {
-			if x == int(e) {
-				return
+// prepare makes the session's state ready for n more tokens: DeltaNet
+// state allocated (and zeroed after a Reset), the KV cache grown.
+func (s *Session) prepare(w *work, n int) error {
+	m, c := s.m, s.m.cfg
+	for i := range s.st.layers {
+		st := &s.st.layers[i]
+		switch m.layers[i].kind {
+		case hf.LinearAttention:
+			if st.conv.Mem() == nil {
+				var err error
+				if st.conv, err = m.be.Alloc(c.ConvDim() * (c.ConvKernel - 1)); err != nil {
+					return fmt.Errorf("engine: conv state: %w", err)
+				}
+				if st.state, err = m.be.Alloc(c.LinearValueHeads * c.LinearKeyDim * c.LinearValueDim); err != nil {
+					return fmt.Errorf("engine: recurrent state: %w", err)
+				}
+			} else if s.resetState {
+				w.q.Zero(st.conv)
+				w.q.Zero(st.state)
+			}
+		case hf.FullAttention:
+			if err := s.growKV(w, st, s.pos+n); err != nil {
+				return err
 			}
 		}
-		hint = append(hint, int(e))
 	}
-	next := L.nextMoE
-	if next >= 0 {
-		lg := grow(&sc.hintLogits, E)
-		idx := grow(&sc.hintIdx, k)
-		w := grow(&sc.hintW, k)
-		be.MatMul(lg, m.layers[next].router, x[(T-1)*H:T*H], 1)
-		be.Route(idx, w, lg, 1, E, k, c.NormTopKProb)
-		for _, e := range idx {
-			add(e)
+	s.resetState = false
+	return nil
+}
+
+// growKV makes the KV cache of st hold at least rows positions, growing it
+// by doubling (at least 256 rows) so that decode steps rarely allocate.
+func (s *Session) growKV(w *work, st *layerState, rows int) error {
+	if rows <= st.kvRows {
+		return nil
+	}
+	c := s.m.cfg
+	row := c.KVHeads * c.HeadDim
+	nr := max(2*st.kvRows, rows, 256)
+	if c.MaxPositions > 0 {
+		nr = max(min(nr, c.MaxPositions), rows)
+	}
+	k, err := s.m.be.Alloc(nr * row)
+	if err != nil {
+		return fmt.Errorf("engine: KV cache of %d positions: %w", nr, err)
+	}
+	v, err := s.m.be.Alloc(nr * row)
+	if err != nil {
+		s.m.be.Free(k)
+		return fmt.Errorf("engine: KV cache of %d positions: %w", nr, err)
+	}
+	if st.kvRows > 0 {
+		if s.pos > 0 {
+			w.q.Copy(k, s.pos*row, st.k, s.pos*row, 1, s.pos*row)
+			w.q.Copy(v, s.pos*row, st.v, s.pos*row, 1, s.pos*row)
 		}
-	} else {
-		next = m.firstMoE
+		if err := w.q.Sync(); err != nil {
+			return err
+		}
+		s.m.be.Free(st.k)
+		s.m.be.Free(st.v)
 	}
-	for _, e := range s.layers[next].last {
-		add(e)
-	}
-	sc.hint = hint
-	if len(hint) > 0 {
-		h.Hint(next, hint)
-	}
+	st.k, st.v, st.kvRows = k, v, nr
+	return nil
 }

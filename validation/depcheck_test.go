@@ -63,7 +63,7 @@ var unsafeAllowed = []string{
 
 // testOnly are packages production code (the tarfa binary and every
 // non-test package of the module) must never import.
-var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "testing"}
+var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/engine/backendtest", "testing"}
 
 // listedPackage holds the fields of `go list -json` that the check uses.
 type listedPackage struct {

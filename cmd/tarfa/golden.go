@@ -160,10 +160,10 @@ func checkGoldenOut(dir string, force bool) error {
 }
 
 type replayOptions struct {
-	model, golden, backend string
-	threads                int
-	asJSON                 bool
-	tier                   tierFlags
+	model, golden string
+	threads       int
+	asJSON        bool
+	tier          tierFlags
 }
 
 // replayResult is replay's --json output.
@@ -195,9 +195,8 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 			if o.golden == "" {
 				return fmt.Errorf("--golden G is required")
 			}
-			if o.backend != "cpu" {
-				return fmt.Errorf("--backend %q: this build has only the cpu backend", o.backend)
-			}
+			// The backend flags (--backend, --vram-budget, --placement) are
+			// checked with the hierarchy's.
 			if _, err := o.tier.options(); err != nil {
 				return err
 			}
@@ -259,7 +258,6 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 	f := cmd.Flags()
 	f.StringVar(&o.model, "model", "", "JNF model directory (default: the embedded default model)")
 	f.StringVar(&o.golden, "golden", "", "golden directory")
-	f.StringVar(&o.backend, "backend", "cpu", "backend to replay on")
 	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads, 0 (all cores) to %d", maxThreads))
 	o.tier.add(cmd)
 	f.BoolVar(&o.asJSON, "json", false, "print the comparison as JSON")

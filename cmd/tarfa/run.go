@@ -103,7 +103,7 @@ func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*ru
 			return nil, 0, err
 		}
 	}
-	opt := runner.Options{Threads: threads, Tier: to, Warm: tf.warm}
+	opt := runner.Options{Threads: threads, Tier: to, Warm: tf.warm, Backend: tf.backend, VRAMBudget: tf.vramBytes, Placement: tf.place}
 	if tf.heat {
 		if cache, err := os.UserCacheDir(); err == nil {
 			opt.HeatDir = filepath.Join(cache, "tarfa")

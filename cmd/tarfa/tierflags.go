@@ -9,12 +9,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/cuda"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"
 )
 
-// tierFlags are the memory-hierarchy flags of every generating command.
+// tierFlags are the memory-hierarchy flags of every generating command:
+// the backend, its device-memory budget and the expert placement, and the
+// streaming hierarchy's budgets and policies.
 type tierFlags struct {
+	backend, vram, placement string
+	// parsed by options
+	vramBytes int64
+	place     engine.Placement
+
 	ram, device string
 	readers     int
 	policy      string
@@ -30,6 +39,9 @@ const maxReaders = 256
 
 func (t *tierFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
+	f.StringVar(&t.backend, "backend", "cpu", "backend: "+strings.Join(engine.Backends, " or ")+" (results are bit-identical on both)")
+	f.StringVar(&t.vram, "vram-budget", "", `device memory the cuda backend may use, e.g. 16GiB, 12GiB (what the driver reports in use, the CUDA context included); weights that do not fit are computed on the host; default: the whole device`)
+	f.StringVar(&t.placement, "placement", "auto", "where routed experts not resident on the device are computed: "+strings.Join(engine.Placements, ", ")+" (speed only: any placement gives the same bits)")
 	f.StringVar(&t.ram, "ram-budget", "auto", `bytes of verified experts kept resident in RAM, e.g. 64GiB, 128KiB, 0 (none: every use reads from storage); "auto": all routed experts if they fit in half the available memory, else that half`)
 	f.StringVar(&t.device, "device-budget", "auto", `bytes of experts in flight (read, hashed, computed) besides the RAM tier; at least one expert; "auto": two steps' worth (2 × top-k experts)`)
 	f.IntVar(&t.readers, "readers", 0, fmt.Sprintf("expert reads in flight, 1 to %d (0 = %d)", maxReaders, tier.DefaultReaders))
@@ -52,8 +64,37 @@ func onlinePolicies() []string {
 	return out
 }
 
-// options checks the flags and returns the hierarchy options.
+// options checks the flags and returns the hierarchy options (the backend
+// flags, checked too, are kept in t).
 func (t *tierFlags) options() (*tier.Options, error) {
+	switch t.backend {
+	case "cpu":
+	case "cuda":
+		if !cuda.Built {
+			return nil, fmt.Errorf("--backend cuda: %w", cuda.ErrNotBuilt)
+		}
+	default:
+		return nil, fmt.Errorf("--backend %q: want %s", t.backend, strings.Join(engine.Backends, " or "))
+	}
+	t.vramBytes = 0
+	if t.vram != "" {
+		if t.backend != "cuda" {
+			return nil, fmt.Errorf("--vram-budget %s: a device-memory budget needs --backend cuda", t.vram)
+		}
+		n, err := parseBytes(t.vram)
+		if err != nil {
+			return nil, fmt.Errorf("--vram-budget %q: %v", t.vram, err)
+		}
+		if n < 1<<30 {
+			return nil, fmt.Errorf("--vram-budget %s: want at least 1GiB (the CUDA context alone takes hundreds of MiB)", t.vram)
+		}
+		t.vramBytes = n
+	}
+	place, err := engine.ParsePlacement(t.placement)
+	if err != nil {
+		return nil, fmt.Errorf("--placement %q: want one of %s", t.placement, strings.Join(engine.Placements, ", "))
+	}
+	t.place = place
 	ram, err := parseBudget("ram-budget", t.ram, true)
 	if err != nil {
 		return nil, err

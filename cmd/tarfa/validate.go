@@ -16,6 +16,7 @@ func newValidateCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "validate", Short: "Conformance suites"}
 	var (
 		ckpt, ref string
+		backend   string
 		threads   int
 		asJSON    bool
 		positions bool
@@ -39,6 +40,9 @@ interrupted.`,
 			if ckpt == "" || ref == "" {
 				return fmt.Errorf("--checkpoint and --reference are required")
 			}
+			if backend != "cpu" && backend != "cuda" {
+				return fmt.Errorf("--backend %q: want cpu or cuda", backend)
+			}
 			return threadsFlag(threads)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,7 +51,7 @@ interrupted.`,
 				return fmt.Errorf("--reference %s: no reference.json (a fixture directory of validation/testdata/fixtures holds one)", ref)
 			}
 			done := stepProgress(cmd.ErrOrStderr(), "converting "+ckpt+" and comparing with "+ref)
-			rep, err := conformance.Run(cmd.Context(), ckpt, ref, conformance.Options{Threads: threads})
+			rep, err := conformance.Run(cmd.Context(), ckpt, ref, conformance.Options{Threads: threads, Backend: backend})
 			done()
 			if err != nil {
 				return err
@@ -86,6 +90,7 @@ interrupted.`,
 	hf.Flags().StringVar(&ckpt, "checkpoint", "", "Hugging Face checkpoint directory")
 	hf.Flags().StringVar(&ref, "reference", "", "directory with reference.json and reference.safetensors")
 	hf.Flags().IntVar(&threads, "threads", 0, "CPU threads")
+	hf.Flags().StringVar(&backend, "backend", "cpu", "backend: cpu or cuda (a cuda build)")
 	hf.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	hf.Flags().BoolVar(&positions, "positions", false, "also print max |Δ| at every position of every prompt")
 	cmd.AddCommand(hf)

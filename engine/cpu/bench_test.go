@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/engine/backend"
 )
 
 // BenchmarkMatMul: BF16 weight streaming, 2048×2048 (8 MiB), for 1 and 64
@@ -19,10 +21,14 @@ func BenchmarkMatMul(b *testing.B) {
 				c := New(th)
 				x := rnd(r, T*K, 1)
 				y := make([]float32, T*N)
+				q, yb, xb, wt := c.NewHostQueue(), Wrap(y), Wrap(x), &backend.Weight{Host: *w}
 				b.SetBytes(int64(2 * N * K))
 				b.ReportAllocs()
 				for range b.N {
-					c.MatMul(y, w, x, T)
+					q.MatMul(yb, wt, xb, T)
+				}
+				if err := q.Sync(); err != nil {
+					b.Fatal(err)
 				}
 				b.ReportMetric(float64(2*N*K*T*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})

@@ -1,4 +1,6 @@
 // Package cpu is the pure-Go reference implementation of backend.Backend.
+// Its queue runs each operation as it is enqueued, on host memory (Go
+// slices), and its weights view the verified bytes in place.
 //
 // It is the definition of Tarfa's canonical arithmetic in executable form
 // (see package canon and EXACTNESS.md): every output element is computed by

@@ -80,7 +80,7 @@ func TestMatMul(t *testing.T) {
 			}
 			for _, c := range backends() {
 				y := make([]float32, T*N)
-				c.MatMul(y, w, x, T)
+				on(t, c).MatMul(y, w, x, T)
 				same(t, fmt.Sprintf("MatMul T=%d K=%d N=%d bf16=%v threads=%d", T, K, N, w.BF16 != nil, c.threads), y, want)
 			}
 		}
@@ -107,13 +107,13 @@ func TestNorms(t *testing.T) {
 		}
 		for _, c := range backends() {
 			y := slices.Clone(x)
-			c.RMSNorm(y, y, w, n, eps)
+			on(t, c).RMSNorm(y, y, w, n, eps)
 			same(t, "RMSNorm", y, rms)
 			y = slices.Clone(x)
-			c.GatedRMSNorm(y, y, z, w, n, eps)
+			on(t, c).GatedRMSNorm(y, y, z, w, n, eps)
 			same(t, "GatedRMSNorm", y, gated)
 			y = make([]float32, len(x))
-			c.L2Norm(y, x, n, eps, 0.125)
+			on(t, c).L2Norm(y, x, n, eps, 0.125)
 			same(t, "L2Norm", y, l2)
 		}
 	}
@@ -135,7 +135,7 @@ func TestRoPE(t *testing.T) {
 	}
 	for _, c := range backends() {
 		y := slices.Clone(x)
-		c.RoPE(y, T, heads, hd, cos, sin)
+		on(t, c).RoPE(y, T, heads, hd, cos, sin)
 		same(t, "RoPE", y, want)
 	}
 }
@@ -171,7 +171,7 @@ func TestAttention(t *testing.T) {
 		}
 		for _, c := range backends() {
 			o := make([]float32, T*nq*hd)
-			c.Attention(o, q, k, v, T, pos0, nq, nkv, hd, scale)
+			on(t, c).Attention(o, q, k, v, T, pos0, nq, nkv, hd, scale)
 			same(t, fmt.Sprintf("Attention %v threads=%d", sz, c.threads), o, want)
 		}
 	}
@@ -195,8 +195,8 @@ func TestCausalConv(t *testing.T) {
 		for _, c := range backends() {
 			st := slices.Clone(state0)
 			y := make([]float32, T*C)
-			c.CausalConv(y[:2*C], x[:2*C], st, w, 2, C, Kc) // in two calls: the state carries over
-			c.CausalConv(y[2*C:], x[2*C:], st, w, T-2, C, Kc)
+			on(t, c).CausalConv(y[:2*C], x[:2*C], st, w, 2, C, Kc) // in two calls: the state carries over
+			on(t, c).CausalConv(y[2*C:], x[2*C:], st, w, T-2, C, Kc)
 			same(t, fmt.Sprintf("CausalConv Kc=%d threads=%d", Kc, c.threads), y, want)
 		}
 	}
@@ -240,7 +240,7 @@ func TestDeltaRule(t *testing.T) {
 	for _, c := range backends() {
 		st := slices.Clone(S0)
 		o := make([]float32, T*nv*dv)
-		c.DeltaRule(o, q, k, v, beta, alpha, st, T, nk, nv, dk, dv)
+		on(t, c).DeltaRule(o, q, k, v, beta, alpha, st, T, nk, nv, dk, dv)
 		same(t, fmt.Sprintf("DeltaRule output threads=%d", c.threads), o, want)
 		same(t, fmt.Sprintf("DeltaRule state threads=%d", c.threads), st, S)
 	}
@@ -261,17 +261,17 @@ func TestGatesAndElementwise(t *testing.T) {
 	g, u := rnd(r, n, 4), rnd(r, n, 1)
 	for _, c := range backends() {
 		beta, alpha := make([]float32, T*nv), make([]float32, T*nv)
-		c.GDNGates(beta, alpha, b, a, aLog, dt)
+		on(t, c).GDNGates(beta, alpha, b, a, aLog, dt)
 		same(t, "GDNGates beta", beta, wb)
 		same(t, "GDNGates alpha", alpha, wa)
 		y := make([]float32, n)
-		c.SiLUMul(y, g, u)
+		on(t, c).SiLUMul(y, g, u)
 		for i := range y {
 			if y[i] != float32(canon.SiLU(g[i])*u[i]) {
 				t.Fatalf("SiLUMul %d", i)
 			}
 		}
-		c.SigmoidMul(y, u, g)
+		on(t, c).SigmoidMul(y, u, g)
 		for i := range y {
 			if y[i] != float32(u[i]*canon.Sigmoid(g[i])) {
 				t.Fatalf("SigmoidMul %d", i)
@@ -321,13 +321,13 @@ func TestRouteCombine(t *testing.T) {
 			}
 			for _, c := range backends() {
 				idx, w := make([]int32, T*k), make([]float32, T*k)
-				c.Route(idx, w, logits, T, E, k, renorm)
+				on(t, c).Route(idx, w, logits, T, E, k, renorm)
 				if !slices.Equal(idx, wi) {
 					t.Fatalf("Route %v: experts %v, want %v", sz, idx, wi)
 				}
 				same(t, "Route weights", w, ww)
 				y := make([]float32, T*H)
-				c.Combine(y, x, w, T, k, H)
+				on(t, c).Combine(y, x, w, T, k, H)
 				same(t, "Combine", y, wy)
 			}
 		}

@@ -22,7 +22,7 @@ type matmulJob struct {
 
 var matmulJobs sync.Pool
 
-func (c *CPU) MatMul(y []float32, w *backend.Mat, x []float32, T int) {
+func (c *CPU) matMul(y []float32, w *backend.Mat, x []float32, T int) {
 	N, K := w.Rows, w.Cols
 	need("MatMul y", len(y), T*N)
 	need("MatMul x", len(x), T*K)
@@ -149,14 +149,14 @@ const (
 
 var normJobs sync.Pool
 
-func (c *CPU) RMSNorm(y, x, scale []float32, n int, eps float32) {
+func (c *CPU) rmsNorm(y, x, scale []float32, n int, eps float32) {
 	rows := len(x) / n
 	need("RMSNorm y", len(y), rows*n)
 	need("RMSNorm scale", len(scale), n)
 	exec(c, &normJobs, rows, 3*n, normJob{y: y, x: x, w: scale, n: n, eps: eps, kind: normRMS})
 }
 
-func (c *CPU) GatedRMSNorm(y, x, z, w []float32, n int, eps float32) {
+func (c *CPU) gatedRMSNorm(y, x, z, w []float32, n int, eps float32) {
 	rows := len(x) / n
 	need("GatedRMSNorm y", len(y), rows*n)
 	need("GatedRMSNorm z", len(z), rows*n)
@@ -164,7 +164,7 @@ func (c *CPU) GatedRMSNorm(y, x, z, w []float32, n int, eps float32) {
 	exec(c, &normJobs, rows, 8*n, normJob{y: y, x: x, z: z, w: w, n: n, eps: eps, kind: normGated})
 }
 
-func (c *CPU) L2Norm(y, x []float32, n int, eps, scale float32) {
+func (c *CPU) l2Norm(y, x []float32, n int, eps, scale float32) {
 	rows := len(x) / n
 	need("L2Norm y", len(y), rows*n)
 	exec(c, &normJobs, rows, 3*n, normJob{y: y, x: x, n: n, eps: eps, scale: scale, kind: normL2})
@@ -209,7 +209,7 @@ type ropeJob struct {
 
 var ropeJobs sync.Pool
 
-func (c *CPU) RoPE(x []float32, T, heads, hd int, cos, sin []float32) {
+func (c *CPU) rope(x []float32, T, heads, hd int, cos, sin []float32) {
 	h2 := len(cos) / max(T, 1)
 	need("RoPE x", len(x), T*heads*hd)
 	need("RoPE sin", len(sin), T*h2)
@@ -237,7 +237,7 @@ type attnJob struct {
 
 var attnJobs sync.Pool
 
-func (c *CPU) Attention(o, q, k, v []float32, T, pos0, nq, nkv, hd int, scale float32) {
+func (c *CPU) attention(o, q, k, v []float32, T, pos0, nq, nkv, hd int, scale float32) {
 	total := pos0 + T
 	need("Attention o", len(o), T*nq*hd)
 	need("Attention q", len(q), T*nq*hd)
@@ -310,7 +310,7 @@ type convJob struct {
 
 var convJobs sync.Pool
 
-func (c *CPU) CausalConv(y, x, state, w []float32, T, C, Kc int) {
+func (c *CPU) causalConv(y, x, state, w []float32, T, C, Kc int) {
 	need("CausalConv y", len(y), T*C)
 	need("CausalConv x", len(x), T*C)
 	need("CausalConv state", len(state), C*(Kc-1))
@@ -344,7 +344,7 @@ func (j *convJob) run(lo, hi int) {
 	}
 }
 
-func (c *CPU) GDNGates(beta, alpha, b, a, aLog, dtBias []float32) {
+func (c *CPU) gdnGates(beta, alpha, b, a, aLog, dtBias []float32) {
 	nv := len(aLog)
 	need("GDNGates dtBias", len(dtBias), nv)
 	n := len(b)
@@ -366,7 +366,7 @@ type deltaJob struct {
 
 var deltaJobs sync.Pool
 
-func (c *CPU) DeltaRule(o, q, k, v, beta, alpha, S []float32, T, nk, nv, dk, dv int) {
+func (c *CPU) deltaRule(o, q, k, v, beta, alpha, S []float32, T, nk, nv, dk, dv int) {
 	need("DeltaRule o", len(o), T*nv*dv)
 	need("DeltaRule q", len(q), T*nk*dk)
 	need("DeltaRule k", len(k), T*nk*dk)
@@ -449,14 +449,14 @@ const (
 
 var ewJobs sync.Pool
 
-func (c *CPU) SiLUMul(y, g, u []float32) {
+func (c *CPU) siluMul(y, g, u []float32) {
 	n := len(g)
 	need("SiLUMul y", len(y), n)
 	need("SiLUMul u", len(u), n)
 	exec(c, &ewJobs, n, 16, ewJob{y: y, a: g, b: u, kind: ewSiLUMul})
 }
 
-func (c *CPU) SigmoidMul(y, x, g []float32) {
+func (c *CPU) sigmoidMul(y, x, g []float32) {
 	n := len(x)
 	need("SigmoidMul y", len(y), n)
 	need("SigmoidMul g", len(g), n)
@@ -477,7 +477,7 @@ func (j *ewJob) run(lo, hi int) {
 	}
 }
 
-func (c *CPU) Add(y, a, b []float32) {
+func (c *CPU) add(y, a, b []float32) {
 	n := len(a)
 	need("Add y", len(y), n)
 	need("Add b", len(b), n)
@@ -490,7 +490,7 @@ func (c *CPU) Add(y, a, b []float32) {
 
 var topkPool = sync.Pool{New: func() any { return new(canon.TopK) }}
 
-func (c *CPU) Route(idx []int32, w []float32, logits []float32, T, E, k int, renorm bool) {
+func (c *CPU) route(idx []int32, w []float32, logits []float32, T, E, k int, renorm bool) {
 	need("Route logits", len(logits), T*E)
 	need("Route idx", len(idx), T*k)
 	need("Route w", len(w), T*k)
@@ -535,7 +535,7 @@ type combineJob struct {
 
 var combineJobs sync.Pool
 
-func (c *CPU) Combine(y, x, w []float32, T, k, n int) {
+func (c *CPU) combine(y, x, w []float32, T, k, n int) {
 	need("Combine y", len(y), T*n)
 	need("Combine x", len(x), T*k*n)
 	need("Combine w", len(w), T*k)
@@ -560,7 +560,7 @@ func (j *combineJob) run(lo, hi int) {
 	}
 }
 
-func (c *CPU) GateAdd(y, x, g []float32, T, n int) {
+func (c *CPU) gateAdd(y, x, g []float32, T, n int) {
 	need("GateAdd y", len(y), T*n)
 	need("GateAdd x", len(x), T*n)
 	need("GateAdd g", len(g), T)

@@ -44,6 +44,14 @@ type Runner struct {
 // Options configures Open.
 type Options struct {
 	Threads int // engine goroutines (0 = all cores); results never depend on it
+	// Backend names the engine's backend (engine.Backends; "" = cpu) and
+	// VRAMBudget bounds a device backend's memory (0: the whole device).
+	// Results never depend on them.
+	Backend    string
+	VRAMBudget int64
+	// Placement chooses where routed experts that are not resident on a
+	// device backend are computed. Results never depend on it.
+	Placement engine.Placement
 	// ExpertCacheBytes bounds the verified-expert cache of the engine's
 	// default path (see engine.Options) when Tier is nil; 0 re-reads and
 	// re-hashes experts for every use.
@@ -81,7 +89,17 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 			m.Close()
 		}
 	}()
-	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes}
+	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes, Placement: opt.Placement}
+	be, err := engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget})
+	if err != nil {
+		return nil, err
+	}
+	eopt.Backend = be
+	defer func() {
+		if err != nil {
+			be.Close()
+		}
+	}()
 	var heat *tier.Heat
 	if opt.HeatDir != "" {
 		if heat, err = tier.LoadHeat(opt.HeatDir, m); err != nil {
@@ -107,6 +125,11 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			em.Close()
+		}
+	}()
 	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads(), Tier: h, heat: heat, heatDir: opt.HeatDir}
 	// The tokenizer and chat template are read from the verified auxiliary
 	// files: what is parsed is what the manifest root attests. Its ids are
@@ -141,6 +164,12 @@ func (r *Runner) Close() error {
 		if herr := r.heat.Save(r.heatDir); err == nil && herr != nil {
 			err = fmt.Errorf("saving the expert-heat ledger: %w", herr)
 		}
+	}
+	if cerr := r.Engine.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := r.Engine.Backend().Close(); err == nil {
+		err = cerr
 	}
 	if r.Tier != nil {
 		if terr := r.Tier.Close(); err == nil {
@@ -283,8 +312,10 @@ func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop
 	return run, res, err
 }
 
-// endSession adds a finished session to the trace and the heat ledger.
+// endSession adds a finished session to the trace and the heat ledger and
+// releases its backend memory.
 func (r *Runner) endSession(sess *engine.Session) {
+	defer sess.Close()
 	if r.trace != nil {
 		r.trace.endSession()
 	}

@@ -115,6 +115,7 @@ type Report struct {
 // Options controls Run.
 type Options struct {
 	Threads int
+	Backend string // the engine backend ("" = cpu)
 	Scratch string // where the temporary JNF goes (default: a temp dir, removed)
 }
 
@@ -133,7 +134,7 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 	if _, err := convert.Convert(ctx, checkpoint, dir, convert.Options{LastLayer: -1}); err != nil {
 		return nil, err
 	}
-	r, err := runner.Open(ctx, dir, runner.Options{Threads: opt.Threads, ExpertCacheBytes: -1})
+	r, err := runner.Open(ctx, dir, runner.Options{Threads: opt.Threads, Backend: opt.Backend, ExpertCacheBytes: -1})
 	if err != nil {
 		return nil, err
 	}

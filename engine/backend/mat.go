@@ -1,0 +1,138 @@
+package backend
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// Mat is a weight matrix of Rows×Cols exact values, row-major, stored as
+// BF16 bit patterns or F32 (exactly one of the two is set). It views the
+// verified bytes it was made from in place whenever their alignment allows:
+// those bytes are immutable (weights.View), so nothing may write through
+// BF16 or F32.
+type Mat struct {
+	Name       string
+	Rows, Cols int
+	BF16       []uint16
+	F32        []float32
+}
+
+// Init makes m view t as a Rows×Cols matrix (t may be 2-D [rows, cols] or
+// 3-D [rows, 1, cols]-like with the same element count; the caller checks
+// shapes). Only BF16 and F32 are accepted. It does not allocate when the
+// data is suitably aligned on a little-endian machine.
+func (m *Mat) Init(t weights.View, rows, cols int) error {
+	if rows < 0 || cols < 0 || (cols != 0 && rows > math.MaxInt/cols) {
+		return fmt.Errorf("tensor %s: %d×%d overflows", t.Name(), rows, cols)
+	}
+	if n := rows * cols; int64(n) != t.Numel() {
+		return fmt.Errorf("tensor %s: shape %v has %d elements, want %d×%d", t.Name(), t.Shape(), t.Numel(), rows, cols)
+	}
+	*m = Mat{Name: t.Name(), Rows: rows, Cols: cols}
+	var err error
+	switch t.DType() {
+	case jnf.BF16:
+		m.BF16, err = U16s(t)
+	case jnf.F32:
+		m.F32, err = F32s(t)
+	default:
+		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name(), t.DType())
+	}
+	return err
+}
+
+// Row widens row r of m to float32 (exact) into dst.
+func (m *Mat) Row(r int, dst []float32) {
+	dst = dst[:m.Cols]
+	if m.F32 != nil {
+		copy(dst, m.F32[r*m.Cols:(r+1)*m.Cols])
+		return
+	}
+	src := m.BF16[r*m.Cols : (r+1)*m.Cols]
+	for i, u := range src {
+		dst[i] = bf16(u)
+	}
+}
+
+func bf16(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
+
+var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+// elements checks t's byte length against its element count of size-byte
+// elements and returns the count.
+func elements(t weights.View, dt jnf.DType) (int, error) {
+	if t.DType() != dt {
+		return 0, fmt.Errorf("tensor %s: dtype %s, want %s", t.Name(), t.DType(), dt)
+	}
+	n := t.Numel()
+	if n < 0 || n > math.MaxInt/int64(dt.Size()) || int64(len(t.Data())) != n*dt.Size() {
+		return 0, fmt.Errorf("tensor %s: %d bytes, want %d elements of %s", t.Name(), len(t.Data()), n, dt)
+	}
+	return int(n), nil
+}
+
+// U16s returns the BF16 bit patterns of t, viewing its verified bytes in
+// place when possible (read-only: never write the result).
+func U16s(t weights.View) ([]uint16, error) {
+	n, err := elements(t, jnf.BF16)
+	if err != nil || n == 0 {
+		return []uint16{}, err
+	}
+	d := t.Data()
+	p := unsafe.StringData(d)
+	if littleEndian && uintptr(unsafe.Pointer(p))%2 == 0 {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(p)), n), nil
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = uint16(d[2*i]) | uint16(d[2*i+1])<<8
+	}
+	return out, nil
+}
+
+// F32s returns the float32 values of t, viewing its verified bytes in place
+// when possible (read-only: never write the result).
+func F32s(t weights.View) ([]float32, error) {
+	n, err := elements(t, jnf.F32)
+	if err != nil || n == 0 {
+		return []float32{}, err
+	}
+	d := t.Data()
+	p := unsafe.StringData(d)
+	if littleEndian && uintptr(unsafe.Pointer(p))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(p)), n), nil
+	}
+	out := make([]float32, n)
+	for i := range out {
+		u := uint32(d[4*i]) | uint32(d[4*i+1])<<8 | uint32(d[4*i+2])<<16 | uint32(d[4*i+3])<<24
+		out[i] = math.Float32frombits(u)
+	}
+	return out, nil
+}
+
+// Vector returns t (BF16 or F32, any shape) widened to a new float32 slice.
+func Vector(t weights.View) ([]float32, error) {
+	switch t.DType() {
+	case jnf.F32:
+		v, err := F32s(t)
+		if err != nil {
+			return nil, err
+		}
+		return append([]float32(nil), v...), nil
+	case jnf.BF16:
+		u, err := U16s(t)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float32, len(u))
+		for i, x := range u {
+			out[i] = bf16(x)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name(), t.DType())
+}

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// Batch runs steps that serve several sessions at once (continuous
+// batching): the new tokens of every session go through the layers as one
+// set of rows — one matrix multiplication per weight for all of them, each
+// routed expert fetched once for every row routed to it — while attention
+// and the DeltaNet recurrence read each session's own state. Every row is
+// computed with the canonical per-row arithmetic, so a session's logits
+// are bit-identical to those of the same tokens run alone (tested). A Batch
+// has its own queue and scratch; it is not safe for concurrent use.
+type Batch struct {
+	m    *Model
+	w    *work
+	segs []segment
+}
+
+// NewBatch returns a Batch for m's sessions.
+func (m *Model) NewBatch() (*Batch, error) {
+	w, err := m.newWork()
+	if err != nil {
+		return nil, err
+	}
+	return &Batch{m: m, w: w}, nil
+}
+
+// Close releases the batch's queue and scratch.
+func (b *Batch) Close() error { return b.w.close() }
+
+// Step appends tokens[i] to sessions[i] (distinct sessions of b's model)
+// in one step and returns, for each session, the logits of its last new
+// position. The rows of one step are not chunked: a caller with long
+// prompts feeds them in pieces. After an error every session of the step
+// must be Reset.
+func (b *Batch) Step(ctx context.Context, sessions []*Session, tokens [][]int) ([][]float32, error) {
+	if len(sessions) == 0 || len(sessions) != len(tokens) {
+		return nil, fmt.Errorf("engine: batch step of %d sessions with %d token lists", len(sessions), len(tokens))
+	}
+	b.segs = b.segs[:0]
+	n := 0
+	for i, s := range sessions {
+		if s.m != b.m {
+			return nil, fmt.Errorf("engine: batch step: session %d belongs to another model", i)
+		}
+		for j := range i {
+			if sessions[j] == s {
+				return nil, fmt.Errorf("engine: batch step: session %d is also session %d", i, j)
+			}
+		}
+		if err := s.check(tokens[i]); err != nil {
+			return nil, fmt.Errorf("engine: batch step, session %d: %w", i, err)
+		}
+		b.segs = append(b.segs, segment{s: s, n: len(tokens[i]), want: 1})
+		n += len(tokens[i])
+	}
+	ids := grow(&b.w.ids, n)[:0]
+	for _, t := range tokens {
+		for _, id := range t {
+			ids = append(ids, int32(id))
+		}
+	}
+	lg, err := b.w.step(ctx, b.segs, false)
+	if err != nil {
+		for _, sg := range b.segs {
+			sg.s.broken = err
+		}
+		return nil, err
+	}
+	b.m.forwards.Add(1)
+	return lg, nil
+}

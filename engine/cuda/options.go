@@ -1,0 +1,24 @@
+package cuda
+
+// Options configures New.
+type Options struct {
+	// Device is the CUDA device ordinal.
+	Device int
+	// VRAMBudget bounds the device memory in use as the driver reports it
+	// (total − free, the CUDA context included), in bytes; 0: the whole
+	// device. Weights that do not fit stay on the host and are computed
+	// there, the embedding table first; routed experts are kept resident
+	// in what the budget leaves.
+	VRAMBudget int64
+	// Reserve is device memory kept free within the budget for sessions
+	// (KV caches, recurrent state, scratch) when sizing the expert slots
+	// (0: DefaultReserve).
+	Reserve int64
+	// Threads sizes the host CPU backend the device backend computes
+	// host-resident weights with (0: all cores).
+	Threads int
+}
+
+// DefaultReserve is the device memory Options.Reserve keeps free for
+// sessions by default.
+const DefaultReserve = 512 << 20

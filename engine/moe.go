@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// moe is the routed-expert block (plus the shared expert when the model has
+// one). The router runs on the backend and its top-k ids come back to the
+// host (the step's one synchronisation in this layer); the (row, slot)
+// pairs are grouped by expert, each expert is fetched once per step and
+// evaluated for all rows routed to it — from the device's memory when it is
+// resident there, else as the source delivers it, on the device or on the
+// host — and each row's k slot outputs are combined in slot order.
+func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend.Buf, T int) error {
+	m, c, q := w.m, w.m.cfg, w.q
+	E, k, H, I := c.Experts, c.TopK, c.Hidden, c.MoEIntermediate
+	logits := w.buf(&w.logits, T*E)
+	wts := w.buf(&w.wts, T*k)
+	idx := grow(&w.idx, T*k)
+	wH := grow(&w.wH, T*k)
+	q.MatMul(logits, L.router, x, T)
+	q.Route(idx, wts, logits, T, E, k, c.NormTopKProb)
+	q.Read(wH, wts)
+	hinter, hinting := m.experts.(Hinter)
+	if hinting {
+		w.hintRoute(L, x, T)
+	}
+	split := m.host != nil && m.place.mayUseHost()
+	if split {
+		xH, _ := growHost(&w.xH, &w.xHB, T*H)
+		q.Read(xH, x)
+	}
+	if err := w.sync(); err != nil {
+		return err
+	}
+	for _, sg := range segs {
+		r0, r1 := sg.row0, sg.row0+sg.n
+		sg.s.ledger.Route(L.index, idx[r0*k:r1*k], wH[r0*k:r1*k], k)
+	}
+	if hinting {
+		w.hint(hinter, L, segs)
+	}
+	for _, sg := range segs {
+		r1 := sg.row0 + sg.n
+		st := &sg.s.st.layers[L.index]
+		st.last = append(st.last[:0], idx[(r1-1)*k:r1*k]...)
+	}
+
+	// Group the T·k (row, slot) pairs by expert (counting sort).
+	cnt := grow(&w.cnt, E)
+	start := grow(&w.start, E+1)
+	order := grow(&w.order, T*k)
+	clear(cnt)
+	for _, e := range idx {
+		if e < 0 || int(e) >= E {
+			return fmt.Errorf("engine: layer %d: router chose expert %d of %d", L.index, e, E)
+		}
+		cnt[e]++
+	}
+	start[0] = 0
+	for e := range E {
+		start[e+1] = start[e] + cnt[e]
+	}
+	copy(cnt, start[:E])
+	for i, e := range idx {
+		order[cnt[e]] = i
+		cnt[e]++
+	}
+	pairTok := grow(&w.pairTok, T*k)
+	pairRow := grow(&w.pairRow, T*k)
+	for j, p := range order {
+		pairTok[j], pairRow[j] = int32(p/k), int32(p)
+	}
+	xe := w.buf(&w.xe, T*k*H)
+	q.Gather(xe, x, pairTok, H)
+	w.buf(&w.ge, T*k*I)
+	w.buf(&w.ue, T*k*I)
+	ye := w.buf(&w.ye, T*k*H)
+
+	perTok := grow(&w.perToken, T)
+	clear(perTok)
+	need := w.need[:0]
+	for e := range E {
+		if start[e+1] > start[e] {
+			need = append(need, e)
+		}
+	}
+	w.need = need
+	u := &w.use
+	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split}
+	// Experts resident in the device's memory first: no bytes to move.
+	stream := w.stream[:0]
+	for _, e := range need {
+		id := weights.ExpertID{Layer: L.index, Expert: e}
+		if m.digests != nil && q.CachedExpert(&w.x3, id, m.digests[L.index][e]) {
+			u.compute(e, &w.x3)
+			q.ReleaseExpert(&w.x3)
+			m.cacheHits.Add(1)
+			m.deviceHits.Add(1)
+			m.onDevice.Add(1)
+			u.account(e, m.digests[L.index][e], ledger.TierDevice, 0)
+			continue
+		}
+		stream = append(stream, e)
+	}
+	w.stream = stream
+	if len(stream) > 0 {
+		if err := m.experts.Stream(ctx, L.index, stream, u); err != nil {
+			return err
+		}
+	}
+	if w.err != nil {
+		return w.err
+	}
+	for t, n := range perTok {
+		if n != k {
+			return fmt.Errorf("engine: layer %d token %d: %d experts evaluated, want top-k = %d", L.index, t, n, k)
+		}
+	}
+	slots := w.buf(&w.slots, T*k*H)
+	q.Scatter(slots, ye, pairRow, H)
+	q.Combine(out, slots, wts, T, k, H)
+
+	if L.shared != nil {
+		ys := w.buf(&w.ss, T*H)
+		w.mlp(L.shared, x, ys, T)
+		gl := w.buf(&w.gl, T)
+		q.MatMul(gl, L.sharedGate, x, T)
+		q.GateAdd(out, ys, gl, T, H)
+	}
+	return nil
+}
+
+// moeUse computes one MoE step's experts as the source delivers them: for
+// expert e, the rows of the pairs routed to it (rows start[e]..start[e+1]
+// of the grouped buffers). Consume runs on the step's goroutine.
+type moeUse struct {
+	w            *work
+	L            *layer
+	segs         []segment
+	order, start []int
+	perTok       []int
+	k, H, I      int
+	split        bool // experts may be placed on the host
+}
+
+func (u *moeUse) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) error {
+	w, m := u.w, u.w.m
+	a, b := u.start[e], u.start[e+1]
+	n := b - a
+	if n == 0 {
+		return fmt.Errorf("engine: layer %d: the expert source delivered expert %d, which no token was routed to", u.L.index, e)
+	}
+	if err := m.checkExpert(u.L.index, e, ve); err != nil {
+		return err
+	}
+	if tier == ledger.TierStorage {
+		m.fetches[u.L.index].Add(1)
+	} else {
+		m.cacheHits.Add(1)
+	}
+	hashed := int64(0)
+	if tier == ledger.TierStorage {
+		hashed = ve.Bytes()
+	}
+	u.account(e, ve.Digest(), tier, hashed)
+	if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
+		return u.host(e, ve)
+	}
+	if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
+		return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+	}
+	u.compute(e, &w.x3)
+	// The views end here: the source may recycle the copy.
+	w.q.ReleaseExpert(&w.x3)
+	m.onDevice.Add(1)
+	return nil
+}
+
+// compute evaluates expert e on the step's queue for its rows.
+func (u *moeUse) compute(e int, x *backend.Expert) {
+	w, q := u.w, u.w.q
+	H, I := u.H, u.I
+	a, b := u.start[e], u.start[e+1]
+	n := b - a
+	xe, ge, ue, ye := w.xe.Rows(a, b, H), w.ge.Rows(a, b, I), w.ue.Rows(a, b, I), w.ye.Rows(a, b, H)
+	q.MatMul(ge, &x.Gate, xe, n)
+	q.MatMul(ue, &x.Up, xe, n)
+	q.SiLUMul(ge, ge, ue)
+	q.MatMul(ye, &x.Down, ge, n)
+	u.done(e)
+}
+
+// host evaluates expert e on the host CPU from the verified bytes in place
+// (no copy to the device) and sends its output rows to the device.
+func (u *moeUse) host(e int, ve weights.VerifiedExpert) error {
+	w, m := u.w, u.w.m
+	H, I := u.H, u.I
+	a, b := u.start[e], u.start[e+1]
+	n := b - a
+	var x backend.Expert
+	if err := cpu.ViewExpert(&x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), I, H); err != nil {
+		return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+	}
+	t0 := time.Now()
+	T := len(w.perToken)
+	_, xeB := growHost(&w.xeH, &w.xeHB, T*u.k*H)
+	_, geB := growHost(&w.geH, &w.geHB, T*u.k*I)
+	_, ueB := growHost(&w.ueH, &w.ueHB, T*u.k*I)
+	yeH, yeB := growHost(&w.yeH, &w.yeHB, T*u.k*H)
+	hq := w.hq
+	xe, ge, ue, ye := xeB.Rows(a, b, H), geB.Rows(a, b, I), ueB.Rows(a, b, I), yeB.Rows(a, b, H)
+	hq.Gather(xe, w.xHB.Slice(0, T*H), w.pairTok[a:b], H)
+	hq.MatMul(ge, &x.Gate, xe, n)
+	hq.MatMul(ue, &x.Up, xe, n)
+	hq.SiLUMul(ge, ge, ue)
+	hq.MatMul(ye, &x.Down, ge, n)
+	if err := hq.Sync(); err != nil {
+		return fmt.Errorf("engine: layer %d expert %d on the host: %w", u.L.index, e, err)
+	}
+	w.placeStats.hostDone(ve.Bytes(), n, time.Since(t0))
+	w.q.Write(w.ye.Rows(a, b, H), yeH[a*H:b*H])
+	m.onHost.Add(1)
+	u.done(e)
+	return nil
+}
+
+// done counts expert e's pairs as evaluated.
+func (u *moeUse) done(e int) {
+	a, b := u.start[e], u.start[e+1]
+	for _, p := range u.order[a:b] {
+		u.perTok[p/u.k]++
+	}
+	u.w.m.evals[u.L.index].Add(int64(b - a))
+}
+
+// account records one use of expert e in the ledgers of the segments whose
+// rows were routed to it (the bytes hashed for it go to the first one).
+func (u *moeUse) account(e int, digest jnf.Digest, tier ledger.Tier, hashed int64) {
+	a, b := u.start[e], u.start[e+1]
+	if len(u.segs) == 1 {
+		u.segs[0].s.ledger.UseExpert(u.L.index, e, digest, tier, b-a, hashed)
+		return
+	}
+	w := u.w
+	cnt := grow(&w.segPairs, len(u.segs))
+	clear(cnt)
+	for _, p := range u.order[a:b] {
+		r := p / u.k
+		for i := range u.segs {
+			if r < u.segs[i].row0+u.segs[i].n {
+				cnt[i]++
+				break
+			}
+		}
+	}
+	for i, n := range cnt {
+		if n > 0 {
+			u.segs[i].s.ledger.UseExpert(u.L.index, e, digest, tier, n, hashed)
+			hashed = 0
+		}
+	}
+}
+
+// hintRoute enqueues the prediction of the next MoE layer's experts for
+// the step's last row: that layer's router on this layer's input (a cheap
+// and well-known predictor). It changes nothing the model computes.
+func (w *work) hintRoute(L *layer, x backend.Buf, T int) {
+	m, c := w.m, w.m.cfg
+	if L.nextMoE < 0 {
+		return
+	}
+	E, k, H := c.Experts, c.TopK, c.Hidden
+	lg := w.buf(&w.hintLogits, E)
+	hw := w.buf(&w.hintW, k)
+	w.q.MatMul(lg, m.layers[L.nextMoE].router, x.Rows(T-1, T, H), 1)
+	w.q.Route(grow(&w.hintIdx, k), hw, lg, 1, E, k, c.NormTopKProb)
+}
+
+// hint tells a source which experts to expect next: for the next MoE layer
+// of the step's last token, those hintRoute predicted and those the
+// previous token used; after the last MoE layer, the first MoE layer's
+// experts of this token.
+func (w *work) hint(h Hinter, L *layer, segs []segment) {
+	m := w.m
+	hint := w.hintList[:0]
+	add := func(e int32) {
+		for _, x := range hint {
+			if x == int(e) {
+				return
+			}
+		}
+		hint = append(hint, int(e))
+	}
+	next := L.nextMoE
+	if next >= 0 {
+		for _, e := range w.hintIdx {
+			add(e)
+		}
+	} else {
+		next = m.firstMoE
+	}
+	for _, e := range segs[len(segs)-1].s.st.layers[next].last {
+		add(e)
+	}
+	w.hintList = hint
+	if len(hint) > 0 {
+		h.Hint(next, hint)
+	}
+}

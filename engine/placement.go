@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Placement chooses where the routed experts that are not resident in a
+// device backend's memory are computed: on the device (their bytes cross
+// to it) or on the host CPU (the activations cross instead). Both compute
+// the same bits (EXACTNESS.md), so a placement changes speed only; replay
+// under any placement is bit-identical. With the CPU backend there is only
+// one side and Placement is ignored.
+type Placement string
+
+const (
+	// PlaceAuto places each expert where it is expected to finish sooner,
+	// from measured costs: the host's time per weight byte and row against
+	// the time to copy the expert's bytes to the device.
+	PlaceAuto Placement = ""
+	// PlaceDevice computes every expert on the device.
+	PlaceDevice Placement = "device"
+	// PlaceHost computes every expert that is not resident on the device on
+	// the host.
+	PlaceHost Placement = "host"
+	// PlaceRandom places each expert on one side or the other at random
+	// (a fixed seed): a test of placement independence.
+	PlaceRandom Placement = "random"
+)
+
+// Placements are the valid Placement names, for flags ("auto" for
+// PlaceAuto).
+var Placements = []string{"auto", string(PlaceDevice), string(PlaceHost), string(PlaceRandom)}
+
+// ParsePlacement parses a Placements name.
+func ParsePlacement(s string) (Placement, error) {
+	switch s {
+	case "auto", "":
+		return PlaceAuto, nil
+	case string(PlaceDevice), string(PlaceHost), string(PlaceRandom):
+		return Placement(s), nil
+	}
+	return "", fmt.Errorf("engine: placement %q: want auto, device, host or random", s)
+}
+
+func (p Placement) placer() (placer, error) {
+	switch p {
+	case PlaceAuto:
+		return &autoPlacer{}, nil
+	case PlaceDevice:
+		return fixedPlacer(false), nil
+	case PlaceHost:
+		return fixedPlacer(true), nil
+	case PlaceRandom:
+		return &randomPlacer{r: rand.New(rand.NewPCG(1, 2))}, nil
+	}
+	return nil, fmt.Errorf("engine: placement %q: want auto, device, host or random", p)
+}
+
+// placer decides, for one delivered expert of bytes bytes evaluated for n
+// rows, whether the host computes it.
+type placer interface {
+	mayUseHost() bool
+	onHost(st *placeState, bytes int64, n int) bool
+}
+
+type fixedPlacer bool
+
+func (f fixedPlacer) mayUseHost() bool                    { return bool(f) }
+func (f fixedPlacer) onHost(*placeState, int64, int) bool { return bool(f) }
+
+type randomPlacer struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (p *randomPlacer) mayUseHost() bool { return true }
+func (p *randomPlacer) onHost(*placeState, int64, int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.r.IntN(2) == 1
+}
+
+// autoPlacer compares the host's measured cost of computing the expert
+// with the cost of moving it to the device.
+type autoPlacer struct{}
+
+func (autoPlacer) mayUseHost() bool { return true }
+
+func (autoPlacer) onHost(st *placeState, bytes int64, n int) bool {
+	return st.hostCost(bytes, n) < st.deviceCost(bytes, n)
+}
+
+// placeState holds a step queue's cost measurements for the auto
+// placement: an exponentially weighted average of the host's seconds per
+// weight byte per row computed.
+type placeState struct {
+	hostPerByteRow float64 // seconds; 0 until measured
+	devicePerByte  float64 // seconds per byte to move to the device (0: unknown)
+}
+
+// hostCost is the expected host time for an expert of bytes evaluated for n
+// rows: the rows share each weight load, so the cost grows slowly with n.
+func (st *placeState) hostCost(bytes int64, n int) float64 {
+	if st.hostPerByteRow == 0 {
+		return 0 // unmeasured: try the host once
+	}
+	return float64(st.hostPerByteRow*float64(bytes)) * rowFactor(n)
+}
+
+func (st *placeState) deviceCost(bytes int64, n int) float64 {
+	per := st.devicePerByte
+	if per == 0 {
+		per = 1 / 25e9 // a PCIe 4.0 x16 link with pinned buffers
+	}
+	return float64(per * float64(bytes))
+}
+
+// The products below are rounded explicitly, as everywhere in the engine
+// (EXACTNESS.md, canon.TestNoFMA), although they only choose a placement.
+
+// rowFactor models how a host expert's time grows with its rows: weight
+// streaming for a few rows, arithmetic beyond.
+func rowFactor(n int) float64 { return 1 + float64(float64(n-1)/8) }
+
+func (st *placeState) hostDone(bytes int64, n int, d time.Duration) {
+	v := d.Seconds() / float64(float64(bytes)*rowFactor(n))
+	if st.hostPerByteRow == 0 {
+		st.hostPerByteRow = v
+	} else {
+		st.hostPerByteRow = float64(0.8*st.hostPerByteRow) + float64(0.2*v)
+	}
+}
