@@ -136,8 +136,8 @@ type Hierarchy struct {
 	statsMu sync.Mutex
 	stats   Stats
 
-	started     time.Time   // when New verified nothing yet (ScrubExtra's last check)
-	fault       *ScrubFault // under mu
+	started     time.Time       // when New verified nothing yet (ScrubExtra's last check)
+	fault       *ScrubFault     // under mu
 	scrubMu     sync.Mutex      // one scrub at a time
 	scrubCursor int             // under mu: where Scrub continues
 	scrubBuf    *weights.Buffer // under mu: the buffer the scrub hashes outside mu

@@ -419,7 +419,7 @@ func TestScrubOfAnEvictedCopy(t *testing.T) {
 	scrubHashHook = func(h *Hierarchy, id weights.ExpertID) {
 		calls++
 		h.mu.Lock()
-		h.evictLocked(id) // as a Stream admitting another expert would
+		h.evictLocked(id)                              // as a Stream admitting another expert would
 		want := h.ram.Capacity() - len(h.resident) - 1 // the scrub still holds the evicted copy's buffer
 		h.mu.Unlock()
 		if got := free(); got != want {
