@@ -37,14 +37,15 @@ func newBenchEngineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine [DIR]",
 		Short: "CPU reference prefill/decode tokens per second, with the bit-identity check beside it",
-		Long: `Bench engine opens the model once per --threads value, warms each up with one
-untimed generation, then runs --repeat rounds with the thread counts interleaved
-(1 2 1 2 …). In each round a thread count repeats the same greedy generation of a
-fixed synthetic prompt until its prefills and its decodes have each been timed for
-at least --min-seconds, giving one prefill and one decode figure. It prints the
-minimum, median and maximum tokens per second per thread count, the ratio of the
-medians to the first thread count's, and a digest of every step's logits: every
-generation is compared bit for bit with the first thread count's warm-up.
+		Long: `Bench engine runs --repeat rounds with the --threads values interleaved
+(1 2 1 2 …). For each thread count in each round it opens the model, warms it up
+with one untimed generation, and repeats the same greedy generation of a fixed
+synthetic prompt until its prefills and its decodes have each been timed for at
+least --min-seconds, giving one prefill and one decode figure; then it closes the
+model (one model is open at a time). It prints the minimum, median and maximum
+tokens per second per thread count, the ratio of the medians to the first thread
+count's, and a digest of every step's logits: every generation is compared bit
+for bit with the first warm-up's.
 
 By default verified experts stay in RAM after the warm-up (compute alone);
 --expert-cache-mib 0 reads and verifies every expert on every use, as streaming
@@ -90,9 +91,9 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			if o.cacheMiB < 0 {
 				cache = -1
 			}
-			// The progress helper counts bytes: here one "byte" is one step
-			// (opening and warming a thread count, or one round of one).
-			update, finish := byteProgress(cmd.ErrOrStderr(), "bench engine (steps)")
+			// The progress helper counts bytes: here one "byte" is one cell
+			// (one thread count in one round).
+			update, finish := byteProgress(cmd.ErrOrStderr(), "bench engine (cells)")
 			res, err := enginebench.Run(cmd.Context(), dir, enginebench.Options{Threads: o.threads, PromptTokens: o.prompt,
 				DecodeTokens: o.decode, ExpertCacheBytes: cache, Repeat: o.repeat,
 				MinDuration: time.Duration(o.minSeconds * float64(time.Second)), Progress: update})
@@ -109,7 +110,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			}
 			for _, f := range res.Figures {
 				if !f.BitIdentical {
-					return failVerification(fmt.Errorf("logits at %d threads differ from the reference (%d threads' warm-up, %s)", f.Threads, res.Order[0], res.ReferenceDigest))
+					return failVerification(fmt.Errorf("logits at %d threads differ from the reference (the first warm-up, at %d threads: %s)", f.Threads, res.Order[0], res.ReferenceDigest))
 				}
 			}
 			return nil

@@ -4,18 +4,20 @@
 //
 // # Method
 //
-// The model is opened once per thread count and warmed up with one untimed
-// generation (the expert cache and the page cache filled). Then
 // Options.Repeat rounds run the thread counts interleaved — 1 2 1 2 … (see
-// package benchrun). In each round, one thread count repeats the same greedy
-// generation of a fixed synthetic prompt until both its prefill and its
-// decode have been timed for at least Options.MinDuration, and gives one
-// prefill and one decode figure in tokens per second. Each thread count is
-// summarised by the minimum, median and maximum of its rounds, and compared
-// with the first thread count by the ratio of the medians.
+// package benchrun). For each thread count in each round (a cell) the model
+// is opened and warmed up with one untimed generation (the expert cache and
+// the page cache filled); then the same greedy generation of a fixed
+// synthetic prompt is repeated until both its prefills and its decodes have
+// been timed for at least Options.MinDuration, giving one prefill and one
+// decode figure in tokens per second, and the model is closed. Only one
+// model is open at a time: with an unbounded expert cache one holds most of
+// the experts it has used, gigabytes for real layer shapes. Each thread count
+// is summarised by the minimum, median and maximum of its rounds, and
+// compared with the first thread count by the ratio of the medians.
 //
 // Every generation's logits, the warm-ups' included, are compared bit for
-// bit with those of the first thread count's warm-up.
+// bit with those of the first warm-up.
 package enginebench
 
 import (
@@ -52,9 +54,9 @@ type Options struct {
 	// MinDuration is how long, at least, the prefills and the decodes of
 	// one thread count in one round are each timed (default 2 s).
 	MinDuration time.Duration
-	// Progress, if not nil, is called with the steps done and the steps in
-	// all (a step: opening and warming one thread count, or one round of
-	// one thread count). It is not called after Run has returned.
+	// Progress, if not nil, is called with the cells done and the cells in
+	// all (a cell: one thread count in one round). It is not called after
+	// Run has returned.
 	Progress func(done, total int64)
 }
 
@@ -105,7 +107,7 @@ type Result struct {
 	DecodeTokens     int           `json:"decode_tokens"`
 	ExpertCacheBytes int64         `json:"expert_cache_bytes"`
 	// ReferenceDigest is the digest of the reference logits: the first
-	// thread count's warm-up generation.
+	// warm-up generation (first thread count, first round).
 	ReferenceDigest string `json:"reference_digest"`
 	// Order is the thread counts in the order of each round.
 	Order   []int    `json:"order"`
@@ -173,9 +175,13 @@ func (o *Options) defaults() error {
 	if o.MinDuration == 0 {
 		o.MinDuration = 2 * time.Second
 	}
-	for _, th := range o.Threads {
+	o.Threads = slices.Clone(o.Threads)
+	for i, th := range o.Threads {
 		if th < 0 {
 			return fmt.Errorf("enginebench: %d threads, want at least 1 (or 0 for all cores)", th)
+		}
+		if th == 0 {
+			o.Threads[i] = runtime.GOMAXPROCS(0)
 		}
 	}
 	switch {
@@ -193,112 +199,131 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// arm is one thread count's model and tallies.
+// arm is one thread count: its model while a cell runs, and its tallies.
 type arm struct {
-	r       *runner.Runner
+	threads int
+	r       *runner.Runner // open from the cell's Prepare to its After
 	s       *engine.Session
 	gens    int
 	ok      bool
-	before  engine.Stats
 	cells   []Cell
 	prefill []float64
 	decode  []float64
+	// evals and tokens count routed-expert evaluations in MoE layers and
+	// tokens over the timed generations, and moe the MoE layers.
+	evals, tokens int64
+	moe           int
 }
 
 func run(ctx context.Context, dir string, opt Options) (_ *Result, err error) {
 	res := &Result{Model: dir, Host: benchrun.ThisHost(), Started: time.Now().UTC(), LoadBefore: benchrun.LoadAverage(),
 		Repeat: opt.Repeat, MinSeconds: opt.MinDuration.Seconds(), PromptTokens: opt.PromptTokens,
-		DecodeTokens: opt.DecodeTokens, ExpertCacheBytes: opt.ExpertCacheBytes}
-	total := int64(len(opt.Threads) * (1 + opt.Repeat))
+		DecodeTokens: opt.DecodeTokens, ExpertCacheBytes: opt.ExpertCacheBytes, Order: opt.Threads}
+	total := int64(len(opt.Threads) * opt.Repeat)
 	var done int64
-	step := func() {
-		done++
-		if opt.Progress != nil {
-			opt.Progress(done, total)
-		}
-	}
 	arms := make([]*arm, len(opt.Threads))
 	defer func() {
 		for _, a := range arms {
-			if a != nil {
+			if a != nil && a.r != nil {
 				a.r.Close()
 			}
 		}
 	}()
 	var prompt []int
 	var ref [][]float32
-	for i, th := range opt.Threads {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		r, err := runner.Open(dir, runner.Options{Threads: th, ExpertCacheBytes: opt.ExpertCacheBytes})
-		if err != nil {
-			return nil, err
-		}
-		a := &arm{r: r, s: r.Engine.NewSession(), ok: true}
-		arms[i] = a
-		if prompt == nil {
-			V := r.Model.Config.Vocab
-			prompt = make([]int, opt.PromptTokens)
-			for j := range prompt {
-				prompt[j] = (j*7919 + 13) % V
-			}
-		}
-		// Warm the expert cache and the page cache with one untimed run;
-		// the first one's logits are the reference.
-		var steps [][]float32
-		keep := func(_ int, lg []float32) error {
-			steps = append(steps, slices.Clone(lg))
-			return nil
-		}
-		if ref != nil {
-			keep = nil
-		}
-		g, err := a.generate(ctx, prompt, opt.DecodeTokens, ref, keep)
-		if err != nil {
-			return nil, err
-		}
-		if ref == nil {
-			ref = steps
-			res.ReferenceDigest = g.digest
-		}
-		a.ok = g.identical
-		a.before = r.Engine.Stats()
-		res.Order = append(res.Order, r.Threads)
-		step()
-	}
-
 	var runs []benchrun.Arm
-	for _, a := range arms {
-		runs = append(runs, benchrun.Arm{Name: fmt.Sprintf("%d threads", a.r.Threads), Run: func(ctx context.Context) error {
-			c := Cell{Round: len(a.cells), Threads: a.r.Threads, BitIdentical: true}
-			var pre, dec time.Duration
-			var preTok, decTok int
-			for pre < opt.MinDuration || dec < opt.MinDuration {
-				g, err := a.generate(ctx, prompt, opt.DecodeTokens, ref, nil)
+	for i, th := range opt.Threads {
+		a := &arm{threads: th, ok: true}
+		arms[i] = a
+		runs = append(runs, benchrun.Arm{
+			Name: fmt.Sprintf("%d threads", th),
+			// One model is open at a time (an unbounded expert cache can
+			// hold most of a layer's experts): open it, and warm the
+			// expert cache and the page cache with one untimed
+			// generation. The very first one's logits are the reference.
+			Prepare: func(ctx context.Context) error {
+				r, err := runner.Open(dir, runner.Options{Threads: th, ExpertCacheBytes: opt.ExpertCacheBytes})
 				if err != nil {
 					return err
 				}
-				if c.Generations == 0 {
-					c.LogitsDigest = g.digest
+				a.r, a.s = r, r.Engine.NewSession()
+				if a.moe == 0 {
+					for _, sparse := range r.Model.Config.Sparse {
+						if sparse {
+							a.moe++
+						}
+					}
 				}
-				c.Generations++
-				c.BitIdentical = c.BitIdentical && g.identical && g.digest == c.LogitsDigest
-				pre += g.res.Prefill
-				dec += g.res.Decode
-				preTok += g.res.PromptTokens
-				decTok += len(g.res.Tokens) - 1
-			}
-			c.PrefillSecs, c.DecodeSecs = pre.Seconds(), dec.Seconds()
-			c.PrefillTokS, c.DecodeTokS = float64(preTok)/c.PrefillSecs, float64(decTok)/c.DecodeSecs
-			a.cells = append(a.cells, c)
-			a.prefill = append(a.prefill, c.PrefillTokS)
-			a.decode = append(a.decode, c.DecodeTokS)
-			a.gens += c.Generations
-			a.ok = a.ok && c.BitIdentical
-			step()
-			return nil
-		}})
+				if prompt == nil {
+					V := r.Model.Config.Vocab
+					prompt = make([]int, opt.PromptTokens)
+					for j := range prompt {
+						prompt[j] = (j*7919 + 13) % V
+					}
+				}
+				var keep func(int, []float32) error
+				if ref == nil {
+					keep = func(_ int, lg []float32) error {
+						ref = append(ref, slices.Clone(lg))
+						return nil
+					}
+				}
+				g, err := a.generate(ctx, prompt, opt.DecodeTokens, ref, keep)
+				if err != nil {
+					return err
+				}
+				if res.ReferenceDigest == "" {
+					res.ReferenceDigest = g.digest
+				}
+				a.ok = a.ok && g.identical
+				return nil
+			},
+			Run: func(ctx context.Context) error {
+				before := a.r.Engine.Stats()
+				c := Cell{Round: len(a.cells), Threads: th, BitIdentical: true}
+				var pre, dec time.Duration
+				var preTok, decTok int
+				for pre < opt.MinDuration || dec < opt.MinDuration {
+					g, err := a.generate(ctx, prompt, opt.DecodeTokens, ref, nil)
+					if err != nil {
+						return err
+					}
+					if c.Generations == 0 {
+						c.LogitsDigest = g.digest
+					}
+					c.Generations++
+					c.BitIdentical = c.BitIdentical && g.identical && g.digest == c.LogitsDigest
+					pre += g.res.Prefill
+					dec += g.res.Decode
+					preTok += g.res.PromptTokens
+					decTok += len(g.res.Tokens) - 1
+				}
+				after := a.r.Engine.Stats()
+				for l, n := range after.ExpertEvals {
+					if a.r.Model.Config.Sparse[l] {
+						a.evals += n - before.ExpertEvals[l]
+					}
+				}
+				a.tokens += after.Tokens - before.Tokens
+				c.PrefillSecs, c.DecodeSecs = pre.Seconds(), dec.Seconds()
+				c.PrefillTokS, c.DecodeTokS = float64(preTok)/c.PrefillSecs, float64(decTok)/c.DecodeSecs
+				a.cells = append(a.cells, c)
+				a.prefill = append(a.prefill, c.PrefillTokS)
+				a.decode = append(a.decode, c.DecodeTokS)
+				a.gens += c.Generations
+				a.ok = a.ok && c.BitIdentical
+				return nil
+			},
+			After: func(context.Context) error {
+				err := a.r.Close()
+				a.r, a.s = nil, nil
+				done++
+				if opt.Progress != nil {
+					opt.Progress(done, total)
+				}
+				return err
+			},
+		})
 	}
 	if _, err := (benchrun.Runner{Rounds: opt.Repeat}).Interleave(ctx, runs); err != nil {
 		return nil, err
@@ -310,7 +335,7 @@ func run(ctx context.Context, dir string, opt Options) (_ *Result, err error) {
 		}
 	}
 	for _, a := range arms {
-		f := Figure{Threads: a.r.Threads, PrefillTokS: benchrun.Summarize(a.prefill), DecodeTokS: benchrun.Summarize(a.decode),
+		f := Figure{Threads: a.threads, PrefillTokS: benchrun.Summarize(a.prefill), DecodeTokS: benchrun.Summarize(a.decode),
 			Generations: a.gens, LogitsDigest: a.cells[0].LogitsDigest, BitIdentical: a.ok}
 		if len(res.Figures) > 0 {
 			first := res.Figures[0]
@@ -319,7 +344,9 @@ func run(ctx context.Context, dir string, opt Options) (_ *Result, err error) {
 		} else {
 			f.PrefillRatio, f.DecodeRatio = 1, 1
 		}
-		f.ExpertsPerTok = expertsPerToken(a.r, a.before, a.r.Engine.Stats())
+		if a.tokens > 0 && a.moe > 0 {
+			f.ExpertsPerTok = float64(a.evals) / float64(a.tokens) / float64(a.moe)
+		}
 		res.Figures = append(res.Figures, f)
 	}
 	return res, nil
@@ -382,21 +409,4 @@ func bitsEqual(a, b []float32) bool {
 		}
 	}
 	return true
-}
-
-// expertsPerToken is the routed-expert evaluations per token per MoE layer
-// between two snapshots of the engine's counters.
-func expertsPerToken(r *runner.Runner, before, after engine.Stats) float64 {
-	var evals int64
-	moe := 0
-	for l, n := range after.ExpertEvals {
-		if r.Model.Config.Sparse[l] {
-			evals += n - before.ExpertEvals[l]
-			moe++
-		}
-	}
-	if tok := after.Tokens - before.Tokens; tok > 0 && moe > 0 {
-		return float64(evals) / float64(tok) / float64(moe)
-	}
-	return 0
 }
