@@ -89,6 +89,8 @@ type Figure struct {
 	Bytes   int64            `json:"bytes"`
 	Seconds benchrun.Summary `json:"seconds"`
 	GBps    benchrun.Summary `json:"gb_per_s"` // 10^9 bytes per second
+	// Rounds are the seconds of every run, in round order.
+	Rounds []float64 `json:"seconds_per_round"`
 	// Ratio is GBps.Median ÷ the baseline's GBps.Median (0 for a baseline).
 	Ratio float64 `json:"ratio_to_baseline,omitempty"`
 	// PairRatio summarises the same ratio taken round by round.
@@ -260,8 +262,8 @@ func Run(ctx context.Context, src, scratch string, opt Options) (_ *Result, err 
 	rates := map[string][]float64{}
 	for i, a := range arms {
 		n := a.bytes()
-		f := Figure{Name: a.Name, Baseline: a.baseline, Cache: a.cache, Bytes: n,
-			Seconds: benchrun.Summarize(benchrun.Seconds(ds[i]))}
+		f := Figure{Name: a.Name, Baseline: a.baseline, Cache: a.cache, Bytes: n, Rounds: benchrun.Seconds(ds[i])}
+		f.Seconds = benchrun.Summarize(f.Rounds)
 		if a.cache == CacheWarm && !res.CacheDropped {
 			f.Note = "the page cache could not be dropped: " + res.CacheError
 		}
