@@ -11,9 +11,11 @@ import (
 // page cache, dentries and inodes (echo 3 > /proc/sys/vm/drop_caches), so
 // that the next read of any file comes from the disk. It needs root; the
 // error says why it could not. It drops the cache of the whole machine.
-func DropCaches() error {
+func DropCaches() error { return dropCaches("/proc/sys/vm/drop_caches") }
+
+func dropCaches(path string) error {
 	unix.Sync()
-	f, err := os.OpenFile("/proc/sys/vm/drop_caches", os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("dropping the page cache: %w", err)
 	}
