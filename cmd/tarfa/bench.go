@@ -42,8 +42,8 @@ const (
 )
 
 // checkRange refuses a flag value outside [lo, hi], naming the flag.
-func checkRange[T int | int64 | float64](flag string, v, lo, hi T) error {
-	if v < lo || v > hi || v != v {
+func checkRange[T int | int64](flag string, v, lo, hi T) error {
+	if v < lo || v > hi {
 		return fmt.Errorf("--%s %v: want %v to %v", flag, v, lo, hi)
 	}
 	return nil
