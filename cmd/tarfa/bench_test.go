@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/validation/decodebench"
 	"github.com/tarfa-ai/tarfa/validation/enginebench"
 	"github.com/tarfa-ai/tarfa/validation/iobench"
 )
@@ -34,6 +35,13 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "engine", "--decode-tokens", "1"}, "--decode-tokens 1: want 2 to"},
 		{[]string{"bench", "engine", "--min-seconds", "0"}, "--min-seconds 0: want more than 0"},
 		{[]string{"bench", "engine", "--min-seconds", "NaN"}, "--min-seconds NaN"},
+		{[]string{"bench", "decode", "--ram-fraction", "0"}, "--ram-fraction 0: want more than 0, at most 1"},
+		{[]string{"bench", "decode", "--ram-fraction", "0.5,2"}, "--ram-fraction 2: want more than 0"},
+		{[]string{"bench", "decode", "--readers", "0"}, "--readers 0: want 1 to 256"},
+		{[]string{"bench", "decode", "--decode-tokens", "1"}, "--decode-tokens 1: want 2 to"},
+		{[]string{"bench", "decode", "--policy", "belady"}, `--policy "belady": want one of`},
+		{[]string{"bench", "decode", "--direct", "maybe"}, `--direct "maybe": want auto, on or off`},
+		{[]string{"bench", "decode", "--partition", "x"}, `--partition "x": want global or per-layer`},
 	} {
 		_, err := runCLI(t, "", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != exitError {
@@ -69,6 +77,27 @@ func TestBenchIOJSONLeavesScratchAlone(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(scratch); len(ents) != 1 {
 		t.Errorf("scratch holds %d entries, want the user's one", len(ents))
+	}
+}
+
+func TestBenchDecodeJSON(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out, err := runCLI(t, "", "bench", "decode", "--repeat", "2", "--decode-tokens", "4", "--ram-fraction", "0.5", "--readers", "2",
+		"--threads", "1", "--no-drop", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res decodebench.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !res.Identical || len(res.Decode) != 2 || res.Decode[0].SecondsPerToken.N != 2 || res.Readers != 2 || res.CacheDropped || res.Ledger == nil ||
+		res.Decode[1].Predicted.N != 2 {
+		t.Errorf("bench decode: %s", out)
+	}
+	txt, err := runCLI(t, "", "bench", "decode", "--repeat", "1", "--decode-tokens", "3", "--no-drop", "--ledger=false")
+	if err != nil || !strings.Contains(txt, "PAGE CACHE NOT DROPPED") || !strings.Contains(txt, "RAM 25%, warm") || strings.Contains(txt, "ledger:") {
+		t.Errorf("bench decode text: %v\n%s", err, txt)
 	}
 }
 
