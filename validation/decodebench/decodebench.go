@@ -219,7 +219,7 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	arms := []benchrun.Arm{b.rawArm(), b.verifiedArm(), b.hashArm(), b.rawSplitArm()}
 	for _, f := range opt.RAMFractions {
 		for _, warm := range []bool{false, true} {
-			d := &Decode{RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f * float64(len(b.refs)))) * b.res.ExpertBytes}
+			d := &Decode{RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f*float64(len(b.refs)))) * b.res.ExpertBytes}
 			d.Name = fmt.Sprintf("RAM %.0f%%, %s", f*100, map[bool]string{false: "cold", true: "warm"}[warm])
 			b.res.Decode = append(b.res.Decode, d)
 			arms = append(arms, b.decodeArm(d))
