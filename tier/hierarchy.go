@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ type Options struct {
 	DeviceBudget int64
 	// Readers is the number of reads in flight (0: DefaultReaders).
 	Readers int
+	// Hashers is the number of goroutines verifying what the readers read
+	// (0: GOMAXPROCS, every core).
+	Hashers int
 	// Direct chooses O_DIRECT reads.
 	Direct DirectMode
 	// Policy names the RAM tier's policy (policy.Names; "" = policy.Default)
@@ -111,6 +115,8 @@ type Hierarchy struct {
 	files   *files
 	reqs    chan readReq
 	rwg     sync.WaitGroup // readers
+	hashQ   chan hashReq
+	hwg     sync.WaitGroup // hashers
 	wg      sync.WaitGroup // the prefetcher
 	wwg     sync.WaitGroup // warm feeders
 	closing chan struct{}
@@ -239,6 +245,15 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	}
 	h.files = newFiles(opt.Direct)
 	h.reqs = make(chan readReq, n)
+	hashers := opt.Hashers
+	if hashers <= 0 {
+		hashers = runtime.GOMAXPROCS(0)
+	}
+	h.hashQ = make(chan hashReq, n)
+	for range hashers {
+		h.hwg.Add(1)
+		go h.hasher()
+	}
 	for range n {
 		h.rwg.Add(1)
 		go h.reader()
@@ -259,30 +274,50 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	return h, nil
 }
 
-// reader serves read requests until Close.
+// reader serves read requests until Close: it only reads, and hands each
+// buffer to the hashers, so Readers reads stay in flight while earlier
+// ones are hashed.
 func (h *Hierarchy) reader() {
 	defer h.rwg.Done()
 	for r := range h.reqs {
 		direct, err := h.files.read(r.ref, r.buf)
-		var ve weights.VerifiedExpert
-		if err == nil {
-			ve, err = r.ref.Verify(r.buf)
-		}
 		n := r.ref.ReadLength()
 		h.count(func(s *Stats) {
 			s.BytesRead += n
-			if err == nil {
-				s.BytesHashed += r.ref.Length()
-			} else {
-				s.Failures++
-			}
 			if direct {
 				s.DirectReads++
 			} else {
 				s.Buffered++
 			}
 		})
-		r.reply <- readDone{r, ve, err}
+		h.hashQ <- hashReq{r, err}
+	}
+}
+
+// hashReq is a read, done, for a hasher to verify.
+type hashReq struct {
+	readReq
+	err error // the read's
+}
+
+// hasher verifies read buffers against their manifest digests until Close
+// (one per core): no byte reaches a consumer before its digest matched.
+func (h *Hierarchy) hasher() {
+	defer h.hwg.Done()
+	for q := range h.hashQ {
+		var ve weights.VerifiedExpert
+		err := q.err
+		if err == nil {
+			ve, err = q.ref.Verify(q.buf)
+		}
+		h.count(func(s *Stats) {
+			if err == nil {
+				s.BytesHashed += q.ref.Length()
+			} else {
+				s.Failures++
+			}
+		})
+		q.reply <- readDone{q.readReq, ve, err}
 	}
 }
 
@@ -305,11 +340,15 @@ func (h *Hierarchy) Describe() string {
 	if readers <= 0 {
 		readers = DefaultReaders
 	}
+	hashers := h.opt.Hashers
+	if hashers <= 0 {
+		hashers = runtime.GOMAXPROCS(0)
+	}
 	pf := ""
 	if h.opt.Prefetch && h.cache != nil {
 		pf = ", prefetch"
 	}
-	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %s%s; scrub %s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, direct, pf, h.opt.Scrub)
+	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %d hashers, %s%s; scrub %s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, hashers, direct, pf, h.opt.Scrub)
 }
 
 func bytesString(n int64) string {
@@ -334,6 +373,8 @@ func (h *Hierarchy) Close() error {
 	h.wwg.Wait()
 	close(h.reqs)
 	h.rwg.Wait()
+	close(h.hashQ)
+	h.hwg.Wait()
 	close(h.prefetchQ)
 	h.wg.Wait()
 	h.files.close()

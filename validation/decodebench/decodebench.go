@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -297,8 +298,7 @@ type model struct {
 }
 
 func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
-	dev := int64(b.opt.Readers) * b.res.ExpertBytes
-	dev = max(dev, 2*int64(b.res.TopK)*b.res.ExpertBytes)
+	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
 	h, err := tier.New(b.ck, tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
 		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch})
 	if err != nil {
@@ -316,6 +316,10 @@ func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
 func (m *model) close() {
 	if m != nil {
 		m.h.Close()
+		// The model's resident tensors are garbage now: return them before
+		// the next figure opens another (a real checkpoint's are GBs).
+		m.m = nil
+		debug.FreeOSMemory()
 	}
 }
 
@@ -423,7 +427,8 @@ func (b *bench) verifiedArm() benchrun.Arm {
 	return benchrun.Arm{Name: "verified read through the hierarchy",
 		Prepare: func(context.Context) error {
 			var err error
-			dev := max(int64(b.opt.Readers), 2) * b.res.ExpertBytes
+			// Two buffers per read in flight: one being read, one being hashed.
+			dev := 2 * int64(b.opt.Readers) * b.res.ExpertBytes
 			if h, err = tier.New(b.ck, tier.Options{DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct}); err != nil {
 				return err
 			}
