@@ -36,6 +36,7 @@ type RunPredicate struct {
 	Experts    []ledger.ExpertUse `json:"experts"`      // every routed expert used, by layer then expert (union over prompts)
 	KPerLayer  []ledger.LayerK    `json:"k_per_layer"`  // union over prompts
 	Hashed     map[jnf.Alg]int64  `json:"bytes_hashed"` // by algorithm, load and generation together
+	Integrity  RunIntegrity       `json:"integrity"`
 	Golden     *RunGolden         `json:"golden,omitempty"`
 	StartedAt  time.Time          `json:"started_at"`
 	FinishedAt time.Time          `json:"finished_at"`
@@ -96,6 +97,23 @@ type RunHost struct {
 	CPU      string `json:"cpu"`
 	Cores    int    `json:"cores"`
 	MemBytes int64  `json:"memory_bytes"`
+}
+
+// RunIntegrity is what the run re-verified of the copies it kept resident
+// (scrubbing). A fault found by a scrub stops the run, so a signed report
+// never covers tokens computed from a copy found changed; ScrubFailures
+// counts copies that an on-use check found changed before they were used,
+// read again from storage (outputs unaffected).
+type RunIntegrity struct {
+	// Scrub is the schedule: "off", "use" (every resident copy re-hashed
+	// before each use), a duration (a background pass that often), or both.
+	Scrub         string `json:"scrub"`
+	Passes        int64  `json:"scrub_passes"`
+	ScrubbedBytes int64  `json:"scrubbed_bytes"` // passes and on-use checks, the final one included
+	ScrubFailures int64  `json:"scrub_failures"`
+	// FinalBytes were re-hashed after the last prompt, before signing:
+	// every copy still resident then (experts and non-expert tensors).
+	FinalBytes int64 `json:"final_scrub_bytes"`
 }
 
 // RunLoad is what opening the model verified.

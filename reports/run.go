@@ -61,6 +61,7 @@ type runSummary struct {
 	Layers    []layerRow
 	KLine     string
 	Bytes     string
+	Scrub     string // what the run re-verified of its resident copies
 	Distinct  int
 	TotalSecs string
 }
@@ -177,6 +178,18 @@ func summarise(v *RunView) *runSummary {
 	if s.Bytes == "" {
 		s.Bytes = "-"
 	}
+	in := p.Integrity
+	switch {
+	case in.Scrub == "":
+		s.Scrub = "not stated (a report from before scrubbing was recorded)"
+	default:
+		s.Scrub = fmt.Sprintf("schedule %s; %d passes, %s re-hashed (%s after the last prompt)", in.Scrub, in.Passes, Bytes(in.ScrubbedBytes), Bytes(in.FinalBytes))
+		if in.ScrubFailures > 0 {
+			s.Scrub += fmt.Sprintf("; %d resident copies found changed before a use and read again", in.ScrubFailures)
+		} else {
+			s.Scrub += "; no copy found changed"
+		}
+	}
 	return s
 }
 
@@ -195,7 +208,7 @@ func runText(w io.Writer, s *runSummary) error {
 	if s.Golden != "" {
 		fmt.Fprintf(&b, "golden     %s\n", s.Golden)
 	}
-	fmt.Fprintf(&b, "routing    %s\nhashed     %s; %d distinct experts used\n\n", s.KLine, s.Bytes, s.Distinct)
+	fmt.Fprintf(&b, "routing    %s\nhashed     %s; %d distinct experts used\nscrub      %s\n\n", s.KLine, s.Bytes, s.Distinct, s.Scrub)
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return err
 	}
@@ -225,7 +238,7 @@ func runMarkdown(w io.Writer, s *runSummary) error {
 		{"model", fmt.Sprintf("%s, %d layers, %d experts, top-k %d", p.Model.Arch, p.Model.Layers, p.Model.Experts, p.Model.TopK)},
 		{"root", "`" + p.Model.Root.String() + "`"}, {"weights_root", "`" + p.Model.WeightsRoot.String() + "`"},
 		{"manifest", s.Manifest}, {"signer", s.Signer}, {"status", s.Status}, {"build", s.Build},
-		{"golden", s.Golden}, {"routing", s.KLine}, {"hashed", s.Bytes},
+		{"golden", s.Golden}, {"routing", s.KLine}, {"hashed", s.Bytes}, {"scrub", s.Scrub},
 	} {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, "| %s | %s |\n", kv[0], mdEscape(kv[1]))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/ledger"
@@ -24,6 +26,9 @@ type Options struct {
 	DeviceBudget int64
 	// Readers is the number of reads in flight (0: DefaultReaders).
 	Readers int
+	// Hashers is the number of goroutines verifying what the readers read
+	// (0: GOMAXPROCS, every core).
+	Hashers int
 	// Direct chooses O_DIRECT reads.
 	Direct DirectMode
 	// Policy names the RAM tier's policy (policy.Names; "" = policy.Default)
@@ -36,6 +41,13 @@ type Options struct {
 	// RAM tier while the current layer computes. Speed only: results never
 	// depend on it.
 	Prefetch bool
+	// Scrub schedules the re-verification of resident copies (the zero
+	// value: none; the commands default to DefaultScrub).
+	Scrub Scrub
+	// ScrubExtra, if set, re-hashes copies kept resident outside the
+	// hierarchy (the model's non-expert tensors: engine.Model.Scrub) on
+	// every background pass and ScrubAll, returning the bytes checked.
+	ScrubExtra func() (int64, error)
 }
 
 // DefaultReaders is the default number of reads in flight.
@@ -81,8 +93,9 @@ type Stats struct {
 	RAMCap         int   `json:"ram_capacity"`
 	MaxMapped      int64 `json:"max_mapped_bytes"` // most arena bytes mapped at once (never above the budgets)
 
-	ScrubbedBytes int64 `json:"scrubbed_bytes"`
-	ScrubFailures int64 `json:"scrub_failures"`
+	ScrubPasses   int64 `json:"scrub_passes"`   // full passes (background and ScrubAll)
+	ScrubbedBytes int64 `json:"scrubbed_bytes"` // by passes, Scrub and on-use checks
+	ScrubFailures int64 `json:"scrub_failures"` // copies found changed in memory
 
 	PrefetchIssued int64 `json:"prefetch_issued"` // reads started by a hint
 	PrefetchUseful int64 `json:"prefetch_useful"` // of which a Stream then hit
@@ -102,6 +115,8 @@ type Hierarchy struct {
 	files   *files
 	reqs    chan readReq
 	rwg     sync.WaitGroup // readers
+	hashQ   chan hashReq
+	hwg     sync.WaitGroup // hashers
 	wg      sync.WaitGroup // the prefetcher
 	wwg     sync.WaitGroup // warm feeders
 	closing chan struct{}
@@ -126,6 +141,13 @@ type Hierarchy struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	started     time.Time       // when New verified nothing yet (ScrubExtra's last check)
+	fault       *ScrubFault     // under mu
+	scrubMu     sync.Mutex      // one scrub at a time
+	scrubCursor int             // under mu: where Scrub continues
+	scrubBuf    *weights.Buffer // under mu: the buffer the scrub hashes outside mu
+	scrubOrphan bool            // under mu: scrubBuf's copy is gone; the scrub releases it
 }
 
 // Entry states.
@@ -146,6 +168,7 @@ type entry struct {
 	// prefetched: read on a hint and not used since (for the useful and
 	// wasted counts); warm: by Warm, without a lease.
 	prefetched, warm bool
+	verifiedAt       time.Time // when its bytes last matched the digest
 }
 
 // readReq asks a reader to read and verify one expert.
@@ -222,6 +245,15 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	}
 	h.files = newFiles(opt.Direct)
 	h.reqs = make(chan readReq, n)
+	hashers := opt.Hashers
+	if hashers <= 0 {
+		hashers = runtime.GOMAXPROCS(0)
+	}
+	h.hashQ = make(chan hashReq, n)
+	for range hashers {
+		h.hwg.Add(1)
+		go h.hasher()
+	}
 	for range n {
 		h.rwg.Add(1)
 		go h.reader()
@@ -230,34 +262,62 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	h.closing = make(chan struct{})
 	h.wg.Add(1)
 	go h.prefetcher()
+	h.started = time.Now()
+	if opt.Scrub.Every > 0 {
+		if opt.Scrub.Every < MinScrubEvery {
+			return nil, fmt.Errorf("tier: a scrub pass every %v is more often than every %v", opt.Scrub.Every, MinScrubEvery)
+		}
+		h.wg.Add(1)
+		go h.scrubber(opt.Scrub.Every)
+	}
 
 	return h, nil
 }
 
-// reader serves read requests until Close.
+// reader serves read requests until Close: it only reads, and hands each
+// buffer to the hashers, so Readers reads stay in flight while earlier
+// ones are hashed.
 func (h *Hierarchy) reader() {
 	defer h.rwg.Done()
 	for r := range h.reqs {
 		direct, err := h.files.read(r.ref, r.buf)
-		var ve weights.VerifiedExpert
-		if err == nil {
-			ve, err = r.ref.Verify(r.buf)
-		}
 		n := r.ref.ReadLength()
 		h.count(func(s *Stats) {
 			s.BytesRead += n
-			if err == nil {
-				s.BytesHashed += r.ref.Length()
-			} else {
-				s.Failures++
-			}
 			if direct {
 				s.DirectReads++
 			} else {
 				s.Buffered++
 			}
 		})
-		r.reply <- readDone{r, ve, err}
+		h.hashQ <- hashReq{r, err}
+	}
+}
+
+// hashReq is a read, done, for a hasher to verify.
+type hashReq struct {
+	readReq
+	err error // the read's
+}
+
+// hasher verifies read buffers against their manifest digests until Close
+// (one per core): no byte reaches a consumer before its digest matched.
+func (h *Hierarchy) hasher() {
+	defer h.hwg.Done()
+	for q := range h.hashQ {
+		var ve weights.VerifiedExpert
+		err := q.err
+		if err == nil {
+			ve, err = q.ref.Verify(q.buf)
+		}
+		h.count(func(s *Stats) {
+			if err == nil {
+				s.BytesHashed += q.ref.Length()
+			} else {
+				s.Failures++
+			}
+		})
+		q.reply <- readDone{q.readReq, ve, err}
 	}
 }
 
@@ -280,11 +340,15 @@ func (h *Hierarchy) Describe() string {
 	if readers <= 0 {
 		readers = DefaultReaders
 	}
+	hashers := h.opt.Hashers
+	if hashers <= 0 {
+		hashers = runtime.GOMAXPROCS(0)
+	}
 	pf := ""
 	if h.opt.Prefetch && h.cache != nil {
 		pf = ", prefetch"
 	}
-	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %s%s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, direct, pf)
+	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %d hashers, %s%s; scrub %s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, hashers, direct, pf, h.opt.Scrub)
 }
 
 func bytesString(n int64) string {
@@ -309,6 +373,8 @@ func (h *Hierarchy) Close() error {
 	h.wwg.Wait()
 	close(h.reqs)
 	h.rwg.Wait()
+	close(h.hashQ)
+	h.hwg.Wait()
 	close(h.prefetchQ)
 	h.wg.Wait()
 	h.files.close()
@@ -419,6 +485,10 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engi
 	uses := st.uses
 
 	h.mu.Lock()
+	if f := h.fault; f != nil {
+		h.mu.Unlock()
+		return f
+	}
 	now := h.tick(layer)
 	if h.cache != nil {
 		// Resident experts first: admitting a missing one must not evict
@@ -483,12 +553,16 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engi
 		done = append(done, false)
 	}
 	st.done = done
+	devX := st.devX[:0]
 	for _, i := range readyNow {
-		consume(uses[i].x, uses[i].e.ve, ledger.TierRAM)
+		if h.opt.Scrub.OnUse && !h.recheckOnUse(uses[i].e) {
+			devX = append(devX, uses[i].x) // changed in memory: read it again
+		} else {
+			consume(uses[i].x, uses[i].e.ve, ledger.TierRAM)
+		}
 		done[i] = true
 	}
 	// Device-slot reads, started now so they overlap with the RAM-tier ones.
-	devX := st.devX[:0]
 	for _, u := range uses {
 		if u.e == nil {
 			devX = append(devX, u.x)
@@ -543,7 +617,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engi
 			pendingOurs--
 			h.mu.Lock()
 			d.e.ve, d.e.err = d.ve, d.err
-			d.e.state = ready
+			d.e.state, d.e.verifiedAt = ready, time.Now()
 			if d.err != nil {
 				d.e.state = failed
 			}
@@ -657,7 +731,7 @@ func (h *Hierarchy) prefetcher() {
 	defer h.wg.Done()
 	for d := range h.prefetchQ {
 		h.mu.Lock()
-		d.e.ve, d.e.err, d.e.state = d.ve, d.err, ready
+		d.e.ve, d.e.err, d.e.state, d.e.verifiedAt = d.ve, d.err, ready, time.Now()
 		if d.err != nil {
 			d.e.state = failed
 		}
@@ -701,8 +775,8 @@ func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
 			h.cache.Release(id)
 			return nil
 		}
-		e.buf.Release()
-		b, err := h.ram.Get()
+		h.releaseBufLocked(e)
+		b, err := h.ramGetLocked()
 		if err != nil {
 			delete(h.resident, k)
 			h.cache.Release(id)
@@ -712,7 +786,7 @@ func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
 		u.e, u.ours = e, true
 		return nil
 	}
-	b, err := h.ram.Get()
+	b, err := h.ramGetLocked()
 	if err != nil {
 		h.cache.Release(id)
 		return fmt.Errorf("tier: RAM tier: %w", err)
@@ -742,44 +816,8 @@ func (h *Hierarchy) evictLocked(id weights.ExpertID) {
 		if e.prefetched {
 			wasted = 1
 		}
-		e.buf.Release()
+		h.releaseBufLocked(e)
 		delete(h.resident, k)
 	}
 	h.count(func(s *Stats) { s.Evictions++; s.PrefetchWasted += wasted })
-}
-
-// Scrub re-hashes up to maxBytes of resident RAM-tier copies against their
-// manifest digests and marks any that fails, so it is read again on its
-// next use (a copy in use by a Stream at that moment was consumed from the
-// sealed buffer: a mismatch there means the memory itself changed, and the
-// error says which expert). It returns the bytes checked and the failures, each naming the
-// expert and the digests.
-func (h *Hierarchy) Scrub(maxBytes int64) (int64, []error) {
-	h.mu.Lock()
-	var es []*entry
-	for _, e := range h.resident {
-		if e.state == ready {
-			es = append(es, e)
-		}
-	}
-	h.mu.Unlock()
-	var n int64
-	var errs []error
-	for _, e := range es {
-		if n >= maxBytes {
-			break
-		}
-		// Under the lock, so the copy cannot be evicted while it is hashed.
-		h.mu.Lock()
-		if h.resident[e.k] == e && e.state == ready {
-			if err := e.ve.Recheck(); err != nil {
-				errs = append(errs, err)
-				e.state, e.err = failed, err // read again on its next use
-			}
-			n += e.ve.Bytes()
-		}
-		h.mu.Unlock()
-	}
-	h.count(func(s *Stats) { s.ScrubbedBytes += n; s.ScrubFailures += int64(len(errs)) })
-	return n, errs
 }

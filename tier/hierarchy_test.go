@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -215,9 +216,244 @@ func TestScrubFindsAFlippedResidentBit(t *testing.T) {
 	if st := h.Stats(); st.ScrubFailures != 1 {
 		t.Errorf("stats %+v", st)
 	}
+	// The hierarchy faulted: tokens computed from the copy since it was
+	// verified may be wrong, so nothing more is computed until the fault is
+	// acknowledged.
+	var f *ScrubFault
+	if _, err := run(t, m, prompts[0], 8); !errors.As(err, &f) || f.Expert != victim.id || !errors.Is(err, jnf.ErrVerification) {
+		t.Fatalf("generation after a scrub fault: %v", err)
+	}
+	h.ClearFault()
 	got, err := run(t, m, prompts[0], 8)
 	if err != nil || !same(got, want) {
 		t.Fatalf("after the scrub: %v, identical %v", err, same(got, want))
+	}
+}
+
+// flipResident flips one bit of a resident RAM-tier copy behind the
+// hierarchy's back (as a memory fault would) and returns its expert.
+func flipResident(t *testing.T, h *Hierarchy) weights.ExpertID {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keys := make([]int, 0, len(h.resident))
+	for k, e := range h.resident {
+		if e.state == ready {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatal("nothing resident to flip")
+	}
+	slices.Sort(keys)
+	e := h.resident[keys[0]]
+	mem := e.buf.Bytes()
+	unix.Mprotect(mem, unix.PROT_READ|unix.PROT_WRITE)
+	mem[101] ^= 0x04
+	unix.Mprotect(mem, unix.PROT_READ)
+	return e.id
+}
+
+// TestScrubSchedule: the background pass finds a flipped bit on its own,
+// counts its passes, faults the hierarchy naming the expert, and the model's
+// other resident copies (ScrubExtra) are checked on the same pass.
+func TestScrubSchedule(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	var extra sync.Mutex
+	extraCalls := 0
+	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size, Scrub: Scrub{Every: MinScrubEvery},
+		ScrubExtra: func() (int64, error) { extra.Lock(); extraCalls++; extra.Unlock(); return 10, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if d := h.Describe(); !strings.Contains(d, "scrub 1s") {
+		t.Errorf("banner %q does not state the scrub schedule", d)
+	}
+	m, _ := engine.Load(ck, engine.Options{Experts: h})
+	if _, err := run(t, m, prompts[0], 4); err != nil {
+		t.Fatal(err)
+	}
+	id := flipResident(t, h)
+	var f *ScrubFault
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if f = h.Fault(); f != nil {
+			break
+		}
+	}
+	if f == nil || f.Expert != id || !f.Found.After(f.Verified) {
+		t.Fatalf("no scrub fault for %v after the flip: %+v", id, f)
+	}
+	st := h.Stats()
+	if st.ScrubPasses < 1 || st.ScrubFailures != 1 || st.ScrubbedBytes == 0 {
+		t.Errorf("stats after a scheduled pass: %+v", st)
+	}
+	extra.Lock()
+	if extraCalls < 1 {
+		t.Errorf("ScrubExtra called %d times", extraCalls)
+	}
+	extra.Unlock()
+	if _, err := run(t, m, prompts[0], 2); !errors.As(err, &f) || !strings.Contains(err.Error(), id.String()) {
+		t.Fatalf("generation after the fault: %v", err)
+	}
+}
+
+// TestScrubOnUse: with Scrub.OnUse a flipped resident bit is found before
+// the copy is used; the expert is read again from storage and the logits
+// are those of the checkpoint, with no fault.
+func TestScrubOnUse(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size, Scrub: Scrub{OnUse: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, _ := engine.Load(ck, engine.Options{Experts: h})
+	want, err := run(t, m, prompts[0], 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := h.Stats()
+	for range 3 {
+		flipResident(t, h)
+	}
+	got, err := run(t, m, prompts[0], 6)
+	if err != nil || !same(got, want) {
+		t.Fatalf("on-use scrub: %v, identical %v", err, same(got, want))
+	}
+	after := h.Stats()
+	if after.ScrubFailures-before.ScrubFailures < 1 || after.Streamed == before.Streamed || h.Fault() != nil {
+		t.Errorf("before %+v after %+v fault %v", before, after, h.Fault())
+	}
+	if after.ScrubbedBytes-before.ScrubbedBytes < (after.Hits-before.Hits)*int64(ck.ExpertBytes(0, 0)) {
+		t.Errorf("%d bytes rechecked for %d hits", after.ScrubbedBytes-before.ScrubbedBytes, after.Hits-before.Hits)
+	}
+}
+
+// TestScrubDuringEviction: scrubs running while a tiny RAM tier evicts on
+// every step never touch a released buffer (run with -race) and change no
+// logit.
+func TestScrubDuringEviction(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	ref, err := New(ck, Options{DeviceBudget: 2 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, _ := engine.Load(ck, engine.Options{Experts: ref})
+	want, err := run(t, mr, prompts[1], 12)
+	ref.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(ck, Options{RAMBudget: 6 * size, DeviceBudget: 2 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, _ := engine.Load(ck, engine.Options{Experts: h})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, errs := h.Scrub(3 * size); len(errs) > 0 {
+					t.Error(errs)
+					return
+				}
+			}
+		}()
+	}
+	got, err := run(t, m, prompts[1], 12)
+	close(stop)
+	wg.Wait()
+	if err != nil || !same(got, want) {
+		t.Fatalf("with scrubs during eviction: %v, identical %v", err, same(got, want))
+	}
+	if st := h.Stats(); st.Evictions == 0 || st.ScrubbedBytes == 0 {
+		t.Errorf("the test did not scrub while evicting: %+v", st)
+	}
+}
+
+// TestScrubOfAnEvictedCopy: a copy evicted while the scrub hashes it keeps
+// its buffer until the scrub is done (a released buffer would be reused by
+// the next read under the scrub's feet), and the arena gets it back then.
+func TestScrubOfAnEvictedCopy(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	h, err := New(ck, Options{RAMBudget: 4 * size, DeviceBudget: 2 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, _ := engine.Load(ck, engine.Options{Experts: h})
+	if _, err := run(t, m, prompts[0], 2); err != nil {
+		t.Fatal(err)
+	}
+	free := func() int {
+		n := 0
+		var bs []*weights.Buffer
+		for {
+			b, err := h.ram.Get()
+			if err != nil {
+				break
+			}
+			bs = append(bs, b)
+			n++
+		}
+		for _, b := range bs {
+			b.Release()
+		}
+		return n
+	}
+	calls := 0
+	scrubHashHook = func(h *Hierarchy, id weights.ExpertID) {
+		calls++
+		h.mu.Lock()
+		h.evictLocked(id)                              // as a Stream admitting another expert would
+		want := h.ram.Capacity() - len(h.resident) - 1 // the scrub still holds the evicted copy's buffer
+		h.mu.Unlock()
+		if got := free(); got != want {
+			t.Errorf("arena: %d free during the scrub of an evicted copy, want %d", got, want)
+		}
+	}
+	defer func() { scrubHashHook = nil }()
+	n, errs := h.Scrub(size)
+	if len(errs) != 0 || n == 0 || calls != 1 {
+		t.Fatalf("scrub of an evicted copy: %d bytes, %v, %d hooks", n, errs, calls)
+	}
+	scrubHashHook = nil
+	h.mu.Lock()
+	resident := len(h.resident)
+	h.mu.Unlock()
+	if got := free(); got != h.ram.Capacity()-resident {
+		t.Errorf("arena after the scrub: %d free, want %d", got, h.ram.Capacity()-resident)
+	}
+}
+
+func TestParseScrub(t *testing.T) {
+	for in, want := range map[string]Scrub{"off": {}, "use": {OnUse: true}, "10m": {Every: 10 * time.Minute}, "use,30s": {OnUse: true, Every: 30 * time.Second}, "1h,use": {OnUse: true, Every: time.Hour}} {
+		got, err := ParseScrub(in)
+		if err != nil || got != want {
+			t.Errorf("ParseScrub(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if back, err := ParseScrub(got.String()); err != nil || back != got {
+			t.Errorf("ParseScrub(%q.String() = %q) = %+v, %v", in, got.String(), back, err)
+		}
+	}
+	for _, in := range []string{"", "on", "10", "10ms", "use,use", "1m,2m", "-5m", "use,", ",", "off,use"} {
+		if got, err := ParseScrub(in); err == nil {
+			t.Errorf("ParseScrub(%q) = %+v, want an error", in, got)
+		}
 	}
 }
 

@@ -44,8 +44,9 @@ var allowedImports = []string{
 	"github.com/minio/sha256-simd",
 	"github.com/klauspost/cpuid/v2", // sha256-simd's CPU detection
 	"golang.org/x/sync/errgroup",    // jnf/convert's worker pool
-	"golang.org/x/sys/unix",         // jnf/convert's free-space check, internal/flock
+	"golang.org/x/sys/unix",         // internal/diskspace (statfs), internal/flock
 	"github.com/tarfa-ai/tarfa/internal/flock",
+	"github.com/tarfa-ai/tarfa/internal/diskspace", // statfs only (golang.org/x/sys/unix)
 }
 
 // fenceBuilds are the build configurations the fences are checked under.

@@ -57,6 +57,8 @@ func TestFlagsCheckedFirstInTheUsersWords(t *testing.T) {
 		{[]string{"run", "--model", missing, "x", "--device-budget", "0"}, "--device-budget 0: want at least one expert"},
 		{[]string{"run", "--model", missing, "x", "--policy", "belady"}, "--policy \"belady\": want one of"},
 		{[]string{"run", "--model", missing, "x", "--readers", "-1"}, "--readers -1: want 1 to"},
+		{[]string{"run", "--model", missing, "x", "--scrub", "10ms"}, "--scrub: scrub schedule \"10ms\": a pass every 10ms is more often than every 1s"},
+		{[]string{"run", "--model", missing, "x", "--scrub", "on"}, `--scrub: scrub schedule "on": "on" is not "use" or a duration`},
 		{[]string{"run", "--model", missing, "x", "--temperature", "NaN"}, "--temperature NaN: want a number from 0"},
 		{[]string{"run", "--model", missing, "x", "--temperature", "0.5", "--top-p", "1.5"}, "--top-p 1.5: want a number"},
 		{[]string{"run", "--model", missing, "x", "--top-k", "3"}, "--top-k applies only when sampling: add --temperature"},

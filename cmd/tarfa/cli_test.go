@@ -335,7 +335,7 @@ func TestReplayUnderTinyBudgets(t *testing.T) {
 	for _, args := range [][]string{
 		{"--ram-budget", "128KiB", "--device-budget", "64KiB"},
 		{"--ram-budget", "0", "--device-budget", "12KiB", "--readers", "1", "--direct", "off"},
-		{"--ram-budget", "48KiB", "--device-budget", "24KiB", "--policy", "lru", "--partition", "per-layer"},
+		{"--ram-budget", "48KiB", "--device-budget", "24KiB", "--policy", "lru", "--partition", "per-layer", "--scrub", "use,1s"},
 	} {
 		tr := filepath.Join(t.TempDir(), "trace.jsonl")
 		out, err := runCLI(t, "", append([]string{"replay", "--golden", g, "--trace", tr}, args...)...)

@@ -32,6 +32,7 @@ type tierFlags struct {
 	trace       string
 	prefetch    bool
 	heat, warm  bool
+	scrub       string
 }
 
 // maxReaders bounds --readers.
@@ -51,6 +52,7 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes (speed only)")
 	f.BoolVar(&t.heat, "heat", true, "keep this model's expert-heat ledger in the user cache directory (the heat policy's prior; updated by every run)")
 	f.BoolVar(&t.warm, "warm", false, "read the hottest experts of the heat ledger into the RAM tier in the background at start")
+	f.StringVar(&t.scrub, "scrub", tier.DefaultScrub.String(), `re-verify the copies kept resident: "off", "use" (re-hash each before every use), a duration (a background pass that often, at least 1s), or "use,10m"; a copy found changed stops the run`)
 	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE (tier/trace format, source measured)")
 }
 
@@ -117,7 +119,11 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--partition %q: want global or per-layer", t.partition)
 	}
-	o := &tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch}
+	sc, err := tier.ParseScrub(t.scrub)
+	if err != nil {
+		return nil, fmt.Errorf("--scrub: %v", err)
+	}
+	o := &tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch, Scrub: sc}
 	switch t.direct {
 	case "auto":
 		o.Direct = tier.DirectAuto

@@ -166,8 +166,32 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 	if opt.Golden != nil {
 		p.Golden = &attest.RunGolden{ID: opt.Golden.ID(), Exact: exact}
 	}
+	if p.Integrity, err = r.finalScrub(); err != nil {
+		return nil, nil, err
+	}
 	p.FinishedAt = time.Now().UTC()
 	return p, runs, nil
+}
+
+// finalScrub re-hashes every copy still resident after the last prompt —
+// the hierarchy's and the model's non-expert tensors — so a report is
+// never signed over copies that changed in memory, and says what the run
+// re-verified.
+func (r *Runner) finalScrub() (attest.RunIntegrity, error) {
+	if r.Tier == nil {
+		n, err := r.Engine.Scrub()
+		if err != nil {
+			return attest.RunIntegrity{}, err // a jnf.MismatchError
+		}
+		return attest.RunIntegrity{Scrub: "off", Passes: 1, ScrubbedBytes: n, FinalBytes: n}, nil
+	}
+	before := r.Tier.Stats().ScrubbedBytes
+	if _, err := r.Tier.ScrubAll(); err != nil {
+		return attest.RunIntegrity{}, err
+	}
+	st := r.Tier.Stats()
+	return attest.RunIntegrity{Scrub: r.Tier.Options().Scrub.String(), Passes: st.ScrubPasses, ScrubbedBytes: st.ScrubbedBytes,
+		ScrubFailures: st.ScrubFailures, FinalBytes: st.ScrubbedBytes - before}, nil
 }
 
 // runModel fills the predicate's model section from the checkpoint.

@@ -3,12 +3,16 @@ package runner
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/tier"
 )
 
 // TestAttestRunSignVerifyReplay: a run report of the default model verifies
@@ -106,5 +110,46 @@ func TestAttestRunSignVerifyReplay(t *testing.T) {
 		if diffs[0].Exact != true || diffs[1].Exact || len(diffs[1].Differ) == 0 {
 			t.Errorf("%s forged: replay %+v", name, diffs)
 		}
+	}
+}
+
+// TestAttestRunFinalScrub: before a report is built every copy still
+// resident is re-hashed — the hierarchy's and the model's non-expert
+// tensors — and the report says so; a copy found changed then refuses the
+// report.
+func TestAttestRunFinalScrub(t *testing.T) {
+	dir := defaultModel(t)
+	ps, err := golden.ParsePrompts(strings.NewReader(prompts), "p.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := attest.RunBuild{Tarfa: "test", Backend: "cpu", Threads: 1, Kernels: "scalar"}
+	// No RAM tier: what the final scrub hashes is the model's own tensors.
+	r, err := Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{DeviceBudget: tier.Auto, Scrub: tier.Scrub{OnUse: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := r.AttestRun(context.Background(), ps, AttestOptions{Host: HostFacts(), Build: build})
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, loaded := r.Engine.Loaded()
+	if in := p.Integrity; in.Scrub != "use" || in.Passes != 1 || in.FinalBytes <= 0 || in.FinalBytes > loaded || in.ScrubbedBytes < in.FinalBytes || in.ScrubFailures != 0 {
+		t.Errorf("integrity %+v (%d bytes loaded)", in, loaded)
+	}
+	// A resident copy found changed at the end: no report.
+	var calls atomic.Int64
+	bad := &jnf.MismatchError{What: "model.embed_tokens.weight (resident copy)"}
+	r, err = Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{RAMBudget: tier.Auto, DeviceBudget: tier.Auto,
+		ScrubExtra: func() (int64, error) { calls.Add(1); return 0, bad }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, _, err = r.AttestRun(context.Background(), ps, AttestOptions{Host: HostFacts(), Build: build})
+	var f *tier.ScrubFault
+	if !errors.As(err, &f) || !errors.Is(err, jnf.ErrVerification) || !strings.Contains(err.Error(), "embed_tokens") || calls.Load() != 1 {
+		t.Fatalf("attest run over a changed resident copy: %v (%d scrubs)", err, calls.Load())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/canon"
@@ -106,10 +107,21 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 			return nil, err
 		}
 	}
+	var loaded atomic.Pointer[engine.Model] // for the scrubber, once loaded
 	if opt.Tier != nil {
 		to := *opt.Tier
 		if heat != nil && to.PolicyOptions.Heat == nil {
 			to.PolicyOptions.Heat = heat.Counts
+		}
+		if to.ScrubExtra == nil {
+			// Scrub passes also re-hash the non-expert tensors the model
+			// keeps resident.
+			to.ScrubExtra = func() (int64, error) {
+				if em := loaded.Load(); em != nil {
+					return em.Scrub()
+				}
+				return 0, nil
+			}
 		}
 		if h, err = tier.New(m, to); err != nil {
 			return nil, err
@@ -130,6 +142,7 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 			em.Close()
 		}
 	}()
+	loaded.Store(em)
 	r := &Runner{Dir: dir, Checkpoint: m, Config: em.Config(), Engine: em, Threads: em.Backend().Threads(), Tier: h, heat: heat, heatDir: opt.HeatDir}
 	// The tokenizer and chat template are read from the verified auxiliary
 	// files: what is parsed is what the manifest root attests. Its ids are

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/validation/decodebench"
+	"github.com/tarfa-ai/tarfa/validation/enginebench"
+	"github.com/tarfa-ai/tarfa/validation/iobench"
+)
+
+// Bad numbers are refused with the flag and its range, before any work:
+// the checkpoint does not exist and the default model is not built.
+func TestBenchFlagsRefused(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "io", "/nonexistent", "--repeat", "0"}, "--repeat 0: want 1 to 1000"},
+		{[]string{"bench", "io", "/nonexistent", "--workers", "-3"}, "--workers -3: want 1 to 256"},
+		{[]string{"bench", "io", "/nonexistent", "--scratch", "/nonexistent/dir"}, "--scratch"},
+		{[]string{"bench", "io", "/nonexistent", "--scratch", notDir}, "not a directory"},
+		{[]string{"bench", "engine", "--threads", "-3"}, "--threads -3: want 1 to 1024"},
+		{[]string{"bench", "engine", "--threads", "1,0"}, "--threads 0: want 1 to 1024"},
+		{[]string{"bench", "engine", "--expert-cache-mib", "-5"}, "--expert-cache-mib -5: want -1 to"},
+		{[]string{"bench", "engine", "--repeat", "0"}, "--repeat 0: want 1 to 1000"},
+		{[]string{"bench", "engine", "--prompt-tokens", "0"}, "--prompt-tokens 0: want 1 to"},
+		{[]string{"bench", "engine", "--decode-tokens", "1"}, "--decode-tokens 1: want 2 to"},
+		{[]string{"bench", "engine", "--min-seconds", "0"}, "--min-seconds 0: want more than 0"},
+		{[]string{"bench", "engine", "--min-seconds", "NaN"}, "--min-seconds NaN"},
+		{[]string{"bench", "decode", "--ram-fraction", "0"}, "--ram-fraction 0: want more than 0, at most 1"},
+		{[]string{"bench", "decode", "--ram-fraction", "0.5,2"}, "--ram-fraction 2: want more than 0"},
+		{[]string{"bench", "decode", "--readers", "0"}, "--readers 0: want 1 to 256"},
+		{[]string{"bench", "decode", "--decode-tokens", "1"}, "--decode-tokens 1: want 2 to"},
+		{[]string{"bench", "decode", "--policy", "belady"}, `--policy "belady": want one of`},
+		{[]string{"bench", "decode", "--direct", "maybe"}, `--direct "maybe": want auto, on or off`},
+		{[]string{"bench", "decode", "--partition", "x"}, `--partition "x": want global or per-layer`},
+	} {
+		_, err := runCLI(t, "", c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != exitError {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+		t.Errorf("refused flags still built the default model: %v", ents)
+	}
+}
+
+func TestBenchIOJSONLeavesScratchAlone(t *testing.T) {
+	scratch := t.TempDir()
+	keep := filepath.Join(scratch, "jnf", "keep")
+	os.MkdirAll(filepath.Dir(keep), 0o755)
+	os.WriteFile(keep, []byte("mine"), 0o644)
+	out, err := runCLI(t, "", "bench", "io", fixtures+"qwen3moe-dev-a/checkpoint", "--scratch", scratch, "--repeat", "2", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res iobench.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if res.Repeat != 2 || len(res.Figures) < 5 || res.Figures[0].GBps.N != 2 {
+		t.Errorf("result %+v", res)
+	}
+	if v := res.Figure(iobench.ArmVerify); res.CacheDropped && (v == nil || v.Ratio <= 0 || v.Baseline != iobench.ArmRead) {
+		t.Errorf("verify figure %+v", v)
+	}
+	if b, err := os.ReadFile(keep); err != nil || string(b) != "mine" {
+		t.Errorf("the user's %s: %q, %v", keep, b, err)
+	}
+	if ents, _ := os.ReadDir(scratch); len(ents) != 1 {
+		t.Errorf("scratch holds %d entries, want the user's one", len(ents))
+	}
+}
+
+func TestBenchDecodeJSON(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out, err := runCLI(t, "", "bench", "decode", "--repeat", "2", "--decode-tokens", "4", "--ram-fraction", "0.5", "--readers", "2",
+		"--threads", "1", "--no-drop", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res decodebench.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !res.Identical || len(res.Decode) != 2 || res.Decode[0].SecondsPerToken.N != 2 || res.Readers != 2 || res.CacheDropped || res.Ledger == nil ||
+		res.Decode[1].Predicted.N != 2 {
+		t.Errorf("bench decode: %s", out)
+	}
+	txt, err := runCLI(t, "", "bench", "decode", "--repeat", "1", "--decode-tokens", "3", "--no-drop", "--ledger=false")
+	if err != nil || !strings.Contains(txt, "PAGE CACHE NOT DROPPED") || !strings.Contains(txt, "RAM 25%, warm") || strings.Contains(txt, "ledger:") {
+		t.Errorf("bench decode text: %v\n%s", err, txt)
+	}
+}
+
+func TestBenchEngineJSON(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out, err := runCLI(t, "", "bench", "engine", "--threads", "1,2", "--repeat", "2", "--min-seconds", "0.05",
+		"--prompt-tokens", "8", "--decode-tokens", "3", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res enginebench.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(res.Figures) != 2 || len(res.Cells) != 4 || !res.BitIdentical() || res.Figures[1].Threads != 2 ||
+		res.Figures[0].DecodeTokS.N != 2 || res.MinSeconds != 0.05 || res.ExpertCacheBytes != -1 {
+		t.Errorf("result %s", out)
+	}
+	out, err = runCLI(t, "", "bench", "engine", "--threads", "2", "--repeat", "1", "--min-seconds", "0.05",
+		"--prompt-tokens", "8", "--decode-tokens", "3", "--expert-cache-mib", "0")
+	if err != nil || !strings.Contains(out, "every expert read and verified on every use") || !strings.Contains(out, res.ReferenceDigest) {
+		t.Errorf("table: %v\n%s", err, out)
+	}
+}

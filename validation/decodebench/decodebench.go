@@ -1,0 +1,714 @@
+// Package decodebench measures decoding through the streaming hierarchy on
+// a checkpoint, against the storage it streams from (tarfa bench decode):
+//
+//   - raw: every routed expert record read with O_DIRECT (the model's own
+//     files, the records' own offsets and lengths, Readers reads in
+//     flight), page cache dropped — the storage's bandwidth for this model;
+//   - verified: the same records through the hierarchy (read, BLAKE3
+//     against the manifest, handed to a consumer), page cache dropped — the
+//     engine's verified-expert bandwidth, next to raw in the same round;
+//   - hash: BLAKE3 of expert records already in memory on one core;
+//   - decode, for each RAM budget, cold (empty RAM tier) and warm (the RAM
+//     tier as one previous generation of the same prompt left it), page
+//     cache dropped before the timed generation: seconds per token, bytes
+//     read from storage per token and the storage bound, those bytes ÷ the
+//     raw bandwidth of the same round;
+//   - ledger: decode with every expert resident, with and without the
+//     session ledger (routing chain, logits chain, expert uses), alternated.
+//
+// Every round runs the figures in that order (benchrun.Interleave), so a
+// slow minute slows a figure and its baseline alike. Every generation's
+// logits are compared bit for bit with the first one's.
+//
+// The simulator (tier/sim) is calibrated on figures of the same run that
+// are not the ones it predicts — storage from raw, hashing from hash, the
+// time per expert, per layer and per token from the resident decodes — and
+// then predicts each decode from its own measured routing trace.
+package decodebench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier"
+	"github.com/tarfa-ai/tarfa/tier/policy"
+	"github.com/tarfa-ai/tarfa/tier/sim"
+	"github.com/tarfa-ai/tarfa/tier/trace"
+	"github.com/tarfa-ai/tarfa/validation/benchrun"
+	"github.com/tarfa-ai/tarfa/validation/iobench"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// Options configures Run.
+type Options struct {
+	Threads      int       // engine goroutines per operation (0: all cores)
+	Readers      int       // reads in flight, raw and hierarchy alike (0: tier.DefaultReaders)
+	RAMFractions []float64 // RAM-tier budgets as fractions of the routed experts' bytes (default 0.25)
+	Policy       string    // "" = policy.Default
+	Partition    policy.Partition
+	Prefetch     bool
+	Direct       tier.DirectMode
+	DecodeTokens int  // tokens generated per timed generation (at least 2)
+	Repeat       int  // rounds
+	Ledger       bool // measure the ledger's cost (needs every routed expert to fit in RAM)
+	// NoDrop measures without dropping the page cache: storage figures
+	// then come from memory, labelled so.
+	NoDrop bool
+	// Progress, if set, is called before every figure's run.
+	Progress func(done, total int64)
+}
+
+// Bandwidth is a read figure.
+type Bandwidth struct {
+	Bytes   int64            `json:"bytes"` // per run
+	Reads   int64            `json:"reads"` // per run
+	Direct  bool             `json:"direct"`
+	Seconds benchrun.Summary `json:"seconds"`
+	GBps    benchrun.Summary `json:"gbps"` // 10⁹ bytes per second
+}
+
+// Decode is one decode figure.
+type Decode struct {
+	Name        string  `json:"name"`
+	RAMFraction float64 `json:"ram_fraction"`
+	RAMBudget   int64   `json:"ram_budget"`
+	RAMSlots    int     `json:"ram_slots"` // experts the RAM tier holds
+	Warm        bool    `json:"warm"`
+	// SecondsPerToken: decode steps only (the prompt is one token).
+	SecondsPerToken      benchrun.Summary `json:"seconds_per_token"`
+	StorageBytesPerToken benchrun.Summary `json:"storage_bytes_per_token"`
+	HitRate              benchrun.Summary `json:"hit_rate"` // RAM-tier hits of all expert uses
+	// BoundSecondsPerToken is the storage bound: the median storage bytes
+	// per token ÷ the median raw bandwidth. RatioToBound: the median
+	// seconds per token ÷ it (1 = as fast as the disk allows).
+	BoundSecondsPerToken float64 `json:"bound_seconds_per_token"`
+	RatioToBound         float64 `json:"ratio_to_bound"`
+	PrefetchIssued       int64   `json:"prefetch_issued"` // over all rounds
+	PrefetchUseful       int64   `json:"prefetch_useful"`
+	PrefetchWasted       int64   `json:"prefetch_wasted"`
+	// Predicted is the calibrated simulator on each round's measured trace
+	// (median over rounds); Error = (predicted − measured) ÷ measured of
+	// the medians.
+	Predicted benchrun.Summary `json:"predicted_seconds_per_token"`
+	Error     float64          `json:"prediction_error"`
+	Within    bool             `json:"within_tolerance"`
+	predicted []float64
+	secs      []float64
+	bytes     []float64
+	hits      []float64
+	traces    []*trace.Trace
+	warmups   []int
+	prefetch  []float64
+}
+
+// LedgerFigure is decode with and without the session ledger.
+type LedgerFigure struct {
+	With     benchrun.Summary `json:"with_tokens_per_second"`
+	Without  benchrun.Summary `json:"without_tokens_per_second"`
+	Overhead float64          `json:"overhead"` // 1 − with/without (medians)
+	PerRound benchrun.Summary `json:"overhead_per_round"`
+}
+
+// Result is a whole run.
+type Result struct {
+	Model        string        `json:"model"`
+	Host         benchrun.Host `json:"host"`
+	Started      time.Time     `json:"started"`
+	LoadBefore   float64       `json:"load_before"`
+	LoadAfter    float64       `json:"load_after"`
+	Repeat       int           `json:"repeat"`
+	Threads      int           `json:"threads"`
+	Readers      int           `json:"readers"`
+	DecodeTokens int           `json:"decode_tokens"`
+	Policy       string        `json:"policy"`
+	Prefetch     bool          `json:"prefetch"`
+	CacheDropped bool          `json:"cache_dropped"`
+	CacheNote    string        `json:"cache_note,omitempty"`
+	MoELayers    int           `json:"moe_layers"`
+	Experts      int           `json:"experts"`
+	TopK         int           `json:"top_k"`
+	ExpertBytes  int64         `json:"expert_bytes"` // the largest record read
+	RoutedBytes  int64         `json:"routed_bytes"` // every routed expert
+
+	Raw           Bandwidth        `json:"raw"`
+	RawSplit      Bandwidth        `json:"raw_split"` // the same bytes in 4× the requests (for the latency fit)
+	Verified      Bandwidth        `json:"verified"`
+	VerifiedRatio float64          `json:"verified_ratio"` // medians
+	RatioPerRound benchrun.Summary `json:"verified_ratio_per_round"`
+	HashPerCore   Bandwidth        `json:"hash_per_core"`
+	Decode        []*Decode        `json:"decode"`
+	Ledger        *LedgerFigure    `json:"ledger,omitempty"`
+
+	Hardware    sim.Hardware `json:"calibrated_hardware"`
+	Fits        []sim.Fit    `json:"fits"`
+	Digest      string       `json:"logits_digest"`
+	Identical   bool         `json:"bit_identical"`
+	Generations int          `json:"generations"`
+}
+
+// prompt is the one-token prompt of every generation.
+var prompt = []int{17}
+
+// Run measures dir.
+func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
+	if opt.Readers <= 0 {
+		opt.Readers = tier.DefaultReaders
+	}
+	if len(opt.RAMFractions) == 0 {
+		opt.RAMFractions = []float64{0.25}
+	}
+	if opt.DecodeTokens < 2 || opt.Repeat < 1 {
+		return nil, fmt.Errorf("decodebench: %d decode tokens and %d rounds: want at least 2 and 1", opt.DecodeTokens, opt.Repeat)
+	}
+	for _, f := range opt.RAMFractions {
+		if !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("decodebench: RAM fraction %v: want more than 0, at most 1", f)
+		}
+	}
+	ck, err := weights.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	cfg := ck.Config()
+	b := &bench{ck: ck, opt: opt, res: &Result{Model: dir, Host: benchrun.ThisHost(), Started: time.Now().UTC(), LoadBefore: benchrun.LoadAverage(),
+		Repeat: opt.Repeat, Threads: opt.Threads, Readers: opt.Readers, DecodeTokens: opt.DecodeTokens, Policy: opt.Policy, Prefetch: opt.Prefetch,
+		Experts: cfg.Experts, TopK: cfg.TopK, Identical: true}}
+	if b.res.Policy == "" {
+		b.res.Policy = policy.Default
+	}
+	if b.res.Threads == 0 {
+		b.res.Threads = runtime.GOMAXPROCS(0)
+	}
+	for l, sp := range cfg.Sparse {
+		if !sp {
+			continue
+		}
+		b.res.MoELayers++
+		for e := range cfg.Experts {
+			ref, err := ck.ExpertRef(l, e)
+			if err != nil {
+				return nil, err
+			}
+			b.refs = append(b.refs, ref)
+			b.res.RoutedBytes += ref.Length()
+			b.res.ExpertBytes = max(b.res.ExpertBytes, ref.ReadLength())
+		}
+	}
+	if len(b.refs) == 0 {
+		return nil, errors.New("decodebench: the model has no routed experts")
+	}
+	b.res.CacheDropped = !opt.NoDrop
+	if !opt.NoDrop {
+		if err := iobench.DropCaches(); err != nil {
+			b.res.CacheDropped, b.res.CacheNote = false, err.Error()+"; storage figures come from the page cache"
+		}
+	} else {
+		b.res.CacheNote = "page cache not dropped (--no-drop): storage figures come from memory"
+	}
+
+	arms := []benchrun.Arm{b.rawArm(), b.verifiedArm(), b.hashArm(), b.rawSplitArm()}
+	for _, f := range opt.RAMFractions {
+		for _, warm := range []bool{false, true} {
+			d := &Decode{RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f*float64(len(b.refs)))) * b.res.ExpertBytes}
+			d.Name = fmt.Sprintf("RAM %.0f%%, %s", f*100, map[bool]string{false: "cold", true: "warm"}[warm])
+			b.res.Decode = append(b.res.Decode, d)
+			arms = append(arms, b.decodeArm(d))
+		}
+	}
+	var ledgerArms []int
+	if opt.Ledger {
+		ledgerArms = []int{len(arms), len(arms) + 1}
+		arms = append(arms, b.ledgerArms()...)
+	}
+	total := int64(len(arms) * opt.Repeat)
+	var done int64
+	r := benchrun.Runner{Rounds: opt.Repeat, OnRun: func(int, int) {
+		if opt.Progress != nil {
+			opt.Progress(done, total)
+		}
+		done++
+	}}
+	durs, err := r.Interleave(ctx, arms)
+	b.closeResident()
+	if err != nil {
+		return nil, err
+	}
+	if opt.Progress != nil {
+		opt.Progress(total, total)
+	}
+	b.res.LoadAfter = benchrun.LoadAverage()
+	res := b.res
+	res.Raw.Seconds, res.Raw.GBps = benchrun.Summarize(benchrun.Seconds(durs[0])), benchrun.Summarize(benchrun.Rates(float64(res.Raw.Bytes)/1e9, durs[0]))
+	res.Verified.Seconds, res.Verified.GBps = benchrun.Summarize(benchrun.Seconds(durs[1])), benchrun.Summarize(benchrun.Rates(float64(res.Verified.Bytes)/1e9, durs[1]))
+	res.VerifiedRatio = benchrun.Ratio(res.Verified.GBps, res.Raw.GBps)
+	res.RatioPerRound = benchrun.PairRatios(benchrun.Rates(float64(res.Verified.Bytes)/1e9, durs[1]), benchrun.Rates(float64(res.Raw.Bytes)/1e9, durs[0]))
+	res.HashPerCore.Seconds, res.HashPerCore.GBps = benchrun.Summarize(benchrun.Seconds(durs[2])), benchrun.Summarize(benchrun.Rates(float64(res.HashPerCore.Bytes)/1e9, durs[2]))
+	res.RawSplit.Seconds, res.RawSplit.GBps = benchrun.Summarize(benchrun.Seconds(durs[3])), benchrun.Summarize(benchrun.Rates(float64(res.RawSplit.Bytes)/1e9, durs[3]))
+	if opt.Ledger {
+		with := benchrun.Rates(float64(b.ledgerTokens), durs[ledgerArms[0]])
+		without := benchrun.Rates(float64(b.ledgerTokens), durs[ledgerArms[1]])
+		res.Ledger = &LedgerFigure{With: benchrun.Summarize(with), Without: benchrun.Summarize(without)}
+		res.Ledger.Overhead = 1 - benchrun.Ratio(res.Ledger.With, res.Ledger.Without)
+		per := make([]float64, len(with))
+		for i := range with {
+			per[i] = 1 - with[i]/without[i]
+		}
+		res.Ledger.PerRound = benchrun.Summarize(per)
+	}
+	if err := b.calibrate(); err != nil {
+		return nil, err
+	}
+	res.Digest, res.Generations = b.digest, b.gens
+	return res, nil
+}
+
+type bench struct {
+	ck   *weights.Checkpoint
+	opt  Options
+	res  *Result
+	refs []weights.ExpertRef
+
+	digest string // of the first generation's logits
+	gens   int
+
+	hashData [][]byte
+
+	// the ledger arms' model, open across both arms of a round
+	resident     *model
+	ledgerTokens int
+	phases       []phases // of the ledger arms' timed generations
+}
+
+// model is an engine over its own hierarchy.
+type model struct {
+	h   *tier.Hierarchy
+	src *timedSource
+	m   *engine.Model
+}
+
+func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
+	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
+	h, err := tier.New(b.ck, tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch})
+	if err != nil {
+		return nil, err
+	}
+	src := newTimedSource(h, b.ck.Config().Sparse)
+	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Threads: b.opt.Threads, Experts: src})
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &model{h: h, src: src, m: m}, nil
+}
+
+func (m *model) close() {
+	if m != nil {
+		m.h.Close()
+		// The model's resident tensors are garbage now: return them before
+		// the next figure opens another (a real checkpoint's are GBs).
+		m.m = nil
+		debug.FreeOSMemory()
+	}
+}
+
+func (b *bench) closeResident() {
+	b.resident.close()
+	b.resident = nil
+}
+
+// drop empties the page cache unless told not to (or it cannot).
+func (b *bench) drop() error {
+	if !b.res.CacheDropped {
+		return nil
+	}
+	return iobench.DropCaches()
+}
+
+// generate runs the greedy generation of the bench prompt and checks its
+// logits against the first generation's. It returns the decode time and
+// the hierarchy's counters at the end of prefill.
+func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.Duration, tier.Stats, error) {
+	s := mm.m.NewSession()
+	if withLedger {
+		cfg := b.ck.Config()
+		s.SetLedger(ledger.New(b.ck.Root(), cfg.Layers, cfg.TopK, ledger.ModeExact))
+	}
+	h := sha256.New()
+	var atPrefill tier.Stats
+	steps := 0
+	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: b.opt.DecodeTokens}, func(tok int, lg []float32) error {
+		if steps == 0 {
+			atPrefill = mm.h.Stats()
+		}
+		steps++
+		var buf [4]byte
+		for _, v := range lg {
+			u := math.Float32bits(v)
+			buf[0], buf[1], buf[2], buf[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+			h.Write(buf[:])
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, atPrefill, err
+	}
+	if steps != b.opt.DecodeTokens {
+		return 0, atPrefill, fmt.Errorf("decodebench: %d tokens generated, want %d (no stop tokens are given)", steps, b.opt.DecodeTokens)
+	}
+	d := hex.EncodeToString(h.Sum(nil))
+	b.gens++
+	if b.digest == "" {
+		b.digest = d
+	} else if d != b.digest {
+		b.res.Identical = false
+	}
+	return res.Decode, atPrefill, nil
+}
+
+func (b *bench) rawArm() benchrun.Arm {
+	b.res.Raw.Bytes, b.res.Raw.Reads, b.res.Raw.Direct = 0, int64(len(b.refs)), b.opt.Direct != tier.DirectOff
+	for _, r := range b.refs {
+		b.res.Raw.Bytes += r.ReadLength()
+	}
+	return benchrun.Arm{Name: "raw read of the routed experts",
+		Prepare: func(context.Context) error { return b.drop() },
+		Run: func(ctx context.Context) error {
+			direct, err := rawRead(ctx, b.refs, b.opt.Readers, b.opt.Direct != tier.DirectOff, int(b.res.ExpertBytes))
+			if err == nil && !direct {
+				b.res.Raw.Direct = false
+			}
+			return err
+		}}
+}
+
+// rawSplit is how many requests the split raw read makes per record.
+const rawSplit = 4
+
+func (b *bench) rawSplitArm() benchrun.Arm {
+	b.res.RawSplit.Bytes, b.res.RawSplit.Reads, b.res.RawSplit.Direct = b.res.Raw.Bytes, requests(b.refs, rawSplit), b.res.Raw.Direct
+	return benchrun.Arm{Name: "raw read of the routed experts, 4 requests per record",
+		Prepare: func(context.Context) error { return b.drop() },
+		Run: func(ctx context.Context) error {
+			_, err := rawReadSplit(ctx, b.refs, b.opt.Readers, b.res.Raw.Direct, int(b.res.ExpertBytes), rawSplit)
+			return err
+		}}
+}
+
+// streamAll hands every routed expert of every MoE layer to a consumer that
+// only checks it arrived verified.
+type nopConsumer struct{ n int64 }
+
+func (c *nopConsumer) Consume(_ int, ve weights.VerifiedExpert, _ ledger.Tier) error {
+	c.n += ve.Bytes()
+	return nil
+}
+
+func (b *bench) verifiedArm() benchrun.Arm {
+	b.res.Verified.Reads = int64(len(b.refs))
+	b.res.Verified.Bytes = b.res.Raw.Bytes
+	var h *tier.Hierarchy
+	cfg := b.ck.Config()
+	all := make([]int, cfg.Experts)
+	for i := range all {
+		all[i] = i
+	}
+	return benchrun.Arm{Name: "verified read through the hierarchy",
+		Prepare: func(context.Context) error {
+			var err error
+			// Two buffers per read in flight: one being read, one being hashed.
+			dev := 2 * int64(b.opt.Readers) * b.res.ExpertBytes
+			if h, err = tier.New(b.ck, tier.Options{DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct}); err != nil {
+				return err
+			}
+			return b.drop()
+		},
+		Run: func(ctx context.Context) error {
+			var c nopConsumer
+			for l, sp := range cfg.Sparse {
+				if sp {
+					if err := h.Stream(ctx, l, all, &c); err != nil {
+						return err
+					}
+				}
+			}
+			if c.n != b.res.RoutedBytes {
+				return fmt.Errorf("decodebench: %d verified bytes delivered, want %d", c.n, b.res.RoutedBytes)
+			}
+			return nil
+		},
+		After: func(context.Context) error {
+			st := h.Stats()
+			if st.Buffered > 0 {
+				b.res.Verified.Direct = false
+			} else if st.DirectReads > 0 {
+				b.res.Verified.Direct = true
+			}
+			return h.Close()
+		}}
+}
+
+// hashSample is how many expert records the hash figure hashes per run.
+const hashSample = 16
+
+func (b *bench) hashArm() benchrun.Arm {
+	n := min(hashSample, len(b.refs))
+	return benchrun.Arm{Name: "BLAKE3 of expert records in memory, one core",
+		Prepare: func(ctx context.Context) error {
+			if b.hashData != nil {
+				return nil
+			}
+			var total int64
+			for i := range n {
+				ref := b.refs[i*len(b.refs)/n]
+				buf, err := readRecord(ref)
+				if err != nil {
+					return err
+				}
+				b.hashData = append(b.hashData, buf)
+				total += int64(len(buf))
+			}
+			b.res.HashPerCore.Bytes, b.res.HashPerCore.Reads = total, int64(n)
+			return nil
+		},
+		Run: func(ctx context.Context) error {
+			for _, d := range b.hashData {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				blake3Sum(d)
+			}
+			return nil
+		}}
+}
+
+func (b *bench) decodeArm(d *Decode) benchrun.Arm {
+	var mm *model
+	var warmup int
+	return benchrun.Arm{Name: "decode, " + d.Name,
+		Prepare: func(ctx context.Context) error {
+			var err error
+			if err = b.drop(); err != nil {
+				return err
+			}
+			if mm, err = b.open(ctx, d.RAMBudget); err != nil {
+				return err
+			}
+			d.RAMSlots = mm.h.Stats().RAMCap
+			mm.src.start()
+			warmup = 0
+			if d.Warm {
+				if _, _, err := b.generate(ctx, mm, false); err != nil {
+					return err
+				}
+				warmup = b.opt.DecodeTokens
+			}
+			return b.drop()
+		},
+		Run: func(ctx context.Context) error {
+			before := mm.h.Stats()
+			dec, atPrefill, err := b.generate(ctx, mm, false)
+			if err != nil {
+				return err
+			}
+			after := mm.h.Stats()
+			n := float64(b.opt.DecodeTokens - 1)
+			d.secs = append(d.secs, dec.Seconds()/n)
+			d.bytes = append(d.bytes, float64(after.BytesRead-atPrefill.BytesRead)/n)
+			uses := (after.Hits + after.Misses + after.Streamed) - (atPrefill.Hits + atPrefill.Misses + atPrefill.Streamed)
+			if uses > 0 {
+				d.hits = append(d.hits, float64(after.Hits-atPrefill.Hits)/float64(uses))
+			}
+			useful := after.PrefetchUseful - before.PrefetchUseful
+			misses := after.Misses - before.Misses + after.Streamed - before.Streamed
+			pf := 0.0
+			if useful+misses > 0 {
+				pf = float64(useful) / float64(useful+misses)
+			}
+			d.prefetch = append(d.prefetch, pf)
+			d.PrefetchIssued += after.PrefetchIssued - before.PrefetchIssued
+			d.PrefetchUseful += useful
+			d.PrefetchWasted += after.PrefetchWasted - before.PrefetchWasted
+			tr, err := b.trace(mm.src.stop())
+			if err != nil {
+				return err
+			}
+			d.traces = append(d.traces, tr)
+			d.warmups = append(d.warmups, warmup+1) // the timed generation's prefill too
+			return nil
+		},
+		After: func(context.Context) error {
+			mm.close()
+			mm = nil
+			return nil
+		}}
+}
+
+// trace makes a measured routing trace of recorded tokens.
+func (b *bench) trace(tokens [][][]int) (*trace.Trace, error) {
+	h := trace.Header{Format: trace.Format, Version: trace.Version, ModelRoot: b.ck.Root().String(), Layers: b.res.MoELayers,
+		Experts: b.res.Experts, TopK: b.res.TopK, Source: trace.Measured}
+	tr, err := trace.New(h)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range tokens {
+		if err := tr.Append(t); err != nil {
+			return nil, fmt.Errorf("decodebench: trace token %d: %w", i, err)
+		}
+	}
+	return tr, nil
+}
+
+// ledgerArms alternate decode with and without the session ledger on one
+// model that keeps every routed expert resident, opened for each round.
+func (b *bench) ledgerArms() []benchrun.Arm {
+	b.ledgerTokens = b.opt.DecodeTokens
+	prep := func(ctx context.Context) error {
+		if b.resident != nil {
+			return nil
+		}
+		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes)
+		if err != nil {
+			return err
+		}
+		b.resident = mm
+		// Fill the RAM tier (every expert the prompt routes to) untimed.
+		for range 2 {
+			if _, _, err := b.generate(ctx, mm, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	run := func(withLedger bool) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			mm := b.resident
+			mm.src.take()
+			mm.src.start()
+			before := mm.h.Stats()
+			if _, _, err := b.generate(ctx, mm, withLedger); err != nil {
+				return err
+			}
+			mm.src.stop()
+			b.phases = append(b.phases, mm.src.take())
+			if st := mm.h.Stats(); st.BytesRead != before.BytesRead {
+				return fmt.Errorf("decodebench: the resident decode read %d bytes from storage: the RAM tier does not hold the routed experts", st.BytesRead-before.BytesRead)
+			}
+			return nil
+		}
+	}
+	return []benchrun.Arm{
+		{Name: "decode, every expert resident, ledger", Prepare: prep, Run: run(true)},
+		// Closed after each round, so only one model is open when the next
+		// figures run (every routed expert of a real checkpoint is most of
+		// the machine's memory).
+		{Name: "decode, every expert resident, no ledger", Prepare: prep, Run: run(false),
+			After: func(context.Context) error { b.closeResident(); return nil }},
+	}
+}
+
+// calibrate fits the simulator to the raw, hash and resident figures and
+// predicts every decode run from its own trace.
+func (b *bench) calibrate() error {
+	res := b.res
+	hw := sim.Hardware{StorageGBps: 1, QueueDepth: b.opt.Readers, H2DGBps: 1, HashGBpsPerCore: 1,
+		HashCores: min(b.opt.Readers, runtime.GOMAXPROCS(0))}
+	samples := []sim.Sample{
+		{Phase: sim.PhaseRead, Bytes: res.Raw.Bytes, Count: res.Raw.Reads, Seconds: res.Raw.Seconds.Median},
+		{Phase: sim.PhaseRead, Bytes: res.RawSplit.Bytes, Count: res.RawSplit.Reads, Seconds: res.RawSplit.Seconds.Median},
+		{Phase: sim.PhaseHash, Bytes: res.HashPerCore.Bytes, Cores: 1, Seconds: res.HashPerCore.Seconds.Median},
+	}
+	var p phases
+	for _, q := range b.phases {
+		p.consume += q.consume
+		p.consumes += q.consumes
+		p.intra += q.intra
+		p.intraN += q.intraN
+		p.cross += q.cross
+		p.crossN += q.crossN
+	}
+	if p.consumes > 0 {
+		samples = append(samples, sim.Sample{Phase: sim.PhaseCPUExpert, Count: p.consumes, Seconds: p.consume.Seconds()})
+	}
+	if p.intraN > 0 || p.crossN > 0 {
+		// A token is its layers' Streams, a gap between consecutive layers
+		// (the next layer's non-expert work and this one's shared expert)
+		// and one gap between tokens (the LM head, sampling, the first
+		// layer's non-expert work).
+		dense := 0.0
+		if p.intraN > 0 {
+			dense = p.intra.Seconds() / float64(p.intraN)
+		} else {
+			dense = 0 // one MoE layer: the cross gap holds its non-expert work and the token's
+		}
+		samples = append(samples, sim.Sample{Phase: sim.PhaseDense, Count: max(p.intraN, 1), Seconds: dense * float64(max(p.intraN, 1))})
+		if p.crossN > 0 {
+			tok := math.Max(0, p.cross.Seconds()/float64(p.crossN)-dense)
+			samples = append(samples, sim.Sample{Phase: sim.PhaseToken, Count: p.crossN, Seconds: tok * float64(p.crossN)})
+		}
+	}
+	fitted, fits, err := sim.Calibrate(hw, samples)
+	if err != nil {
+		return err
+	}
+	res.Hardware, res.Fits = fitted, fits
+	for _, d := range res.Decode {
+		d.SecondsPerToken = benchrun.Summarize(d.secs)
+		d.StorageBytesPerToken = benchrun.Summarize(d.bytes)
+		d.HitRate = benchrun.Summarize(d.hits)
+		if res.Raw.GBps.Median > 0 {
+			d.BoundSecondsPerToken = d.StorageBytesPerToken.Median / (res.Raw.GBps.Median * 1e9)
+		}
+		if d.BoundSecondsPerToken > 0 {
+			d.RatioToBound = d.SecondsPerToken.Median / d.BoundSecondsPerToken
+		}
+		if len(b.phases) == 0 {
+			continue // not calibrated without the resident figures
+		}
+		for i, tr := range d.traces {
+			cfg := sim.Config{Hardware: fitted, ExpertBytes: res.ExpertBytes, RAMSlots: max(d.RAMSlots, 1), Policy: res.Policy,
+				Partition: b.opt.Partition.String(), Prefetch: d.prefetch[i], Warmup: d.warmups[i]}
+			if cfg.Warmup >= tr.Tokens() {
+				continue
+			}
+			r, err := sim.Run(tr, cfg)
+			if err != nil {
+				return fmt.Errorf("decodebench: simulating %s: %w", d.Name, err)
+			}
+			d.predicted = append(d.predicted, r.SecondsPerToken.Mean)
+		}
+		if len(d.predicted) > 0 {
+			d.Predicted = benchrun.Summarize(d.predicted)
+			d.Error = (d.Predicted.Median - d.SecondsPerToken.Median) / d.SecondsPerToken.Median
+			d.Within = math.Abs(d.Error) <= sim.Tolerance
+		}
+	}
+	return nil
+}
+
+// sortedRefs orders refs by file and offset (sequential within a file).
+func sortedRefs(refs []weights.ExpertRef) []weights.ExpertRef {
+	out := slices.Clone(refs)
+	slices.SortFunc(out, func(a, b weights.ExpertRef) int {
+		if a.Path() != b.Path() {
+			if a.Path() < b.Path() {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Offset() - b.Offset())
+	})
+	return out
+}

@@ -1,0 +1,100 @@
+package decodebench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/tier/sim"
+	"github.com/tarfa-ai/tarfa/validation/synth"
+)
+
+func defaultModel(t *testing.T) string {
+	t.Helper()
+	dir, _, err := synth.EnsureDefault(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestRun(t *testing.T) {
+	dir := defaultModel(t)
+	var calls int64
+	res, err := Run(context.Background(), dir, Options{Threads: 1, Readers: 3, RAMFractions: []float64{0.25, 1}, Prefetch: true,
+		DecodeTokens: 5, Repeat: 2, Ledger: true, NoDrop: true, Progress: func(done, total int64) { calls++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Identical || res.Generations < 2*(4+2) || res.Digest == "" {
+		t.Errorf("bit identity: identical %v over %d generations, digest %q", res.Identical, res.Generations, res.Digest)
+	}
+	arms := int64(4 + 4 + 2)
+	if calls != 2*arms+1 {
+		t.Errorf("progress called %d times, want %d", calls, 2*arms+1)
+	}
+	if res.Raw.Bytes == 0 || res.Raw.Bytes != res.Verified.Bytes || res.Raw.Reads != int64(res.MoELayers*res.Experts) {
+		t.Errorf("raw %+v verified %+v", res.Raw, res.Verified)
+	}
+	if res.Raw.GBps.N != 2 || !(res.VerifiedRatio > 0) || res.RatioPerRound.N != 2 || !(res.HashPerCore.GBps.Median > 0) {
+		t.Errorf("bandwidths: raw %+v ratio %v per round %+v hash %+v", res.Raw.GBps, res.VerifiedRatio, res.RatioPerRound, res.HashPerCore.GBps)
+	}
+	if len(res.Decode) != 4 {
+		t.Fatalf("%d decode figures", len(res.Decode))
+	}
+	for _, d := range res.Decode {
+		if d.SecondsPerToken.N != 2 || !(d.SecondsPerToken.Median > 0) || d.HitRate.Median < 0 || d.HitRate.Median > 1 {
+			t.Errorf("%s: %+v", d.Name, d)
+		}
+		if d.RAMSlots != int(math.Ceil(d.RAMFraction*float64(res.MoELayers*res.Experts))) {
+			t.Errorf("%s: %d RAM slots", d.Name, d.RAMSlots)
+		}
+		// every decode is predicted from its own trace
+		if d.Predicted.N != 2 || !(d.Predicted.Median > 0) {
+			t.Errorf("%s: predicted %+v", d.Name, d.Predicted)
+		}
+		if !d.Warm && d.RAMFraction == 0.25 && !(d.StorageBytesPerToken.Median > 0 && d.BoundSecondsPerToken > 0 && d.RatioToBound > 0) {
+			t.Errorf("%s: a quarter of the experts resident, cold, but %v bytes per token from storage", d.Name, d.StorageBytesPerToken)
+		}
+		if d.Warm && d.RAMFraction == 1 && d.StorageBytesPerToken.Max != 0 {
+			t.Errorf("%s: every expert resident after a generation of the same prompt, yet %v bytes per token read", d.Name, d.StorageBytesPerToken)
+		}
+	}
+	if res.Ledger == nil || res.Ledger.With.N != 2 || res.Ledger.Without.N != 2 || math.IsNaN(res.Ledger.Overhead) {
+		t.Errorf("ledger %+v", res.Ledger)
+	}
+	phases := map[sim.Phase]bool{}
+	for _, f := range res.Fits {
+		phases[f.Phase] = true
+	}
+	for _, p := range []sim.Phase{sim.PhaseRead, sim.PhaseHash, sim.PhaseCPUExpert, sim.PhaseDense, sim.PhaseToken} {
+		if !phases[p] {
+			t.Errorf("calibration has no %s fit: %+v", p, res.Fits)
+		}
+	}
+	if res.Hardware.QueueDepth != 3 || res.CacheDropped {
+		t.Errorf("hardware %+v, cache dropped %v", res.Hardware, res.CacheDropped)
+	}
+}
+
+func TestRunRefuses(t *testing.T) {
+	dir := defaultModel(t)
+	for _, o := range []Options{
+		{DecodeTokens: 1, Repeat: 1},
+		{DecodeTokens: 3, Repeat: 0},
+		{DecodeTokens: 3, Repeat: 1, RAMFractions: []float64{0}},
+		{DecodeTokens: 3, Repeat: 1, RAMFractions: []float64{1.5}},
+		{DecodeTokens: 3, Repeat: 1, RAMFractions: []float64{math.NaN()}},
+	} {
+		o.NoDrop = true
+		if _, err := Run(context.Background(), dir, o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, dir, Options{DecodeTokens: 3, Repeat: 1, NoDrop: true}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled run: %v", err)
+	}
+}

@@ -1,0 +1,5 @@
+package decodebench
+
+import "syscall"
+
+const oDirect = syscall.O_DIRECT

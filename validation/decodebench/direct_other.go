@@ -1,0 +1,5 @@
+//go:build !linux
+
+package decodebench
+
+const oDirect = 0
