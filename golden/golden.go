@@ -41,6 +41,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"math"
 )
 
@@ -166,7 +167,7 @@ func ChainStart(root [32]byte, prompt []int) [32]byte {
 func ChainNext(prev [32]byte, logits []float32) [32]byte {
 	h := sha256.New()
 	h.Write(prev[:])
-	h.Write(f32Bytes(logits))
+	writeF32(h, logits)
 	var out [32]byte
 	h.Sum(out[:0])
 	return out
@@ -181,6 +182,21 @@ func Chain(root [32]byte, r *Run) []string {
 		out[j] = hex.EncodeToString(c[:])
 	}
 	return out
+}
+
+// writeF32 writes v to h as little-endian float32 bits, the bytes f32Bytes
+// returns, through a fixed buffer (a step of a long decode allocates
+// nothing).
+func writeF32(h hash.Hash, v []float32) {
+	var buf [16 << 10]byte
+	for len(v) > 0 {
+		n := min(len(v), len(buf)/4)
+		for i, x := range v[:n] {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+		h.Write(buf[:4*n])
+		v = v[n:]
+	}
 }
 
 func f32Bytes(v []float32) []byte {

@@ -29,6 +29,7 @@ package decodebench
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -102,13 +103,20 @@ type Decode struct {
 	Predicted benchrun.Summary `json:"predicted_seconds_per_token"`
 	Error     float64          `json:"prediction_error"`
 	Within    bool             `json:"within_tolerance"`
-	predicted []float64
-	secs      []float64
-	bytes     []float64
-	hits      []float64
-	traces    []*trace.Trace
-	warmups   []int
-	prefetch  []float64
+	// PredictedStorageBytesPerToken, PredictedHitRate and PredictedBound
+	// are what the simulator's own RAM tier did with the trace (median over
+	// rounds; the bound of the last): where they differ from the measured
+	// bytes and hits, the error is the policy model's, not the timing's.
+	PredictedStorageBytesPerToken  benchrun.Summary `json:"predicted_storage_bytes_per_token"`
+	PredictedHitRate               benchrun.Summary `json:"predicted_hit_rate"`
+	PredictedBound                 string           `json:"predicted_bound,omitempty"`
+	predicted, predBytes, predHits []float64
+	secs                           []float64
+	bytes                          []float64
+	hits                           []float64
+	traces                         []*trace.Trace
+	warmups                        []int
+	prefetch                       []float64
 }
 
 // LedgerFigure is decode with and without the session ledger.
@@ -226,9 +234,7 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 			arms = append(arms, b.decodeArm(d))
 		}
 	}
-	var ledgerArms []int
 	if opt.Ledger {
-		ledgerArms = []int{len(arms), len(arms) + 1}
 		arms = append(arms, b.ledgerArms()...)
 	}
 	total := int64(len(arms) * opt.Repeat)
@@ -256,8 +262,9 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	res.HashPerCore.Seconds, res.HashPerCore.GBps = benchrun.Summarize(benchrun.Seconds(durs[2])), benchrun.Summarize(benchrun.Rates(float64(res.HashPerCore.Bytes)/1e9, durs[2]))
 	res.RawSplit.Seconds, res.RawSplit.GBps = benchrun.Summarize(benchrun.Seconds(durs[3])), benchrun.Summarize(benchrun.Rates(float64(res.RawSplit.Bytes)/1e9, durs[3]))
 	if opt.Ledger {
-		with := benchrun.Rates(float64(b.ledgerTokens), durs[ledgerArms[0]])
-		without := benchrun.Rates(float64(b.ledgerTokens), durs[ledgerArms[1]])
+		// Decode time only (the prompt's prefill is the same either way).
+		with := benchrun.Rates(float64(b.ledgerTokens), b.ledgerWith)
+		without := benchrun.Rates(float64(b.ledgerTokens), b.ledgerWithout)
 		res.Ledger = &LedgerFigure{With: benchrun.Summarize(with), Without: benchrun.Summarize(without)}
 		res.Ledger.Overhead = 1 - benchrun.Ratio(res.Ledger.With, res.Ledger.Without)
 		per := make([]float64, len(with))
@@ -288,6 +295,8 @@ type bench struct {
 	resident     *model
 	ledgerTokens int
 	phases       []phases // of the ledger arms' timed generations
+	// decode times of the ledger arms' generations, by setting
+	ledgerWith, ledgerWithout []time.Duration
 }
 
 // model is an engine over its own hierarchy.
@@ -346,6 +355,7 @@ func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.
 		s.SetLedger(ledger.New(b.ck.Root(), cfg.Layers, cfg.TopK, ledger.ModeExact))
 	}
 	h := sha256.New()
+	var lb []byte
 	var atPrefill tier.Stats
 	steps := 0
 	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: b.opt.DecodeTokens}, func(tok int, lg []float32) error {
@@ -353,12 +363,11 @@ func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.
 			atPrefill = mm.h.Stats()
 		}
 		steps++
-		var buf [4]byte
+		lb = lb[:0]
 		for _, v := range lg {
-			u := math.Float32bits(v)
-			buf[0], buf[1], buf[2], buf[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-			h.Write(buf[:])
+			lb = binary.LittleEndian.AppendUint32(lb, math.Float32bits(v))
 		}
+		h.Write(lb)
 		return nil
 	})
 	if err != nil {
@@ -592,13 +601,19 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 		}
 		return nil
 	}
-	run := func(withLedger bool) func(ctx context.Context) error {
+	// The two arms of a round swap settings on odd rounds (ABBA), so
+	// neither setting always runs first after the round's storage figures.
+	round := [2]int{}
+	run := func(arm int) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
+			withLedger := (arm == 0) == (round[arm]%2 == 0)
+			round[arm]++
 			mm := b.resident
 			mm.src.take()
 			mm.src.start()
 			before := mm.h.Stats()
-			if _, _, err := b.generate(ctx, mm, withLedger); err != nil {
+			d, _, err := b.generate(ctx, mm, withLedger)
+			if err != nil {
 				return err
 			}
 			mm.src.stop()
@@ -606,15 +621,20 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 			if st := mm.h.Stats(); st.BytesRead != before.BytesRead {
 				return fmt.Errorf("decodebench: the resident decode read %d bytes from storage: the RAM tier does not hold the routed experts", st.BytesRead-before.BytesRead)
 			}
+			if withLedger {
+				b.ledgerWith = append(b.ledgerWith, d)
+			} else {
+				b.ledgerWithout = append(b.ledgerWithout, d)
+			}
 			return nil
 		}
 	}
 	return []benchrun.Arm{
-		{Name: "decode, every expert resident, ledger", Prepare: prep, Run: run(true)},
+		{Name: "decode, every expert resident, ledger (even rounds; none on odd)", Prepare: prep, Run: run(0)},
 		// Closed after each round, so only one model is open when the next
 		// figures run (every routed expert of a real checkpoint is most of
 		// the machine's memory).
-		{Name: "decode, every expert resident, no ledger", Prepare: prep, Run: run(false),
+		{Name: "decode, every expert resident, no ledger (even rounds; ledger on odd)", Prepare: prep, Run: run(1),
 			After: func(context.Context) error { b.closeResident(); return nil }},
 	}
 }
@@ -688,9 +708,14 @@ func (b *bench) calibrate() error {
 				return fmt.Errorf("decodebench: simulating %s: %w", d.Name, err)
 			}
 			d.predicted = append(d.predicted, r.SecondsPerToken.Mean)
+			d.predBytes = append(d.predBytes, r.StorageBytesPerToken)
+			d.predHits = append(d.predHits, r.HitRAM)
+			d.PredictedBound = r.Bound
 		}
 		if len(d.predicted) > 0 {
 			d.Predicted = benchrun.Summarize(d.predicted)
+			d.PredictedStorageBytesPerToken = benchrun.Summarize(d.predBytes)
+			d.PredictedHitRate = benchrun.Summarize(d.predHits)
 			d.Error = (d.Predicted.Median - d.SecondsPerToken.Median) / d.SecondsPerToken.Median
 			d.Within = math.Abs(d.Error) <= sim.Tolerance
 		}
