@@ -169,6 +169,9 @@ func New(o Options) (backend.Backend, error) {
 	if b.aux, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fail("%w", err)
 	}
+	if err := b.reserveLocal(); err != nil {
+		return fail("%w", err)
+	}
 	if o.VRAMBudget > 0 {
 		if used := b.inUse(); used+o.Reserve > o.VRAMBudget {
 			return fail("%s: %d MiB already in use (the context included) plus the %d MiB reserve exceed the budget of %d MiB",
@@ -177,6 +180,35 @@ func New(o Options) (backend.Backend, error) {
 	}
 	b.host = cpu.New(o.Threads)
 	return b, nil
+}
+
+// reserveLocal launches the kernel with the largest stack frame (route)
+// once, so that the driver reserves the context's local memory (stack size
+// × resident threads, hundreds of MiB on a large GPU) now: otherwise the
+// first launch grows what is in use past what the budget was checked
+// against.
+func (b *Backend) reserveLocal() error {
+	p, err := cu.MemAlloc(64)
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	defer cu.MemFree(p)
+	if err := cu.MemsetD32Async(p, 0, 16, b.aux); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	// route(idx, w, logits, p, pairs, T=1, E=1, k=1, renorm=0) within p.
+	args := []uint64{uint64(p), uint64(p + 8), uint64(p + 16), uint64(p + 24), uint64(p + 32), 1, 1, 1, 0}
+	ptrs := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		ptrs[i] = unsafe.Pointer(&args[i])
+	}
+	if err := b.k.route.Launch(1, 1, 1, 1, 1, 1, 0, b.aux, ptrs); err != nil {
+		return fmt.Errorf("cuda: warm-up launch: %w", err)
+	}
+	if err := b.aux.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: warm-up launch: %w", err)
+	}
+	return nil
 }
 
 // enter binds the backend's context to the calling goroutine's OS thread
