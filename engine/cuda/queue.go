@@ -38,7 +38,7 @@ type Queue struct {
 
 	// scratch is device memory an operation may use during its kernels
 	// (index lists, attention scores, top-k pairs); the stream orders uses.
-	scratch    cu.DevicePtr
+	scratch    *devMem
 	scratchCap int64
 
 	// stage are the pinned buffers streamed experts pass through, each
@@ -204,22 +204,22 @@ func (q *Queue) hostBuf(n int) (unsafe.Pointer, int) {
 // scratchBuf returns device scratch of at least n bytes (draining and
 // reallocating when it is smaller).
 func (q *Queue) scratchBuf(n int64) cu.DevicePtr {
-	if n <= q.scratchCap {
-		return q.scratch
+	if q.scratch != nil && n <= q.scratchCap {
+		return q.scratch.ptr
 	}
 	q.drain()
-	if q.scratch != 0 {
-		cu.MemFree(q.scratch)
-		q.scratch, q.scratchCap = 0, 0
+	c := max(n, 2*q.scratchCap, 64<<10)
+	if q.scratch != nil {
+		q.b.release(q.scratch)
+		q.scratch, q.scratchCap = nil, 0
 	}
-	c := max(n, 2*q.scratchCap, 1<<20)
-	p, err := q.b.devAlloc(c, 0)
+	m, err := q.b.allocMem(c)
 	if err != nil {
 		q.check("scratch", err)
 		return 0
 	}
-	q.scratch, q.scratchCap = p, c
-	return p
+	q.scratch, q.scratchCap = m, c
+	return m.ptr
 }
 
 // upload copies host values to device memory at d (asynchronously, from
@@ -906,8 +906,8 @@ func (q *Queue) Close() error {
 	if q.arena != nil {
 		cu.MemFreeHost(q.arena)
 	}
-	if q.scratch != 0 {
-		cu.MemFree(q.scratch)
+	if q.scratch != nil {
+		b.release(q.scratch)
 	}
 	q.s.Destroy()
 	q.cs.Destroy()
