@@ -21,6 +21,9 @@ go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./engine/cuda
 go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
 go build -o "$dev/tarfa-cpu" ./cmd/tarfa
 cp validation/cudarun/conformance.sh validation/cudarun/decode.sh "$dev/"
+# The PTX tests read the kernel sources from kernels/ beside the test binary.
+mkdir -p "$dev/kernels"
+cp engine/cuda/kernels/*.cu engine/cuda/kernels/*.cuh engine/cuda/kernels/gen.sh "$dev/kernels/"
 cd "$dev"
 for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long; do
 	rm -rf "jnf-$m" "golden-$m"
