@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -152,9 +153,27 @@ func chainPostRun(prev func(*cobra.Command, []string) error, f func() error) fun
 func banner(cmd *cobra.Command, r *runner.Runner) {
 	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%d threads)\n",
 		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), r.Threads)
+	if be := r.Engine.Backend(); be.Name() != "cpu" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", describeResidency(be.Residency()))
+	}
 	if r.Tier != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", r.Tier.Describe())
 	}
+}
+
+// describeResidency says what a device backend keeps where.
+func describeResidency(res backend.Residency) string {
+	budget := "whole device"
+	if res.Budget > 0 {
+		budget = fmt.Sprintf("budget %.2f GiB", float64(res.Budget)/(1<<30))
+	}
+	s := fmt.Sprintf("device: %s, %s, %.2f GiB in use; weights %.2f GiB on the device (%d), %.2f GiB on the host (%d)",
+		res.Device, budget, float64(res.InUse)/(1<<30), float64(res.DeviceWeights)/(1<<30), res.DeviceWeightCount,
+		float64(res.HostWeights)/(1<<30), res.HostWeightCount)
+	if len(res.HostResident) > 0 {
+		s += ": " + strings.Join(res.HostResident, ", ")
+	}
+	return s
 }
 
 // parseIDs parses token ids separated by commas or spaces.

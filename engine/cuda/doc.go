@@ -15,9 +15,24 @@
 //
 // The kernels are CUDA C in kernels/*.cu; kernels/gen.sh regenerates the
 // embedded PTX (compute_80 and compute_90, --fmad=false, no fast math) with
-// nvcc, and a test checks that the PTX was generated from the sources as
-// they are. With -tags cudaemu (and no cuda tag) the same backend runs on
-// an emulated device: the kernels compiled as host C++ and run one block at
-// a time, every thread a coroutine, so that the kernels and the backend's
-// Go code can be tested bit for bit without a GPU.
+// nvcc, and TestPTXIsCurrent checks that the PTX was generated from the
+// sources as they are (TestPTXCanonical, that it has no fused
+// multiply-add, approximate or flush-to-zero arithmetic, tensor-core or
+// atomic instruction). The CUDA tests (TestCUDA and the budget tests, the
+// conformance suite of engine/backendtest on the device) need a GPU:
+//
+//	go test -c -tags cuda -o cuda.test ./engine/cuda   # here
+//	TARFA_TEST_DISALLOW_SKIP=1 ./cuda.test -test.v     # on the GPU machine
+//
+// # Memory
+//
+// --vram-budget (Options.VRAMBudget) bounds what the driver reports in use
+// (cuMemGetInfo: total − free, the context and its local memory included).
+// Weights are uploaded while the budget less Options.Reserve has room; the
+// rest, and the embedding table whenever a budget is set, stay on the host
+// and are computed there by the CPU reference (same bits). Routed experts
+// are kept resident by digest in slots sized from what the budget leaves
+// at the first streamed expert (oldest evicted first); the others pass
+// through two transient slots per queue. Small allocations share 2 MiB
+// slabs (the driver takes 2 MiB for every cuMemAlloc).
 package cuda

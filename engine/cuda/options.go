@@ -12,8 +12,12 @@ type Options struct {
 	VRAMBudget int64
 	// Reserve is device memory kept free within the budget for sessions
 	// (KV caches, recurrent state, scratch) when sizing the expert slots
-	// (0: DefaultReserve).
+	// (0: DefaultReserve, at most an eighth of a budget).
 	Reserve int64
+	// ExpertSlots bounds the routed experts kept resident in device memory
+	// (0: as many as the budget leaves room for; < 0: none, every streamed
+	// expert passes through the queue's two transient slots).
+	ExpertSlots int
 	// Threads sizes the host CPU backend the device backend computes
 	// host-resident weights with (0: all cores).
 	Threads int

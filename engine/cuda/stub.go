@@ -1,15 +1,8 @@
-//go:build !cuda && !cudaemu
+//go:build !cuda
 
 package cuda
 
-import (
-	"errors"
-
-	"github.com/tarfa-ai/tarfa/engine/backend"
-)
-
-// ErrNotBuilt is New's error in a binary built without CUDA.
-var ErrNotBuilt = errors.New("this binary was built without CUDA: build it with -tags cuda (see engine/cuda)")
+import "github.com/tarfa-ai/tarfa/engine/backend"
 
 // Built reports whether this binary has the CUDA backend.
 const Built = false

@@ -1,0 +1,730 @@
+// ops.cu: one kernel per backend.Queue operation, computing exactly the bits
+// of engine/cpu (EXACTNESS.md, "Operations"). Built to PTX by gen.sh with
+// --fmad=false -ftz=false -prec-div=true -prec-sqrt=true (never fast math);
+// every product and sum is an explicitly rounded intrinsic anyway.
+//
+// Reduction order (the one of EXACTNESS.md): term k of a sum goes to lane
+// (k/8) mod 32, each lane adds its terms in increasing k from +0, and the 32
+// lane totals are combined by the xor butterfly (offsets 16, 8, 4, 2, 1).
+// Two forms compute that order:
+//   - across a warp (canon::warp_combine): lane l of the warp is lane l of
+//     the order (matrix products, norms, attention scores, softmax sums);
+//   - inside one thread (Lanes below): the 32 lane totals are computed one
+//     after the other and combined by the same butterfly in registers
+//     (attention p·v, the DeltaNet reads, conv taps, combine, route sums).
+// A lane that receives no term holds +0, and v + (+0) = v for every lane
+// total (a total that starts at +0 is never −0), so the full butterfly
+// equals the CPU's CombineN. No atomics; no tensor cores; no library calls.
+//
+// Launch ABI (gorgonia.org/cu copies every argument as 8 bytes): pointers,
+// integers as long long, floats as float (the low 4 bytes of the slot).
+#include "canon.cuh"
+
+typedef long long i64;
+
+namespace {
+
+__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float fdiv(float a, float b) { return __fdiv_rn(a, b); }
+
+// butterfly combines 32 lane totals held in registers (canon.Combine).
+__device__ __forceinline__ float butterfly(float (&v)[32]) {
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) {
+#pragma unroll
+    for (int i = 0; i < o; i++) v[i] = fadd(v[i], v[i + o]);
+  }
+  return v[0];
+}
+
+// Lanes is the canonical sum computed by one thread whose terms arrive in
+// increasing k (term k to lane (k/8) mod 32).
+struct Lanes {
+  float v[32];
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < 32; i++) v[i] = 0.0f;
+  }
+  __device__ __forceinline__ void add(i64 k, float term) {
+    int l = (int)((k >> 3) & 31);
+    v[l] = fadd(v[l], term);
+  }
+  __device__ __forceinline__ float sum() { return butterfly(v); }
+};
+
+__device__ __forceinline__ bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// load8 reads 8 float32 values from p (16-byte loads when al).
+__device__ __forceinline__ void load8(const float *p, bool al, float (&out)[8]) {
+  if (al) {
+    float4 a = *reinterpret_cast<const float4 *>(p);
+    float4 b = *reinterpret_cast<const float4 *>(p + 4);
+    out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
+    out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; j++) out[j] = p[j];
+  }
+}
+
+// load8 widens 8 BF16 values from p exactly (one 16-byte load when al).
+__device__ __forceinline__ void load8(const uint16_t *p, bool al, float (&out)[8]) {
+  if (al) {
+    uint4 w = *reinterpret_cast<const uint4 *>(p);
+    out[0] = __uint_as_float(w.x << 16); out[1] = __uint_as_float(w.x & 0xffff0000u);
+    out[2] = __uint_as_float(w.y << 16); out[3] = __uint_as_float(w.y & 0xffff0000u);
+    out[4] = __uint_as_float(w.z << 16); out[5] = __uint_as_float(w.z & 0xffff0000u);
+    out[6] = __uint_as_float(w.w << 16); out[7] = __uint_as_float(w.w & 0xffff0000u);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; j++) out[j] = canon::bf16(p[j]);
+  }
+}
+
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(uint16_t x) { return canon::bf16(x); }
+
+// dot_warp is canon's DotF32/DotBF16 (w[0:n]·x[0:n]) computed by one full
+// warp; every lane returns the result.
+template <typename WT>
+__device__ __forceinline__ float dot_warp(const WT *w, const float *x, i64 n) {
+  const int lane = threadIdx.x & 31;
+  const i64 chunks = n / 8;
+  const bool al = aligned16(w) && aligned16(x) && (n % 8 == 0);
+  float acc = 0.0f;
+  for (i64 c = lane; c < chunks; c += 32) {
+    float wv[8], xv[8];
+    load8(w + c * 8, al, wv);
+    load8(x + c * 8, al, xv);
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc = fadd(acc, fmul(wv[j], xv[j]));
+  }
+  if (lane == (int)(chunks % 32)) {
+    for (i64 k = chunks * 8; k < n; k++) acc = fadd(acc, fmul(widen(w[k]), x[k]));
+  }
+  return canon::warp_combine(acc);
+}
+
+// sumsq_warp is canon.SumSquares(x[0:n]) by one full warp.
+__device__ __forceinline__ float sumsq_warp(const float *x, i64 n) { return dot_warp(x, x, n); }
+
+__device__ __forceinline__ i64 gtid() { return (i64)blockIdx.x * blockDim.x + threadIdx.x; }
+
+// ---- top-k in torch's order (canon/topk.go, libstdc++'s algorithms) ----
+
+struct Pair {
+  float v;
+  int i;
+};
+
+__device__ __forceinline__ bool greater(const Pair &x, const Pair &y) {
+  return (x.v != x.v && !(y.v != y.v)) || x.v > y.v;
+}
+
+__device__ __forceinline__ void swap_pair(Pair *a, int x, int y) {
+  Pair t = a[x];
+  a[x] = a[y];
+  a[y] = t;
+}
+
+__device__ int lg(int n) {
+  int r = -1;
+  while (n > 0) {
+    n >>= 1;
+    r++;
+  }
+  return r;
+}
+
+__device__ void adjust_heap(Pair *a, int first, int hole, int n, Pair v) {
+  int top = hole, child = hole;
+  while (child < (n - 1) / 2) {
+    child = 2 * (child + 1);
+    if (greater(a[first + child], a[first + child - 1])) child--;
+    a[first + hole] = a[first + child];
+    hole = child;
+  }
+  if ((n & 1) == 0 && child == (n - 2) / 2) {
+    child = 2 * (child + 1);
+    a[first + hole] = a[first + child - 1];
+    hole = child - 1;
+  }
+  int parent = (hole - 1) / 2;
+  while (hole > top && greater(a[first + parent], v)) {
+    a[first + hole] = a[first + parent];
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  a[first + hole] = v;
+}
+
+__device__ void make_heap(Pair *a, int first, int last) {
+  int n = last - first;
+  if (n < 2) return;
+  for (int parent = (n - 2) / 2;; parent--) {
+    adjust_heap(a, first, parent, n, a[first + parent]);
+    if (parent == 0) return;
+  }
+}
+
+__device__ void pop_heap(Pair *a, int first, int last, int result) {
+  Pair v = a[result];
+  a[result] = a[first];
+  adjust_heap(a, first, 0, last - first, v);
+}
+
+__device__ void heap_select(Pair *a, int first, int middle, int last) {
+  make_heap(a, first, middle);
+  for (int i = middle; i < last; i++) {
+    if (greater(a[i], a[first])) pop_heap(a, first, middle, i);
+  }
+}
+
+__device__ void sort_heap(Pair *a, int first, int last) {
+  while (last - first > 1) {
+    last--;
+    pop_heap(a, first, last, last);
+  }
+}
+
+__device__ void partial_sort(Pair *a, int first, int middle, int last) {
+  heap_select(a, first, middle, last);
+  sort_heap(a, first, middle);
+}
+
+__device__ void move_median_to_first(Pair *a, int result, int x, int y, int z) {
+  int m;
+  if (greater(a[x], a[y])) {
+    if (greater(a[y], a[z])) m = y;
+    else if (greater(a[x], a[z])) m = z;
+    else m = x;
+  } else if (greater(a[x], a[z])) m = x;
+  else if (greater(a[y], a[z])) m = z;
+  else m = y;
+  swap_pair(a, result, m);
+}
+
+__device__ int unguarded_partition(Pair *a, int first, int last, int pivot) {
+  for (;;) {
+    while (greater(a[first], a[pivot])) first++;
+    last--;
+    while (greater(a[pivot], a[last])) last--;
+    if (!(first < last)) return first;
+    swap_pair(a, first, last);
+    first++;
+  }
+}
+
+__device__ int unguarded_partition_pivot(Pair *a, int first, int last) {
+  int mid = first + (last - first) / 2;
+  move_median_to_first(a, first, first + 1, mid, last - 1);
+  return unguarded_partition(a, first + 1, last, first);
+}
+
+__device__ void unguarded_linear_insert(Pair *a, int last) {
+  Pair v = a[last];
+  int next = last - 1;
+  while (greater(v, a[next])) {
+    a[last] = a[next];
+    last = next;
+    next--;
+  }
+  a[last] = v;
+}
+
+__device__ void insertion_sort(Pair *a, int first, int last) {
+  if (first == last) return;
+  for (int i = first + 1; i < last; i++) {
+    if (greater(a[i], a[first])) {
+      Pair v = a[i];
+      for (int j = i; j > first; j--) a[j] = a[j - 1];
+      a[first] = v;
+    } else {
+      unguarded_linear_insert(a, i);
+    }
+  }
+}
+
+__device__ void nth_element(Pair *a, int first, int nth, int last) {
+  if (first == last || nth == last) return;
+  int depth = 2 * lg(last - first);
+  while (last - first > 3) {
+    if (depth == 0) {
+      heap_select(a, first, nth + 1, last);
+      swap_pair(a, first, nth);
+      return;
+    }
+    depth--;
+    int cut = unguarded_partition_pivot(a, first, last);
+    if (cut <= nth) first = cut;
+    else last = cut;
+  }
+  insertion_sort(a, first, last);
+}
+
+// introsort_loop is std::__introsort_loop with its recursion on the right
+// part made explicit (a small stack: the depth is bounded by 2·lg(n)).
+__device__ void introsort_loop(Pair *a, int first, int last, int depth) {
+  const int sortThreshold = 16;
+  int stackFirst[64], stackLast[64], stackDepth[64];
+  int sp = 0;
+  stackFirst[sp] = first; stackLast[sp] = last; stackDepth[sp] = depth; sp++;
+  // The recursive version handles [cut, last) fully before continuing on
+  // [first, cut); a stack of pending left parts reproduces that order.
+  while (sp > 0) {
+    sp--;
+    first = stackFirst[sp]; last = stackLast[sp]; depth = stackDepth[sp];
+    while (last - first > sortThreshold) {
+      if (depth == 0) {
+        partial_sort(a, first, last, last);
+        break;
+      }
+      depth--;
+      int cut = unguarded_partition_pivot(a, first, last);
+      // Recurse on [cut, last) first: push the left part to resume later.
+      stackFirst[sp] = first; stackLast[sp] = cut; stackDepth[sp] = depth; sp++;
+      first = cut;
+    }
+  }
+}
+
+__device__ void final_insertion_sort(Pair *a, int first, int last) {
+  const int sortThreshold = 16;
+  if (last - first > sortThreshold) {
+    insertion_sort(a, first, first + sortThreshold);
+    for (int i = first + sortThreshold; i < last; i++) unguarded_linear_insert(a, i);
+  } else {
+    insertion_sort(a, first, last);
+  }
+}
+
+__device__ void intro_sort(Pair *a, int first, int last) {
+  if (first == last) return;
+  introsort_loop(a, first, last, 2 * lg(last - first));
+  final_insertion_sort(a, first, last);
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- data movement ----
+
+// copy_rows: rows×cols values, row r of dst at r·ds, of src at r·ss.
+__global__ void copy_rows(float *dst, i64 ds, const float *src, i64 ss, i64 rows, i64 cols) {
+  i64 i = gtid();
+  if (i >= rows * cols) return;
+  i64 r = i / cols, c = i % cols;
+  dst[r * ds + c] = src[r * ss + c];
+}
+
+// gather_rows: row j of dst = row idx[j] of src (m rows of n).
+__global__ void gather_rows(float *dst, const float *src, const int *idx, i64 m, i64 n) {
+  i64 i = gtid();
+  if (i >= m * n) return;
+  i64 j = i / n, c = i % n;
+  dst[i] = src[(i64)idx[j] * n + c];
+}
+
+// scatter_rows: row idx[j] of dst = row j of src (m rows of n).
+__global__ void scatter_rows(float *dst, const float *src, const int *idx, i64 m, i64 n) {
+  i64 i = gtid();
+  if (i >= m * n) return;
+  i64 j = i / n, c = i % n;
+  dst[(i64)idx[j] * n + c] = src[i];
+}
+
+// embed_bf16 / embed_f32: row t of dst = row ids[t] of the table, widened.
+__global__ void embed_bf16(float *dst, const uint16_t *table, const int *ids, i64 T, i64 H) {
+  i64 i = gtid();
+  if (i >= T * H) return;
+  i64 t = i / H, c = i % H;
+  dst[i] = canon::bf16(table[(i64)ids[t] * H + c]);
+}
+
+__global__ void embed_f32(float *dst, const float *table, const int *ids, i64 T, i64 H) {
+  i64 i = gtid();
+  if (i >= T * H) return;
+  i64 t = i / H, c = i % H;
+  dst[i] = table[(i64)ids[t] * H + c];
+}
+
+}  // extern "C"
+
+// ---- MatMul ----
+
+// matmul: y[t·N+n] = dot(W row n, x row t). One warp per weight row and
+// group of up to TT tokens: each lane loads its 8 weights once per chunk and
+// uses them for every token of the group; every token's lane total is the
+// canonical one (lane l: chunks l, l+32, … in increasing k; the partial
+// chunk last, on lane chunks mod 32). Blocks of 8 warps (8 rows).
+#define TT 8
+template <typename WT>
+__device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *x, i64 N, i64 K, i64 T) {
+  const int lane = threadIdx.x & 31;
+  const i64 n = (i64)blockIdx.x * (blockDim.x / 32) + (threadIdx.x / 32);
+  if (n >= N) return;  // whole warps only
+  const i64 t0 = (i64)blockIdx.y * TT;
+  const int nt = (int)min((i64)TT, T - t0);
+  const WT *w = W + n * K;
+  const i64 chunks = K / 8;
+  const bool alw = aligned16(W) && (K % 8 == 0);
+  const bool alx = aligned16(x) && (K % 4 == 0);
+  float acc[TT];
+#pragma unroll
+  for (int u = 0; u < TT; u++) acc[u] = 0.0f;
+  for (i64 c = lane; c < chunks; c += 32) {
+    float wv[8];
+    load8(w + c * 8, alw, wv);
+#pragma unroll
+    for (int u = 0; u < TT; u++) {
+      if (u < nt) {
+        float xv[8];
+        load8(x + (t0 + u) * K + c * 8, alx, xv);
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[u] = fadd(acc[u], fmul(wv[j], xv[j]));
+      }
+    }
+  }
+  if (lane == (int)(chunks % 32)) {
+    for (i64 k = chunks * 8; k < K; k++) {
+      float wk = widen(w[k]);
+#pragma unroll
+      for (int u = 0; u < TT; u++) {
+        if (u < nt) acc[u] = fadd(acc[u], fmul(wk, x[(t0 + u) * K + k]));
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < TT; u++) {
+    float r = canon::warp_combine(acc[u]);
+    if (lane == 0 && u < nt) y[(t0 + u) * N + n] = r;
+  }
+}
+
+extern "C" {
+
+__global__ void matmul_bf16(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body(y, W, x, N, K, T);
+}
+
+__global__ void matmul_f32(float *y, const float *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body(y, W, x, N, K, T);
+}
+
+// ---- norms: one warp per row ----
+
+// rmsnorm: inv = Rsqrt(RN(Sum(x²)/n) + eps); y = RN(RN(x·inv)·scale).
+__global__ void rmsnorm(float *y, const float *x, const float *scale, i64 rows, i64 n, float eps) {
+  const int lane = threadIdx.x & 31;
+  const i64 r = (i64)blockIdx.x * (blockDim.x / 32) + (threadIdx.x / 32);
+  if (r >= rows) return;
+  const float *xr = x + r * n;
+  float *yr = y + r * n;
+  float ss = sumsq_warp(xr, n);
+  float inv = canon::rsqrt(fadd(fdiv(ss, (float)n), eps));
+  for (i64 i = lane; i < n; i += 32) yr[i] = fmul(fmul(xr[i], inv), scale[i]);
+}
+
+// gated_rmsnorm: y = RN(RN(w·RN(x·inv))·SiLU(z)).
+__global__ void gated_rmsnorm(float *y, const float *x, const float *z, const float *w, i64 rows, i64 n, float eps) {
+  const int lane = threadIdx.x & 31;
+  const i64 r = (i64)blockIdx.x * (blockDim.x / 32) + (threadIdx.x / 32);
+  if (r >= rows) return;
+  const float *xr = x + r * n;
+  const float *zr = z + r * n;
+  float *yr = y + r * n;
+  float ss = sumsq_warp(xr, n);
+  float inv = canon::rsqrt(fadd(fdiv(ss, (float)n), eps));
+  for (i64 i = lane; i < n; i += 32) yr[i] = fmul(fmul(w[i], fmul(xr[i], inv)), canon::silu(zr[i]));
+}
+
+// l2norm: inv = Rsqrt(Sum(x²) + eps); y = RN(x·inv), then RN(y·scale) if
+// scale != 1.
+__global__ void l2norm(float *y, const float *x, i64 rows, i64 n, float eps, float scale) {
+  const int lane = threadIdx.x & 31;
+  const i64 r = (i64)blockIdx.x * (blockDim.x / 32) + (threadIdx.x / 32);
+  if (r >= rows) return;
+  const float *xr = x + r * n;
+  float *yr = y + r * n;
+  float ss = sumsq_warp(xr, n);
+  float inv = canon::rsqrt(fadd(ss, eps));
+  for (i64 i = lane; i < n; i += 32) {
+    float v = fmul(xr[i], inv);
+    if (scale != 1.0f) v = fmul(v, scale);
+    yr[i] = v;
+  }
+}
+
+// ---- RoPE: one thread per (row of a head, pair) ----
+
+__global__ void rope(float *x, i64 T, i64 heads, i64 hd, i64 h2, const float *cos, const float *sin) {
+  i64 i = gtid();
+  if (i >= T * heads * h2) return;
+  i64 row = i / h2, j = i % h2;
+  i64 t = row / heads;
+  float *xr = x + row * hd;
+  float c = cos[t * h2 + j], s = sin[t * h2 + j];
+  float a = xr[j], b = xr[j + h2];
+  xr[j] = fadd(fmul(a, c), fmul(-b, s));
+  xr[j + h2] = fadd(fmul(b, c), fmul(a, s));
+}
+
+// ---- Attention: one block per query row (token, head) ----
+
+// attention: scores s_u = RN(dot(k_u, q)·scale) for u < n (one warp per
+// score), m = max, e_u = Exp(RN(s_u − m)), Z = Sum_u e_u (warp 0, lanes over
+// positions), p_u = RN(e_u/Z), o[c] = Sum_u RN(p_u·v_u[c]) (one thread per
+// c, the 32 lanes over positions one after the other). scratch holds maxn
+// values per query row.
+__global__ void attention(float *o, const float *q, const float *k, const float *v, float *scratch, i64 T, i64 pos0,
+                          i64 nq, i64 nkv, i64 hd, float scale, i64 maxn) {
+  __shared__ float sh[33];
+  const i64 it = blockIdx.x;
+  if (it >= T * nq) return;
+  const i64 t = it / nq, h = it % nq;
+  const i64 grp = nq / nkv;
+  const i64 kv = (h / grp) * hd, row = nkv * hd;
+  const i64 n = pos0 + t + 1;
+  float *s = scratch + it * maxn;
+  const float *qv = q + it * hd;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  for (i64 u = warp; u < n; u += nw) {
+    float d = dot_warp(k + u * row + kv, qv, hd);
+    if (lane == 0) s[u] = fmul(d, scale);
+  }
+  __syncthreads();
+  // The maximum is exact and order-free (NaN scores are skipped, as by the
+  // CPU's comparison).
+  float m = -__int_as_float(0x7f800000);
+  for (i64 u = threadIdx.x; u < n; u += blockDim.x) {
+    float x = s[u];
+    if (x > m) m = x;
+  }
+  for (int off = 16; off >= 1; off >>= 1) {
+    float other = __shfl_xor_sync(0xffffffffu, m, off);
+    if (other > m) m = other;
+  }
+  if (lane == 0) sh[warp] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float mm = sh[0];
+    for (int w = 1; w < nw; w++)
+      if (sh[w] > mm) mm = sh[w];
+    sh[32] = mm;
+  }
+  __syncthreads();
+  m = sh[32];
+  for (i64 u = threadIdx.x; u < n; u += blockDim.x) s[u] = canon::exp(fsub(s[u], m));
+  __syncthreads();
+  if (warp == 0) {
+    float acc = 0.0f;
+    for (i64 c = lane; c * 8 < n; c += 32) {
+      for (int j = 0; j < 8; j++) {
+        i64 u = c * 8 + j;
+        if (u < n) acc = fadd(acc, s[u]);
+      }
+    }
+    acc = canon::warp_combine(acc);
+    if (lane == 0) sh[32] = acc;
+  }
+  __syncthreads();
+  const float Z = sh[32];
+  for (i64 u = threadIdx.x; u < n; u += blockDim.x) s[u] = fdiv(s[u], Z);
+  __syncthreads();
+  for (i64 c = threadIdx.x; c < hd; c += blockDim.x) {
+    float lanes[32];
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+      float acc = 0.0f;
+      for (i64 ch = l; ch * 8 < n; ch += 32) {
+        for (int j = 0; j < 8; j++) {
+          i64 u = ch * 8 + j;
+          if (u < n) acc = fadd(acc, fmul(s[u], v[u * row + kv + c]));
+        }
+      }
+      lanes[l] = acc;
+    }
+    o[it * hd + c] = butterfly(lanes);
+  }
+}
+
+// ---- Gated DeltaNet ----
+
+// causal_conv: one thread per channel, tokens in order; y =
+// SiLU(Sum_j RN(w[j]·in_j)) over the Kc taps (the Kc−1 state values, oldest
+// first, then the current input); the state shifts by one per token.
+__global__ void causal_conv(float *y, const float *x, float *state, const float *w, i64 T, i64 C, i64 Kc) {
+  i64 ch = gtid();
+  if (ch >= C) return;
+  float *st = state + ch * (Kc - 1);
+  const float *ww = w + ch * Kc;
+  for (i64 t = 0; t < T; t++) {
+    float in = x[t * C + ch];
+    Lanes acc;
+    acc.zero();
+    for (i64 i = 0; i < Kc - 1; i++) acc.add(i, fmul(ww[i], st[i]));
+    acc.add(Kc - 1, fmul(ww[Kc - 1], in));
+    y[t * C + ch] = canon::silu(acc.sum());
+    if (Kc > 1) {
+      for (i64 i = 0; i + 1 < Kc - 1; i++) st[i] = st[i + 1];
+      st[Kc - 2] = in;
+    }
+  }
+}
+
+// gdn_gates: beta = Sigmoid(b); g = RN(−Exp(aLog[j])·Softplus(RN(a+dt[j])));
+// alpha = Exp(g); j = i mod nv.
+__global__ void gdn_gates(float *beta, float *alpha, const float *b, const float *a, const float *aLog, const float *dt,
+                          i64 n, i64 nv) {
+  i64 i = gtid();
+  if (i >= n) return;
+  i64 j = i % nv;
+  beta[i] = canon::sigmoid(b[i]);
+  float g = fmul(-canon::exp(aLog[j]), canon::softplus(fadd(a[i], dt[j])));
+  alpha[i] = canon::exp(g);
+}
+
+// delta_rule: one thread per (value head, column c of the state): the
+// column's updates and its two reads over dk are independent of every
+// other column, so each thread runs its tokens in order alone. The reads
+// Sum_r over dk visit the 32 lanes one after the other (lane l: rows of
+// chunks l, l+32, …), which only reorders independent element updates.
+__global__ void delta_rule(float *o, const float *q, const float *k, const float *v, const float *beta,
+                           const float *alpha, float *S, i64 T, i64 nk, i64 nv, i64 dk, i64 dv) {
+  const i64 h = blockIdx.x;
+  const i64 c = (i64)blockIdx.y * blockDim.x + threadIdx.x;
+  if (h >= nv || c >= dv) return;
+  const i64 i = h / (nv / nk);
+  float *Sh = S + h * dk * dv;
+  for (i64 t = 0; t < T; t++) {
+    const float *kk = k + (t * nk + i) * dk;
+    const float *qq = q + (t * nk + i) * dk;
+    const float al = alpha[t * nv + h], be = beta[t * nv + h];
+    float lanes[32];
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+      float acc = 0.0f;
+      for (i64 ch = l; ch * 8 < dk; ch += 32) {
+        for (int j = 0; j < 8; j++) {
+          i64 r = ch * 8 + j;
+          if (r < dk) {
+            float s = fmul(al, Sh[r * dv + c]);
+            Sh[r * dv + c] = s;
+            acc = fadd(acc, fmul(kk[r], s));
+          }
+        }
+      }
+      lanes[l] = acc;
+    }
+    const float mc = butterfly(lanes);
+    const float d = fmul(fsub(v[(t * nv + h) * dv + c], mc), be);
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+      float acc = 0.0f;
+      for (i64 ch = l; ch * 8 < dk; ch += 32) {
+        for (int j = 0; j < 8; j++) {
+          i64 r = ch * 8 + j;
+          if (r < dk) {
+            float s = fadd(Sh[r * dv + c], fmul(kk[r], d));
+            Sh[r * dv + c] = s;
+            acc = fadd(acc, fmul(qq[r], s));
+          }
+        }
+      }
+      lanes[l] = acc;
+    }
+    o[(t * nv + h) * dv + c] = butterfly(lanes);
+  }
+}
+
+// ---- elementwise ----
+
+__global__ void silu_mul(float *y, const float *g, const float *u, i64 n) {
+  i64 i = gtid();
+  if (i < n) y[i] = fmul(canon::silu(g[i]), u[i]);
+}
+
+__global__ void sigmoid_mul(float *y, const float *x, const float *g, i64 n) {
+  i64 i = gtid();
+  if (i < n) y[i] = fmul(x[i], canon::sigmoid(g[i]));
+}
+
+__global__ void add(float *y, const float *a, const float *b, i64 n) {
+  i64 i = gtid();
+  if (i < n) y[i] = fadd(a[i], b[i]);
+}
+
+// gate_add: y = RN(y + RN(Sigmoid(g[t])·x)).
+__global__ void gate_add(float *y, const float *x, const float *g, i64 T, i64 n) {
+  i64 i = gtid();
+  if (i >= T * n) return;
+  y[i] = fadd(y[i], fmul(canon::sigmoid(g[i / n]), x[i]));
+}
+
+// ---- MoE ----
+
+// route: one thread per token. p = Exp(RN(ℓ − max)) / Sum (canonical sum),
+// the top-k of p in torch's order, w = p[sel], renormalised by the
+// canonical sum of the k weights if renorm. p holds T×E values, pairs T×E
+// (value, index) pairs of scratch; idx is T×k.
+__global__ void route(int *idx, float *w, const float *logits, float *p, void *pairs, i64 T, i64 E, i64 k,
+                      i64 renorm) {
+  i64 t = gtid();
+  if (t >= T) return;
+  const float *l = logits + t * E;
+  float *pt = p + t * E;
+  Pair *a = reinterpret_cast<Pair *>(pairs) + t * E;
+  float m = -__int_as_float(0x7f800000);
+  for (i64 e = 0; e < E; e++)
+    if (l[e] > m) m = l[e];
+  Lanes acc;
+  acc.zero();
+  for (i64 e = 0; e < E; e++) {
+    float x = canon::exp(fsub(l[e], m));
+    pt[e] = x;
+    acc.add(e, x);
+  }
+  float z = acc.sum();
+  for (i64 e = 0; e < E; e++) {
+    pt[e] = fdiv(pt[e], z);
+    a[e].v = pt[e];
+    a[e].i = (int)e;
+  }
+  const int n = (int)E, kk = (int)k;
+  if (kk * 64 <= n) {
+    partial_sort(a, 0, kk, n);
+  } else {
+    nth_element(a, 0, kk - 1, n);
+    intro_sort(a, 0, kk - 1);
+  }
+  int *ti = idx + t * k;
+  float *tw = w + t * k;
+  for (int s = 0; s < kk; s++) {
+    ti[s] = a[s].i;
+    tw[s] = pt[a[s].i];
+  }
+  if (renorm) {
+    acc.zero();
+    for (int s = 0; s < kk; s++) acc.add(s, tw[s]);
+    float sum = acc.sum();
+    for (int s = 0; s < kk; s++) tw[s] = fdiv(tw[s], sum);
+  }
+}
+
+// combine: y[t,i] = Sum_s RN(x[t,s,i]·w[t,s]) over the k slots in order.
+__global__ void combine(float *y, const float *x, const float *w, i64 T, i64 k, i64 n) {
+  i64 i = gtid();
+  if (i >= T * n) return;
+  i64 t = i / n, c = i % n;
+  Lanes acc;
+  acc.zero();
+  for (i64 s = 0; s < k; s++) acc.add(s, fmul(x[(t * k + s) * n + c], w[t * k + s]));
+  y[i] = acc.sum();
+}
+
+}  // extern "C"

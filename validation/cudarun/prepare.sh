@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# prepare.sh builds, on a machine without a GPU, what the device runs need
+# and puts it in DEV (default .dev/cuda, git-ignored there): the -tags cuda
+# test binary and tarfa, the golden records of the fixtures made with the
+# CPU reference (greedy and sampled prompts of prompts.jsonl), and the
+# scripts. CUDA headers and the stub libcuda come from Debian's
+# nvidia-cuda-dev (engine/cuda/doc.go): SDK=path/to/extracted/root.
+#
+#	SDK=$PWD/cuda-sdk/root validation/cudarun/prepare.sh
+#	# on the GPU machine, from the repository root:
+#	bash .dev/cuda/conformance.sh   # suite, validate hf, replay
+#	bash .dev/cuda/decode.sh        # decode on a synth --preset real slice
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dev=${DEV:-$root/.dev/cuda}
+: "${SDK:?SDK=the extracted nvidia-cuda-dev root (usr/include/cuda.h, usr/lib/x86_64-linux-gnu/stubs)}"
+export CGO_CFLAGS="-I$SDK/usr/include" CGO_LDFLAGS="-L$SDK/usr/lib/x86_64-linux-gnu/stubs"
+mkdir -p "$dev"
+cd "$root"
+go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./engine/cuda
+go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
+go build -o "$dev/tarfa-cpu" ./cmd/tarfa
+cp validation/cudarun/conformance.sh validation/cudarun/decode.sh "$dev/"
+# The PTX tests read the kernel sources from kernels/ beside the test binary.
+mkdir -p "$dev/kernels"
+cp engine/cuda/kernels/*.cu engine/cuda/kernels/*.cuh engine/cuda/kernels/gen.sh "$dev/kernels/"
+cd "$dev"
+for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long; do
+	rm -rf "jnf-$m" "golden-$m"
+	./tarfa-cpu convert "$root/validation/testdata/fixtures/$m/checkpoint" --out "jnf-$m" >/dev/null
+	./tarfa-cpu golden record --model "jnf-$m" --prompts "$root/validation/cudarun/prompts.jsonl" --out "golden-$m"
+done
+rm -rf golden-default
+./tarfa-cpu golden record --prompts "$root/validation/cudarun/prompts.jsonl" --out golden-default
+# The converted models are made again on the device (the tree that travels is limited).
+rm -rf jnf-* tarfa-cpu
+du -sh "$dev"
