@@ -110,7 +110,8 @@ func TestRunByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storageTok := 0.001 + 0.5001 + (0.5 + 0.05) + 0.005 // dense + read + fill (hash + compute) + token
+	// dense + read + hash (one hasher, one core per buffer) + compute + token
+	storageTok := 0.001 + 0.5001 + 1.0 + 0.05 + 0.005
 	ramTok := 0.001 + 0.05 + 0.005
 	if r.Label != Label || r.Source != trace.Measured || r.Device || r.Tokens != 3 {
 		t.Errorf("result header %+v", r)
