@@ -12,12 +12,25 @@ import (
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
-type countConsumer struct{ n int }
+// countConsumer counts what a Stream delivers; with its last expert it
+// waits for the prefetch reads the Stream started (see quiesce).
+type countConsumer struct {
+	h    *Hierarchy
+	n, k int
+}
 
-func (c *countConsumer) Consume(int, weights.VerifiedExpert, ledger.Tier) error { c.n++; return nil }
+func (c *countConsumer) Consume(int, weights.VerifiedExpert, ledger.Tier) error {
+	if c.n++; c.n == c.k {
+		c.h.quiesce()
+	}
+	return nil
+}
 
-// quiesce waits until no prefetch read holds its lease: the simulator's
-// hardware below verifies every read before the next layer's Stream.
+// quiesce waits until no prefetch read holds its lease. The test calls it
+// before a Stream ends, so every prefetch lease ends first, in the order
+// the reads verify (one hasher), as on the simulator's hardware below,
+// which verifies each read before the Stream that issued it computes its
+// last expert.
 func (h *Hierarchy) quiesce() {
 	h.mu.Lock()
 	for h.inflightP > 0 {
@@ -93,12 +106,13 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 		heat           bool
 	}{
 		{4, 1, "lru", policy.Global, false}, // one layer's experts: prefetches find every copy pinned
-		{6, 2, "lru", policy.Global, false},
+		{6, 1, "lru", policy.Global, false},
 		{12, 8, "heat", policy.Global, false},
 		{12, 8, "heat", policy.Global, true},
 		{16, 3, "leaststale", policy.PerLayer, false},
 		{20, 8, "lfu", policy.PerLayer, false},
 		{24, 4, "lru2", policy.Global, false},
+		{32, 1, "lru", policy.Global, false},  // one prefetch read at a time
 		{64, 8, "heat", policy.Global, false}, // everything fits
 	} {
 		for _, prefetch := range []bool{false, true} {
@@ -108,7 +122,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 				if c.heat {
 					po.Heat = heat
 				}
-				h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, DeviceBudget: 4 * size, Readers: c.readers,
+				h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, DeviceBudget: 4 * size, Readers: c.readers, Hashers: 1,
 					Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch})
 				if err != nil {
 					t.Fatal(err)
@@ -122,7 +136,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 						for j, e := range set {
 							xs[j] = int(e)
 						}
-						var cc countConsumer
+						cc := countConsumer{h: h, k: len(xs)}
 						if err := h.Stream(context.Background(), l, xs, &cc); err != nil {
 							t.Fatal(err)
 						}

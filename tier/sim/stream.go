@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tarfa-ai/tarfa/tier/policy"
 	"github.com/tarfa-ai/tarfa/tier/trace"
@@ -188,6 +190,24 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 		c.Evictions++
 	}
 	var inflight []int // prefetch reads that hold their lease, by dense index
+	// retire ends, in the order they verify, the leases of the prefetch
+	// reads verified by t.
+	retire := func(t float64) error {
+		slices.SortStableFunc(inflight, func(a, b int) int { return cmp.Compare(ents[a].ready, ents[b].ready) })
+		n := 0
+		for _, x := range inflight {
+			if ents[x].ready > t {
+				break
+			}
+			ents[x].inflight = false
+			if err := ram.Release(d.ID(x)); err != nil {
+				return err
+			}
+			n++
+		}
+		inflight = append(inflight[:0], inflight[n:]...)
+		return nil
+	}
 	kind := make([]int, k)
 	ready := make([]float64, k)
 	var own []int
@@ -202,19 +222,9 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 			now := d.Step(tok+1, l)
 			t += dense
 			st.Dense += dense
-			// The prefetcher has ended the leases of the reads verified by now.
-			keep := inflight[:0]
-			for _, x := range inflight {
-				if e := ents[x]; e.ready <= t {
-					e.inflight = false
-					if err := ram.Release(d.ID(x)); err != nil {
-						return err
-					}
-				} else {
-					keep = append(keep, x)
-				}
+			if err := retire(t); err != nil {
+				return err
 			}
-			inflight = keep
 			set := tr.Step(tok, l)
 			for pass := range 2 {
 				for j, e := range set {
@@ -316,7 +326,13 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					tc = max(tc, r.ready) + comp
 				}
 			}
+			st.Streams += tc - t
 			t = tc
+			// The prefetcher ends the leases of the reads verified while the
+			// Stream ran, before the Stream ends its own.
+			if err := retire(t); err != nil {
+				return err
+			}
 			for j, e := range set {
 				if kind[j] != useStreamed {
 					if err := ram.Release(policy.ExpertID{Layer: l, Expert: int(e)}); err != nil {
