@@ -39,7 +39,6 @@ type Counters struct {
 type cpuEntry struct {
 	ready      float64 // when its bytes are verified
 	prefetched bool    // read on a hint and not used since
-	inflight   bool    // a prefetch read that still holds its lease
 }
 
 // pipe is the read pipeline of tier.Hierarchy: requests served in the
@@ -199,7 +198,6 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 			if ents[x].ready > t {
 				break
 			}
-			ents[x].inflight = false
 			if err := ram.Release(d.ID(x)); err != nil {
 				return err
 			}
@@ -275,7 +273,7 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 						evict(out.Evicted)
 					}
 					x := d.Index(id)
-					ents[x] = &cpuEntry{ready: p.read(t), prefetched: true, inflight: true}
+					ents[x] = &cpuEntry{ready: p.read(t), prefetched: true}
 					inflight = append(inflight, x)
 					c.PrefetchIssued++
 					reads++
