@@ -17,15 +17,44 @@
 // it computes, so each tier needs at least top-k slots (per layer, with
 // per-layer partitions).
 //
-// # Time model
+// # Without a device: the tier's own pipeline
+//
+// With no device slots the simulator replays the trace as tier.Hierarchy
+// serves it to the engine on the CPU, Stream by Stream, with the same
+// policy code deciding the same things in the same order: a layer's
+// experts are leased resident ones first; an expert that finds every
+// resident copy pinned streams through a device slot without being
+// admitted; the prefetch hint given before the Stream (Config.Hints: the
+// engine's, recorded by a measured run; without them Prefetch p stands for
+// a predictor naming p of the next layer's experts) starts reads for the
+// hinted experts not resident, admitted to the RAM tier and pinned until
+// verified, while fewer than QueueDepth are in flight; then the Stream's
+// own reads. Its Result carries the RAM tier's Counters in tier.Stats
+// terms (hits include copies a prefetch is still reading; bytes read
+// include every prefetch, wasted ones too), and for the same trace, hints
+// and options they are the hierarchy's: a test runs both and compares.
+// Only when prefetch reads complete and release their leases depends on
+// time, so there the counters follow the simulated timing.
+//
+// The time model is an event replay of that pipeline. Reads are served in
+// the order issued, each taking B / storage bandwidth, its latency
+// overlapped queue-depth deep (a read into an idle store takes latency +
+// B / bandwidth); each read buffer is then hashed on one core, by the
+// first of hash-cores hashers free. A layer's Stream starts after its
+// non-expert work (dense), computes its resident experts at once, its own
+// reads as each verifies, and then the copies prefetches are still
+// reading, one expert at a time; a token is its layers plus a per-token
+// overhead.
+//
+// # Time model with a device
 //
 // Per token and layer, with nD device hits, nR RAM hits and nS storage
 // reads of B bytes each:
 //
 //	read    = nS·B / storage bandwidth + latency · ⌈nS / queue depth⌉
 //	hash    = nS·B / (hash rate per core · hash cores)
-//	copy    = (nR + nS)·B / host-to-device bandwidth    (0 without a device)
-//	compute = (nD + nR + nS) · time per expert          (device or CPU)
+//	copy    = (nR + nS)·B / host-to-device bandwidth
+//	compute = (nD + nR + nS) · time per expert on the device
 //	io      = max(read, hash, copy)
 //	layer   = dense + max(io − hidden, compute) + fill
 //

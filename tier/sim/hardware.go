@@ -64,6 +64,9 @@ type Stages struct {
 	Compute float64 `json:"compute"`
 	Fill    float64 `json:"fill"`
 	Hidden  float64 `json:"hidden"` // I/O hidden by prefetch
+	// Streams is the time inside the hierarchy's Streams, from a layer's
+	// request for its experts to the last one computed (without a device).
+	Streams float64 `json:"streams,omitempty"`
 	Total   float64 `json:"total"`
 }
 
@@ -75,6 +78,7 @@ func (s *Stages) add(o Stages) {
 	s.Compute += o.Compute
 	s.Fill += o.Fill
 	s.Hidden += o.Hidden
+	s.Streams += o.Streams
 	s.Total += o.Total
 }
 
@@ -86,6 +90,7 @@ func (s *Stages) scale(f float64) {
 	s.Compute *= f
 	s.Fill *= f
 	s.Hidden *= f
+	s.Streams *= f
 	s.Total *= f
 }
 

@@ -29,8 +29,13 @@ type Config struct {
 	// (policy.WarmOrder); nil: cold start.
 	Warm []float64 `json:"-"`
 	// Prefetch is the fraction of a layer's I/O issued during the previous
-	// layer (0: none).
+	// layer (0: none). Without a device it is a predictor naming that
+	// fraction of each next layer's experts (unless Hints are given).
 	Prefetch float64 `json:"prefetch"`
+	// Hints, without a device, are the engine's prefetch hints of a measured
+	// run, one per step (token·Layers + layer; no experts: none given before
+	// that step's Stream); nil: none.
+	Hints []Hint `json:"-"`
 	// Warmup tokens run but are left out of the per-token figures.
 	Warmup int `json:"warmup"`
 }
@@ -64,6 +69,9 @@ func (c *Config) check(tr *trace.Trace) (policy.Partition, error) {
 		return 0, fmt.Errorf("sim: Prefetch %v: want a fraction, 0 to 1", c.Prefetch)
 	case c.Warmup < 0 || c.Warmup >= tr.Tokens():
 		return 0, fmt.Errorf("sim: Warmup %d tokens: want 0 to %d (the trace has %d tokens)", c.Warmup, tr.Tokens()-1, tr.Tokens())
+	}
+	if err := checkHints(tr, c); err != nil {
+		return 0, err
 	}
 	return part, nil
 }
@@ -114,6 +122,9 @@ type Result struct {
 	// and hashed, the device's copied from RAM.
 	WarmFillBytes   int64   `json:"warm_fill_bytes,omitempty"`
 	WarmFillSeconds float64 `json:"warm_fill_seconds,omitempty"`
+	// Counters are the RAM tier's, as tier.Stats counts them (without a
+	// device only).
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // Run replays tr through the hierarchy cfg describes.
@@ -125,6 +136,14 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	d := dims(tr)
 	k := tr.Header.TopK
 	device := cfg.DeviceSlots > 0
+	if !device {
+		res := &Result{Label: Label, Trace: tr.Header.Label(), Source: tr.Header.Source, Tokens: tr.Tokens() - cfg.Warmup,
+			Warmup: cfg.Warmup, Config: cfg}
+		if err := runCPU(tr, cfg, part, res); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 	ram, err := policy.NewCache(d, cfg.RAMSlots, part, cfg.Policy, cfg.Options)
 	if err != nil {
 		return nil, fmt.Errorf("sim: RAM tier: %w", err)
@@ -256,16 +275,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	res.HitDevice = float64(hitD) / float64(uses)
 	res.HitRAM = float64(hitR) / float64(uses)
 	res.FromStorage = float64(fromS) / float64(uses)
-	res.Bound = "dense"
-	big := sum.Dense
-	for _, s := range []struct {
-		name string
-		v    float64
-	}{{"storage read", sum.Read}, {"hash", sum.Hash}, {"host-to-device copy", sum.Copy}, {"expert compute", sum.Compute}} {
-		if s.v > big {
-			res.Bound, big = s.name, s.v
-		}
-	}
+	res.Bound = bound(sum)
 	return res, nil
 }
 

@@ -110,7 +110,8 @@ func TestRunByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storageTok := 0.001 + 0.5001 + (0.5 + 0.05) + 0.005 // dense + read + fill (hash + compute) + token
+	// dense + read + hash (one hasher, one core per buffer) + compute + token
+	storageTok := 0.001 + 0.5001 + 1.0 + 0.05 + 0.005
 	ramTok := 0.001 + 0.05 + 0.005
 	if r.Label != Label || r.Source != trace.Measured || r.Device || r.Tokens != 3 {
 		t.Errorf("result header %+v", r)
@@ -155,6 +156,51 @@ func TestRunByHand(t *testing.T) {
 	}
 }
 
+// TestRunHintsByHand: without a device, the hint given before layer 0's
+// Stream reads layer 1's expert into the RAM tier ahead of layer 0's own
+// miss (the tier sends prefetch reads first); layer 1 then finds it
+// verified and computes it at once. A hint for an expert that is never
+// used is wasted when it is evicted.
+func TestRunHintsByHand(t *testing.T) {
+	tr := measured(t, 4, 1, [][][]int{{{0}, {1}}})
+	cfg := Config{Hardware: hw, ExpertBytes: gb, RAMSlots: 2, Policy: "lru", Partition: "global",
+		Hints: []Hint{{Layer: 1, Experts: []int32{1}}, {}}}
+	r, err := Run(tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Layer 0 at 0.001: the prefetch is read by 0.5011 and hashed by 1.5011;
+	// the own read after it by 1.0012, hashed by the other hasher by 2.0012,
+	// computed by 2.0512. Layer 1 at 2.0522: resident, computed by 2.1022.
+	want := Counters{Hits: 1, Misses: 1, BytesRead: 2 * gb, PrefetchIssued: 1, PrefetchUseful: 1}
+	if *r.Counters != want || !near(r.SecondsPerToken.Mean, 2.1022+0.005) || !near(r.HitRAM, 0.5) || !near(r.StorageBytesPerToken, 2*gb) {
+		t.Errorf("%+v: %v s/token, hit %v, %v bytes", *r.Counters, r.SecondsPerToken.Mean, r.HitRAM, r.StorageBytesPerToken)
+	}
+	// Two tokens: the hint for layer 1's expert 2 is read and its lease
+	// ends (verified) before layer 0's Stream ends its own (lru counts a
+	// lease's end as recency), so layer 1's miss evicts the prefetched copy
+	// before any use; the next token hits both.
+	tr = measured(t, 4, 1, [][][]int{{{0}, {1}}, {{0}, {1}}})
+	cfg.Hints = []Hint{{Layer: 1, Experts: []int32{2}}, {}, {}, {}}
+	if r, err = Run(tr, cfg); err != nil {
+		t.Fatal(err)
+	}
+	want = Counters{Hits: 2, Misses: 2, BytesRead: 3 * gb, Evictions: 1, PrefetchIssued: 1, PrefetchWasted: 1}
+	if *r.Counters != want {
+		t.Errorf("wasted prefetch: %+v, want %+v", *r.Counters, want)
+	}
+	// QueueDepth bounds the prefetch reads in flight: one of the two, with
+	// room for both.
+	cfg.RAMSlots = 3
+	cfg.Hints = []Hint{{Layer: 1, Experts: []int32{2, 3}}, {}, {}, {}}
+	if r, err = Run(tr, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r.Counters.PrefetchIssued != 1 {
+		t.Errorf("queue depth 1: %d prefetches issued at once", r.Counters.PrefetchIssued)
+	}
+}
+
 func TestRunErrors(t *testing.T) {
 	tr := measured(t, 4, 2, [][][]int{{{0, 1}, {2, 3}}})
 	ok := Config{Hardware: hw, ExpertBytes: gb, RAMSlots: 4, DeviceSlots: 2, Policy: "lru", Partition: "global"}
@@ -175,6 +221,11 @@ func TestRunErrors(t *testing.T) {
 		{func(c *Config) { c.Prefetch = 1.5 }, "Prefetch 1.5"},
 		{func(c *Config) { c.Warmup = 1 }, "Warmup 1 tokens: want 0 to 0"},
 		{func(c *Config) { c.ExpertBytes = 0 }, "ExpertBytes 0"},
+		{func(c *Config) { c.Hints = make([]Hint, 2) }, "Hints are replayed by the CPU hierarchy (DeviceSlots 0), not with 2 device slots"},
+		{func(c *Config) { c.DeviceSlots, c.Hints = 0, make([]Hint, 1) }, "1 hints for a trace of 2 steps (1 tokens × 2 layers)"},
+		{func(c *Config) { c.DeviceSlots, c.Hints, c.Prefetch = 0, make([]Hint, 2), 0.5 }, "Hints and Prefetch 0.5"},
+		{func(c *Config) { c.DeviceSlots, c.Hints = 0, []Hint{{Layer: 2, Experts: []int32{0}}, {}} }, "hint of step 0 (token 0, layer 0) names layer 2 of 2"},
+		{func(c *Config) { c.DeviceSlots, c.Hints = 0, []Hint{{}, {Layer: 0, Experts: []int32{4}}} }, "hint of step 1 (token 0, layer 1) names expert 4 of 4"},
 	} {
 		c := ok
 		tc.edit(&c)

@@ -23,7 +23,14 @@
 // The simulator (tier/sim) is calibrated on figures of the same run that
 // are not the ones it predicts — storage from raw, hashing from hash, the
 // time per expert, per layer and per token from the resident decodes — and
-// then predicts each decode from its own measured routing trace.
+// then predicts each decode from its own measured routing trace and the
+// engine's prefetch hints of the same run, replayed through the same
+// hierarchy (policy, partition, budget, readers, one hasher per core): its
+// bytes, hits and prefetch counts are the hierarchy's but for when
+// prefetch reads complete, which follows the simulated timing. Each decode
+// also reports the time inside the hierarchy's Streams and the rest, next
+// to the simulator's Stream time, so an error can be told apart: the
+// hierarchy's pipeline or the non-expert work.
 package decodebench
 
 import (
@@ -94,7 +101,7 @@ type Decode struct {
 	// seconds per token ÷ it (1 = as fast as the disk allows).
 	BoundSecondsPerToken float64 `json:"bound_seconds_per_token"`
 	RatioToBound         float64 `json:"ratio_to_bound"`
-	PrefetchIssued       int64   `json:"prefetch_issued"` // over all rounds
+	PrefetchIssued       int64   `json:"prefetch_issued"` // decode steps of all rounds
 	PrefetchUseful       int64   `json:"prefetch_useful"`
 	PrefetchWasted       int64   `json:"prefetch_wasted"`
 	// Predicted is the calibrated simulator on each round's measured trace
@@ -107,16 +114,29 @@ type Decode struct {
 	// are what the simulator's own RAM tier did with the trace (median over
 	// rounds; the bound of the last): where they differ from the measured
 	// bytes and hits, the error is the policy model's, not the timing's.
-	PredictedStorageBytesPerToken  benchrun.Summary `json:"predicted_storage_bytes_per_token"`
-	PredictedHitRate               benchrun.Summary `json:"predicted_hit_rate"`
-	PredictedBound                 string           `json:"predicted_bound,omitempty"`
+	PredictedStorageBytesPerToken benchrun.Summary `json:"predicted_storage_bytes_per_token"`
+	PredictedHitRate              benchrun.Summary `json:"predicted_hit_rate"`
+	PredictedBound                string           `json:"predicted_bound,omitempty"`
+	// StreamSecondsPerToken is the time inside the hierarchy's Streams per
+	// decoded token (from a layer's request for its experts to the last one
+	// computed), GapSecondsPerToken the rest (the non-expert work);
+	// PredictedStream… the simulator's (medians over rounds).
+	StreamSecondsPerToken          benchrun.Summary `json:"stream_seconds_per_token"`
+	GapSecondsPerToken             benchrun.Summary `json:"gap_seconds_per_token"`
+	PredictedStreamSecondsPerToken benchrun.Summary `json:"predicted_stream_seconds_per_token"`
+	streams, gaps, predStreams     []float64
+	// PredictedPrefetch* are the simulator's prefetch counters over the
+	// same steps and rounds as the measured ones.
+	PredictedPrefetchIssued        int64 `json:"predicted_prefetch_issued"`
+	PredictedPrefetchUseful        int64 `json:"predicted_prefetch_useful"`
+	PredictedPrefetchWasted        int64 `json:"predicted_prefetch_wasted"`
 	predicted, predBytes, predHits []float64
 	secs                           []float64
 	bytes                          []float64
 	hits                           []float64
 	traces                         []*trace.Trace
+	hints                          [][]sim.Hint
 	warmups                        []int
-	prefetch                       []float64
 }
 
 // LedgerFigure is decode with and without the session ledger.
@@ -361,6 +381,7 @@ func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.
 	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: b.opt.DecodeTokens}, func(tok int, lg []float32) error {
 		if steps == 0 {
 			atPrefill = mm.h.Stats()
+			mm.src.take() // the timings that follow are the decode steps'
 		}
 		steps++
 		lb = lb[:0]
@@ -526,34 +547,35 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			return b.drop()
 		},
 		Run: func(ctx context.Context) error {
-			before := mm.h.Stats()
 			dec, atPrefill, err := b.generate(ctx, mm, false)
 			if err != nil {
 				return err
 			}
 			after := mm.h.Stats()
 			n := float64(b.opt.DecodeTokens - 1)
+			ph := mm.src.take() // the decode steps'
+			d.streams = append(d.streams, ph.stream.Seconds()/n)
+			d.gaps = append(d.gaps, (dec-ph.stream).Seconds()/n)
 			d.secs = append(d.secs, dec.Seconds()/n)
 			d.bytes = append(d.bytes, float64(after.BytesRead-atPrefill.BytesRead)/n)
 			uses := (after.Hits + after.Misses + after.Streamed) - (atPrefill.Hits + atPrefill.Misses + atPrefill.Streamed)
 			if uses > 0 {
 				d.hits = append(d.hits, float64(after.Hits-atPrefill.Hits)/float64(uses))
 			}
-			useful := after.PrefetchUseful - before.PrefetchUseful
-			misses := after.Misses - before.Misses + after.Streamed - before.Streamed
-			pf := 0.0
-			if useful+misses > 0 {
-				pf = float64(useful) / float64(useful+misses)
-			}
-			d.prefetch = append(d.prefetch, pf)
-			d.PrefetchIssued += after.PrefetchIssued - before.PrefetchIssued
-			d.PrefetchUseful += useful
-			d.PrefetchWasted += after.PrefetchWasted - before.PrefetchWasted
-			tr, err := b.trace(mm.src.stop())
+			d.PrefetchIssued += after.PrefetchIssued - atPrefill.PrefetchIssued
+			d.PrefetchUseful += after.PrefetchUseful - atPrefill.PrefetchUseful
+			d.PrefetchWasted += after.PrefetchWasted - atPrefill.PrefetchWasted
+			tokens, hints := mm.src.stop()
+			tr, err := b.trace(tokens)
 			if err != nil {
 				return err
 			}
 			d.traces = append(d.traces, tr)
+			var flat []sim.Hint
+			for _, t := range hints {
+				flat = append(flat, t...)
+			}
+			d.hints = append(d.hints, flat)
 			d.warmups = append(d.warmups, warmup+1) // the timed generation's prefill too
 			return nil
 		},
@@ -643,8 +665,8 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 // predicts every decode run from its own trace.
 func (b *bench) calibrate() error {
 	res := b.res
-	hw := sim.Hardware{StorageGBps: 1, QueueDepth: b.opt.Readers, H2DGBps: 1, HashGBpsPerCore: 1,
-		HashCores: min(b.opt.Readers, runtime.GOMAXPROCS(0))}
+	// The hierarchy's: Readers reads in flight, one hasher per core.
+	hw := sim.Hardware{StorageGBps: 1, QueueDepth: b.opt.Readers, H2DGBps: 1, HashGBpsPerCore: 1, HashCores: runtime.GOMAXPROCS(0)}
 	samples := []sim.Sample{
 		{Phase: sim.PhaseRead, Bytes: res.Raw.Bytes, Count: res.Raw.Reads, Seconds: res.Raw.Seconds.Median},
 		{Phase: sim.PhaseRead, Bytes: res.RawSplit.Bytes, Count: res.RawSplit.Reads, Seconds: res.RawSplit.Seconds.Median},
@@ -688,6 +710,8 @@ func (b *bench) calibrate() error {
 		d.SecondsPerToken = benchrun.Summarize(d.secs)
 		d.StorageBytesPerToken = benchrun.Summarize(d.bytes)
 		d.HitRate = benchrun.Summarize(d.hits)
+		d.StreamSecondsPerToken = benchrun.Summarize(d.streams)
+		d.GapSecondsPerToken = benchrun.Summarize(d.gaps)
 		if res.Raw.GBps.Median > 0 {
 			d.BoundSecondsPerToken = d.StorageBytesPerToken.Median / (res.Raw.GBps.Median * 1e9)
 		}
@@ -698,8 +722,13 @@ func (b *bench) calibrate() error {
 			continue // not calibrated without the resident figures
 		}
 		for i, tr := range d.traces {
+			// The same hierarchy on the same trace: the engine's own hints
+			// when it prefetched.
 			cfg := sim.Config{Hardware: fitted, ExpertBytes: res.ExpertBytes, RAMSlots: max(d.RAMSlots, 1), Policy: res.Policy,
-				Partition: b.opt.Partition.String(), Prefetch: d.prefetch[i], Warmup: d.warmups[i]}
+				Partition: b.opt.Partition.String(), Warmup: d.warmups[i]}
+			if b.opt.Prefetch {
+				cfg.Hints = d.hints[i]
+			}
 			if cfg.Warmup >= tr.Tokens() {
 				continue
 			}
@@ -710,12 +739,19 @@ func (b *bench) calibrate() error {
 			d.predicted = append(d.predicted, r.SecondsPerToken.Mean)
 			d.predBytes = append(d.predBytes, r.StorageBytesPerToken)
 			d.predHits = append(d.predHits, r.HitRAM)
+			d.predStreams = append(d.predStreams, r.StagesPerToken.Streams)
 			d.PredictedBound = r.Bound
+			if c := r.Counters; c != nil {
+				d.PredictedPrefetchIssued += c.PrefetchIssued
+				d.PredictedPrefetchUseful += c.PrefetchUseful
+				d.PredictedPrefetchWasted += c.PrefetchWasted
+			}
 		}
 		if len(d.predicted) > 0 {
 			d.Predicted = benchrun.Summarize(d.predicted)
 			d.PredictedStorageBytesPerToken = benchrun.Summarize(d.predBytes)
 			d.PredictedHitRate = benchrun.Summarize(d.predHits)
+			d.PredictedStreamSecondsPerToken = benchrun.Summarize(d.predStreams)
 			d.Error = (d.Predicted.Median - d.SecondsPerToken.Median) / d.SecondsPerToken.Median
 			d.Within = math.Abs(d.Error) <= sim.Tolerance
 		}

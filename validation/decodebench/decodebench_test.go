@@ -57,6 +57,14 @@ func TestRun(t *testing.T) {
 		if !d.Warm && d.RAMFraction == 0.25 && !(d.StorageBytesPerToken.Median > 0 && d.BoundSecondsPerToken > 0 && d.RatioToBound > 0) {
 			t.Errorf("%s: a quarter of the experts resident, cold, but %v bytes per token from storage", d.Name, d.StorageBytesPerToken)
 		}
+		// The simulator replays the engine's own hints: it prefetches where
+		// the hierarchy did (cold, a quarter resident), and times Streams.
+		if !d.Warm && d.RAMFraction == 0.25 && (d.PrefetchIssued == 0 || d.PredictedPrefetchIssued == 0) {
+			t.Errorf("%s: prefetch issued %d, simulated %d", d.Name, d.PrefetchIssued, d.PredictedPrefetchIssued)
+		}
+		if d.StreamSecondsPerToken.N != 2 || !(d.StreamSecondsPerToken.Median > 0) || !(d.GapSecondsPerToken.Median > 0) || !(d.PredictedStreamSecondsPerToken.Median > 0) {
+			t.Errorf("%s: streams %+v gaps %+v predicted %+v", d.Name, d.StreamSecondsPerToken, d.GapSecondsPerToken, d.PredictedStreamSecondsPerToken)
+		}
 		if d.Warm && d.RAMFraction == 1 && d.StorageBytesPerToken.Max != 0 {
 			t.Errorf("%s: every expert resident after a generation of the same prompt, yet %v bytes per token read", d.Name, d.StorageBytesPerToken)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
+	"github.com/tarfa-ai/tarfa/tier/sim"
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
@@ -15,7 +16,8 @@ import (
 // from outside the engine, what the simulator's time model is made of: the
 // time spent computing experts (inside Consume), the time between one
 // layer's Stream and the next (the non-expert work of a layer), and the
-// routing of every step (a measured trace). Timing only: it passes every
+// routing of every step (a measured trace) with the prefetch hint given
+// before each step's Stream. Timing only: it passes every
 // call through unchanged, so the logits are those of the hierarchy alone.
 type timedSource struct {
 	h   *tier.Hierarchy
@@ -27,6 +29,9 @@ type timedSource struct {
 	lastLayer int
 	cur       [][]int // the current token's experts by MoE index
 	tokens    [][][]int
+	hint      sim.Hint   // the last hint, for the next Stream (Experts nil: none)
+	curHints  []sim.Hint // the current token's, by MoE index of the Stream they preceded
+	hints     [][]sim.Hint
 
 	consume     time.Duration // inside Consume
 	consumes    int64
@@ -54,19 +59,22 @@ func newTimedSource(h *tier.Hierarchy, sparse []bool) *timedSource {
 // stop ends it and returns the routing of its tokens.
 func (t *timedSource) start() {
 	t.mu.Lock()
-	t.recording, t.lastEnd, t.lastLayer, t.cur = true, time.Time{}, -1, nil
+	t.recording, t.lastEnd, t.lastLayer, t.cur, t.curHints = true, time.Time{}, -1, nil, nil
 	t.mu.Unlock()
 }
 
-func (t *timedSource) stop() [][][]int {
+// stop also returns the hints: by token and MoE index, the hint given
+// before that step's Stream.
+func (t *timedSource) stop() ([][][]int, [][]sim.Hint) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cur != nil {
 		t.tokens = append(t.tokens, t.cur)
+		t.hints = append(t.hints, t.curHints)
 	}
-	out := t.tokens
-	t.recording, t.tokens, t.cur = false, nil, nil
-	return out
+	out, hints := t.tokens, t.hints
+	t.recording, t.tokens, t.cur, t.hints, t.curHints = false, nil, nil, nil, nil
+	return out, hints
 }
 
 func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c engine.ExpertConsumer) error {
@@ -77,8 +85,9 @@ func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c en
 		if layer <= t.lastLayer { // a new token
 			if t.cur != nil {
 				t.tokens = append(t.tokens, t.cur)
+				t.hints = append(t.hints, t.curHints)
 			}
-			t.cur = nil
+			t.cur, t.curHints = nil, nil
 		}
 		if !t.lastEnd.IsZero() {
 			if layer > t.lastLayer {
@@ -96,11 +105,13 @@ func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c en
 					n++
 				}
 			}
-			t.cur = make([][]int, n)
+			t.cur, t.curHints = make([][]int, n), make([]sim.Hint, n)
 		}
 		t.cur[t.moe[layer]] = append([]int(nil), experts...)
+		t.curHints[t.moe[layer]] = t.hint
 		t.lastLayer = layer
 	}
+	t.hint = sim.Hint{} // the hierarchy's Stream takes the pending hint
 	t.mu.Unlock()
 	var err error
 	if rec {
@@ -119,8 +130,22 @@ func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c en
 	return err
 }
 
-// Hint passes the engine's prefetch hints on.
-func (t *timedSource) Hint(layer int, experts []int) { t.h.Hint(layer, experts) }
+// Hint passes the engine's prefetch hints on, and keeps the last one for
+// the next Stream's record (as the hierarchy keeps it for its next Stream).
+func (t *timedSource) Hint(layer int, experts []int) {
+	t.mu.Lock()
+	if layer >= 0 && layer < len(t.moe) && t.moe[layer] >= 0 {
+		xs := make([]int32, len(experts))
+		for i, e := range experts {
+			xs[i] = int32(e)
+		}
+		t.hint = sim.Hint{Layer: t.moe[layer], Experts: xs}
+	} else {
+		t.hint = sim.Hint{}
+	}
+	t.mu.Unlock()
+	t.h.Hint(layer, experts)
+}
 
 type timedConsumer struct {
 	c engine.ExpertConsumer

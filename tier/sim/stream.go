@@ -1,0 +1,391 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/tarfa-ai/tarfa/tier/policy"
+	"github.com/tarfa-ai/tarfa/tier/trace"
+)
+
+// Hint is a prefetch hint the engine gave before one step's Stream: the
+// experts it expects Layer (an index of the trace's layers) to need next
+// (engine.Hinter).
+type Hint struct {
+	Layer   int     `json:"layer"`
+	Experts []int32 `json:"experts"`
+}
+
+// Counters are what the RAM tier did over the counted tokens, in the terms
+// of tier.Stats: a use is a hit (a resident copy, or one a prefetch is
+// reading), a miss (read into the RAM tier) or streamed (read through a
+// device slot only, every resident copy being pinned); BytesRead counts
+// every read, prefetches included.
+type Counters struct {
+	Hits           int64 `json:"hits"`
+	Misses         int64 `json:"misses"`
+	Streamed       int64 `json:"streamed"`
+	BytesRead      int64 `json:"bytes_read"`
+	Evictions      int64 `json:"evictions"`
+	PrefetchIssued int64 `json:"prefetch_issued"`
+	PrefetchUseful int64 `json:"prefetch_useful"`
+	PrefetchWasted int64 `json:"prefetch_wasted"`
+}
+
+// cpuEntry is a resident copy of the simulated RAM tier.
+type cpuEntry struct {
+	ready      float64 // when its bytes are verified
+	prefetched bool    // read on a hint and not used since
+}
+
+// pipe is the read pipeline of tier.Hierarchy: requests served in the
+// order they were issued by the storage (its latency overlapped QueueDepth
+// requests deep, its bandwidth shared), each read buffer then verified by
+// one of HashCores hashers, one core per buffer.
+type pipe struct {
+	read1, lat, hash1 float64
+	qd                float64
+	storage           float64   // when the storage has served every request so far
+	hashers           []float64 // when each hasher is free
+}
+
+func newPipe(h *Hardware, expertBytes int64) *pipe {
+	B := float64(expertBytes)
+	return &pipe{read1: B / (h.StorageGBps * 1e9), lat: h.StorageLatencyUS * 1e-6, hash1: B / (h.HashGBpsPerCore * 1e9),
+		qd: float64(h.QueueDepth), storage: math.Inf(-1), hashers: make([]float64, h.HashCores)}
+}
+
+// read issues one read at t and returns when its bytes are verified.
+func (p *pipe) read(t float64) float64 {
+	done := max(t+p.lat+p.read1, p.storage+p.read1+p.lat/p.qd)
+	p.storage = done
+	i := 0
+	for j, f := range p.hashers {
+		if f < p.hashers[i] {
+			i = j
+		}
+	}
+	v := max(done, p.hashers[i]) + p.hash1
+	p.hashers[i] = v
+	return v
+}
+
+// checkHints validates cfg.Hints against tr: one per step, naming experts
+// of the trace's model.
+func checkHints(tr *trace.Trace, cfg *Config) error {
+	if cfg.Hints == nil {
+		return nil
+	}
+	d := dims(tr)
+	if cfg.DeviceSlots > 0 {
+		return fmt.Errorf("sim: Hints are replayed by the CPU hierarchy (DeviceSlots 0), not with %d device slots", cfg.DeviceSlots)
+	}
+	if cfg.Prefetch != 0 {
+		return fmt.Errorf("sim: Hints and Prefetch %v: give the measured hints or a prefetch fraction, not both", cfg.Prefetch)
+	}
+	if want := tr.Tokens() * d.Layers; len(cfg.Hints) != want {
+		return fmt.Errorf("sim: %d hints for a trace of %d steps (%d tokens × %d layers): want one per step", len(cfg.Hints), want, tr.Tokens(), d.Layers)
+	}
+	for i, h := range cfg.Hints {
+		if len(h.Experts) == 0 {
+			continue
+		}
+		if h.Layer < 0 || h.Layer >= d.Layers {
+			return fmt.Errorf("sim: hint of step %d (token %d, layer %d) names layer %d of %d", i, i/d.Layers, i%d.Layers, h.Layer, d.Layers)
+		}
+		for _, e := range h.Experts {
+			if e < 0 || int(e) >= d.Experts {
+				return fmt.Errorf("sim: hint of step %d (token %d, layer %d) names expert %d of %d", i, i/d.Layers, i%d.Layers, e, d.Experts)
+			}
+		}
+	}
+	return nil
+}
+
+// oracleHints stands in for the engine's predictor when a trace has no
+// measured hints: before each step, the first round(p·k) experts of the
+// next step.
+func oracleHints(tr *trace.Trace, p float64) []Hint {
+	d := dims(tr)
+	n := int(math.Round(p * float64(tr.Header.TopK)))
+	hints := make([]Hint, tr.Tokens()*d.Layers)
+	for i := range len(hints) - 1 {
+		tok, l := (i+1)/d.Layers, (i+1)%d.Layers
+		set := tr.Step(tok, l)
+		hints[i] = Hint{Layer: l, Experts: set[:min(n, len(set))]}
+	}
+	return hints
+}
+
+// Use kinds of one Stream.
+const (
+	useHit = iota
+	useMiss
+	useStreamed
+)
+
+// runCPU replays tr as tier.Hierarchy serves it to the engine on the CPU
+// (no device slots): Stream by Stream, the same policy code deciding the
+// same things in the same order, and the read pipeline timing it.
+//
+// A layer's Stream starts after its non-expert work. It leases the layer's
+// experts, resident ones first (policy.Cache.Request; when every resident
+// copy is pinned the expert streams through a device slot and is not
+// admitted), then starts the reads of the hint given before it (those not
+// resident, while fewer than QueueDepth prefetch reads are in flight, each
+// admitted to the RAM tier and pinned until its bytes are verified), then
+// its own misses' reads and the streamed ones. It computes the resident
+// experts at once, its own reads in the order they verify, and then the
+// copies a prefetch is still reading, one expert at a time. A token is its
+// layers plus the per-token work. The layer clock is the tier's, which
+// counts the first token as token 1.
+func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) error {
+	d := dims(tr)
+	k := tr.Header.TopK
+	hw := &cfg.Hardware
+	ram, err := policy.NewCache(d, cfg.RAMSlots, part, cfg.Policy, cfg.Options)
+	if err != nil {
+		return fmt.Errorf("sim: RAM tier: %w", err)
+	}
+	if err := checkLeases(ram, k); err != nil {
+		return fmt.Errorf("sim: RAM tier: %w", err)
+	}
+	ents := make([]*cpuEntry, d.N())
+	if cfg.Warm != nil {
+		order, err := policy.WarmOrder(d, cfg.Warm, part, ram.Capacity())
+		if err != nil {
+			return fmt.Errorf("sim: warm start: %w", err)
+		}
+		n, err := ram.Warm(order, -1)
+		if err != nil {
+			return fmt.Errorf("sim: warm start: %w", err)
+		}
+		for _, id := range order {
+			if ram.Contains(id) {
+				ents[d.Index(id)] = &cpuEntry{ready: math.Inf(-1)}
+			}
+		}
+		f, _ := hw.LayerTime(Work{Storage: n}, cfg.ExpertBytes, false, 0, 0)
+		res.WarmFillBytes = int64(n) * cfg.ExpertBytes
+		res.WarmFillSeconds = max(f.Read, f.Hash)
+	}
+	hints := cfg.Hints
+	if hints == nil && cfg.Prefetch > 0 {
+		hints = oracleHints(tr, cfg.Prefetch)
+	}
+	p := newPipe(hw, cfg.ExpertBytes)
+	comp, dense, perTok := hw.CPUExpertUS*1e-6, hw.DenseMSPerLayer*1e-3, hw.TokenMS*1e-3
+	B := cfg.ExpertBytes
+	var all, c Counters
+	evict := func(id policy.ExpertID) {
+		x := d.Index(id)
+		if e := ents[x]; e != nil && e.prefetched {
+			c.PrefetchWasted++
+		}
+		ents[x] = nil
+		c.Evictions++
+	}
+	var inflight []int // prefetch reads that hold their lease, by dense index
+	// retire ends, in the order they verify, the leases of the prefetch
+	// reads verified by t.
+	retire := func(t float64) error {
+		slices.SortStableFunc(inflight, func(a, b int) int { return cmp.Compare(ents[a].ready, ents[b].ready) })
+		n := 0
+		for _, x := range inflight {
+			if ents[x].ready > t {
+				break
+			}
+			if err := ram.Release(d.ID(x)); err != nil {
+				return err
+			}
+			n++
+		}
+		inflight = append(inflight[:0], inflight[n:]...)
+		return nil
+	}
+	kind := make([]int, k)
+	ready := make([]float64, k)
+	var own []int
+	times := make([]float64, 0, res.Tokens)
+	var sum Stages
+	t := 0.0
+	for tok := range tr.Tokens() {
+		start := t
+		c = Counters{}
+		var st Stages
+		for l := range d.Layers {
+			now := d.Step(tok+1, l)
+			t += dense
+			st.Dense += dense
+			if err := retire(t); err != nil {
+				return err
+			}
+			set := tr.Step(tok, l)
+			for pass := range 2 {
+				for j, e := range set {
+					id := policy.ExpertID{Layer: l, Expert: int(e)}
+					if ram.Contains(id) != (pass == 0) {
+						continue
+					}
+					out, err := ram.Request(id, now)
+					if errors.Is(err, policy.ErrAllPinned) {
+						kind[j] = useStreamed
+						continue
+					}
+					if err != nil {
+						return fmt.Errorf("sim: RAM tier, token %d layer %d: %w", tok, l, err)
+					}
+					if out.Evict {
+						evict(out.Evicted)
+					}
+					x := d.Index(id)
+					if out.Hit {
+						kind[j] = useHit
+						if en := ents[x]; en.prefetched {
+							en.prefetched = false
+							c.PrefetchUseful++
+						}
+						continue
+					}
+					kind[j] = useMiss
+					ents[x] = &cpuEntry{}
+				}
+			}
+			reads := 0
+			if hints != nil {
+				h := hints[tok*d.Layers+l]
+				for _, e := range h.Experts {
+					if len(inflight) >= hw.QueueDepth {
+						break
+					}
+					id := policy.ExpertID{Layer: h.Layer, Expert: int(e)}
+					if ram.Contains(id) {
+						continue
+					}
+					out, err := ram.Request(id, now)
+					if err != nil {
+						continue // every copy pinned: no room to prefetch into
+					}
+					if out.Evict {
+						evict(out.Evicted)
+					}
+					x := d.Index(id)
+					ents[x] = &cpuEntry{ready: p.read(t), prefetched: true}
+					inflight = append(inflight, x)
+					c.PrefetchIssued++
+					reads++
+				}
+			}
+			own = own[:0]
+			for j, e := range set {
+				switch kind[j] {
+				case useHit:
+					c.Hits++
+					continue
+				case useMiss:
+					c.Misses++
+				case useStreamed:
+					c.Streamed++
+				}
+				ready[j] = p.read(t)
+				if kind[j] == useMiss {
+					ents[d.Index(policy.ExpertID{Layer: l, Expert: int(e)})].ready = ready[j]
+				}
+				own = append(own, j)
+				reads++
+			}
+			c.BytesRead += int64(reads) * B
+			st.Read += float64(reads) * (p.read1 + p.lat/p.qd)
+			st.Hash += float64(reads) * p.hash1 / float64(len(p.hashers))
+			st.Compute += float64(len(set)) * comp
+			// Resident copies at once, our reads as they verify, then the
+			// copies prefetches are still reading.
+			tc := t
+			for j, e := range set {
+				if kind[j] == useHit && ents[d.Index(policy.ExpertID{Layer: l, Expert: int(e)})].ready <= t {
+					tc += comp
+				}
+			}
+			for len(own) > 0 {
+				m := 0
+				for i, j := range own {
+					if ready[j] < ready[own[m]] {
+						m = i
+					}
+				}
+				tc = max(tc, ready[own[m]]) + comp
+				own = append(own[:m], own[m+1:]...)
+			}
+			for j, e := range set {
+				if r := ents[d.Index(policy.ExpertID{Layer: l, Expert: int(e)})]; kind[j] == useHit && r.ready > t {
+					tc = max(tc, r.ready) + comp
+				}
+			}
+			st.Streams += tc - t
+			t = tc
+			// The prefetcher ends the leases of the reads verified while the
+			// Stream ran, before the Stream ends its own.
+			if err := retire(t); err != nil {
+				return err
+			}
+			for j, e := range set {
+				if kind[j] != useStreamed {
+					if err := ram.Release(policy.ExpertID{Layer: l, Expert: int(e)}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		t += perTok
+		st.Total = t - start
+		if tok < cfg.Warmup {
+			res.WarmupSeconds += st.Total
+			continue
+		}
+		times = append(times, st.Total)
+		sum.add(st)
+		all.add(c)
+	}
+	n := float64(res.Tokens)
+	sum.scale(1 / n)
+	res.StagesPerToken = sum
+	res.SecondsPerToken = dist(times)
+	if res.SecondsPerToken.Mean > 0 {
+		res.TokensPerSecond = 1 / res.SecondsPerToken.Mean
+	}
+	res.StorageBytesPerToken = float64(all.BytesRead) / n
+	uses := float64(all.Hits + all.Misses + all.Streamed)
+	res.HitRAM = float64(all.Hits) / uses
+	res.FromStorage = float64(all.Misses+all.Streamed) / uses
+	res.Counters = &all
+	res.Bound = bound(sum)
+	return nil
+}
+
+func (c *Counters) add(o Counters) {
+	c.Hits += o.Hits
+	c.Misses += o.Misses
+	c.Streamed += o.Streamed
+	c.BytesRead += o.BytesRead
+	c.Evictions += o.Evictions
+	c.PrefetchIssued += o.PrefetchIssued
+	c.PrefetchUseful += o.PrefetchUseful
+	c.PrefetchWasted += o.PrefetchWasted
+}
+
+// bound is the stage with the most busy time.
+func bound(sum Stages) string {
+	name, big := "dense", sum.Dense
+	for _, s := range []struct {
+		name string
+		v    float64
+	}{{"storage read", sum.Read}, {"hash", sum.Hash}, {"host-to-device copy", sum.Copy}, {"expert compute", sum.Compute}} {
+		if s.v > big {
+			name, big = s.name, s.v
+		}
+	}
+	return name
+}

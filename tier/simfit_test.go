@@ -1,0 +1,187 @@
+package tier
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier/policy"
+	"github.com/tarfa-ai/tarfa/tier/sim"
+	"github.com/tarfa-ai/tarfa/tier/trace"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// countConsumer counts what a Stream delivers; with its last expert it
+// waits for the prefetch reads the Stream started (see quiesce).
+type countConsumer struct {
+	h    *Hierarchy
+	n, k int
+}
+
+func (c *countConsumer) Consume(int, weights.VerifiedExpert, ledger.Tier) error {
+	if c.n++; c.n == c.k {
+		c.h.quiesce()
+	}
+	return nil
+}
+
+// quiesce waits until no prefetch read holds its lease. The test calls it
+// before a Stream ends, so every prefetch lease ends first, in the order
+// the reads verify (one hasher), as on the simulator's hardware below,
+// which verifies each read before the Stream that issued it computes its
+// last expert.
+func (h *Hierarchy) quiesce() {
+	h.mu.Lock()
+	for h.inflightP > 0 {
+		h.loaded.Wait()
+	}
+	h.mu.Unlock()
+}
+
+// TestSimulatorCountsAsTheHierarchy: the simulator replaying a routing
+// trace and its prefetch hints does exactly what the hierarchy does with
+// them — the same hits, misses, streamed uses, bytes read, evictions and
+// prefetches issued, useful and wasted — for several policies, partitions,
+// budgets and reader counts, prefetch on and off.
+func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	cfg := ck.Config()
+	for l, sp := range cfg.Sparse {
+		if !sp {
+			t.Fatalf("layer %d of the test model is dense: the replay below maps layers one to one", l)
+		}
+	}
+	d := policy.Dims{Layers: cfg.Layers, Experts: cfg.Experts}
+	g, err := trace.ParseSynthetic("zipf:s=1.1,reuse=0.4,seed=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Synthesize(g, d.Layers, d.Experts, cfg.TopK, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hints as the engine gives them, before each step's Stream, for the
+	// next step's layer: some of its experts (a predictor right about half
+	// of the time), a wrong one, and the previous token's.
+	hints := make([]sim.Hint, tr.Tokens()*d.Layers)
+	for i := range len(hints) - 1 {
+		tok, l := (i+1)/d.Layers, (i+1)%d.Layers
+		next := tr.Step(tok, l)
+		var xs []int32
+		add := func(e int32) {
+			for _, x := range xs {
+				if x == e {
+					return
+				}
+			}
+			xs = append(xs, e)
+		}
+		for j, e := range next {
+			if (i+j)%2 == 0 {
+				add(e)
+			}
+		}
+		add(int32((i * 7) % d.Experts))
+		if tok > 0 {
+			for _, e := range tr.Step(tok-1, l) {
+				add(e)
+			}
+		}
+		hints[i] = sim.Hint{Layer: l, Experts: xs}
+	}
+	heat := tr.Counts()
+	pg := int64(weights.PageSize)
+	size := (int64(ck.ExpertBytes(0, 0)) + pg - 1) / pg * pg
+	var total sim.Counters
+	defer func() {
+		if total.PrefetchUseful == 0 || total.PrefetchWasted == 0 || total.Evictions == 0 || total.Hits == 0 {
+			t.Errorf("the cases do not exercise the hierarchy: %+v over all", total)
+		}
+	}()
+	for _, c := range []struct {
+		slots, readers int
+		policy         string
+		part           policy.Partition
+		heat           bool
+	}{
+		{4, 1, "lru", policy.Global, false}, // one layer's experts: prefetches find every copy pinned
+		{6, 1, "lru", policy.Global, false},
+		{12, 8, "heat", policy.Global, false},
+		{12, 8, "heat", policy.Global, true},
+		{16, 3, "leaststale", policy.PerLayer, false},
+		{20, 8, "lfu", policy.PerLayer, false},
+		{24, 4, "lru2", policy.Global, false},
+		{32, 1, "lru", policy.Global, false},  // one prefetch read at a time
+		{64, 8, "heat", policy.Global, false}, // everything fits
+	} {
+		for _, prefetch := range []bool{false, true} {
+			name := fmt.Sprintf("%d-slots-%d-readers-%s-%v-heat%v-prefetch%v", c.slots, c.readers, c.policy, c.part, c.heat, prefetch)
+			t.Run(name, func(t *testing.T) {
+				var po policy.Options
+				if c.heat {
+					po.Heat = heat
+				}
+				h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, DeviceBudget: 4 * size, Readers: c.readers, Hashers: 1,
+					Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+				for tok := range tr.Tokens() {
+					for l := range d.Layers {
+						h.quiesce()
+						set := tr.Step(tok, l)
+						xs := make([]int, len(set))
+						for j, e := range set {
+							xs[j] = int(e)
+						}
+						cc := countConsumer{h: h, k: len(xs)}
+						if err := h.Stream(context.Background(), l, xs, &cc); err != nil {
+							t.Fatal(err)
+						}
+						if cc.n != len(xs) {
+							t.Fatalf("token %d layer %d: %d experts consumed, want %d", tok, l, cc.n, len(xs))
+						}
+						if hn := hints[tok*d.Layers+l]; len(hn.Experts) > 0 {
+							ys := make([]int, len(hn.Experts))
+							for j, e := range hn.Experts {
+								ys[j] = int(e)
+							}
+							// The hint given before the next step's Stream.
+							h.Hint(hn.Layer, ys)
+						}
+					}
+				}
+				h.quiesce()
+				st := h.Stats()
+				hw := sim.Hardware{StorageGBps: 1000, QueueDepth: c.readers, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
+					CPUExpertUS: 1, DenseMSPerLayer: 1}
+				sc := sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, Policy: c.policy,
+					Partition: c.part.String(), Options: po}
+				if prefetch {
+					// Shifted by one: the sim's hint i is given before step i's Stream.
+					sc.Hints = append([]sim.Hint{{}}, hints[:len(hints)-1]...)
+				}
+				r, err := sim.Run(tr, sc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := sim.Counters{Hits: st.Hits, Misses: st.Misses, Streamed: st.Streamed, BytesRead: st.BytesRead, Evictions: st.Evictions,
+					PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted}
+				if *r.Counters != want {
+					t.Errorf("simulated %+v\nhierarchy %+v", *r.Counters, want)
+				}
+				uses := float64(st.Hits + st.Misses + st.Streamed)
+				if r.HitRAM != float64(st.Hits)/uses || r.StorageBytesPerToken != float64(st.BytesRead)/float64(tr.Tokens()) {
+					t.Errorf("simulated hit rate %v, %v bytes per token; hierarchy %v, %v", r.HitRAM, r.StorageBytesPerToken,
+						float64(st.Hits)/uses, float64(st.BytesRead)/float64(tr.Tokens()))
+				}
+				total.Hits += r.Counters.Hits
+				total.Evictions += r.Counters.Evictions
+				total.PrefetchUseful += r.Counters.PrefetchUseful
+				total.PrefetchWasted += r.Counters.PrefetchWasted
+			})
+		}
+	}
+}
