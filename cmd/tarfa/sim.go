@@ -295,7 +295,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&part, "partition", "global", "capacity split: global or per-layer")
 	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
-	fs.Float64Var(&prefetch, "prefetch", 0, "fraction of a layer's I/O issued during the previous layer")
+	fs.Float64Var(&prefetch, "prefetch", 0, "prefetch, 0 to 1: with a device, the fraction of a layer's I/O issued during the previous layer; without one (--vram-gib 0), a predictor naming that fraction of the next layer's experts")
 	fs.IntVar(&warmup, "warmup", 0, "tokens to leave out of the per-token figures")
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
