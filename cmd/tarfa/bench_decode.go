@@ -26,6 +26,7 @@ type benchDecodeOptions struct {
 	direct           string
 	decode, repeat   int
 	ledger, noDrop   bool
+	ledgerPairs      int
 	asJSON           bool
 }
 
@@ -48,7 +49,8 @@ that, and says so when it cannot):
              storage per token, and the storage bound — those bytes ÷ raw's
              bandwidth of the same run
   ledger     (--ledger) decode with every routed expert resident, with and
-             without the session ledger, alternated
+             without the session ledger, alternated (--ledger-pairs of each
+             per round; the order swaps on odd rounds)
 
 Then it calibrates the simulator (tier/sim) on raw, hash and the resident decodes
 and predicts every decode from its own measured routing trace (target: within 15%).
@@ -68,6 +70,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 				{"readers", o.readers, 1, maxReaders},
 				{"decode-tokens", o.decode, 2, maxBenchTokens},
 				{"repeat", o.repeat, 1, maxBenchRepeat},
+				{"ledger-pairs", o.ledgerPairs, 1, 100},
 			} {
 				if err := checkRange(c.flag, c.v, c.lo, c.hi); err != nil {
 					return err
@@ -102,7 +105,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			update, finish := byteProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
 				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, Direct: direct,
-				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, NoDrop: o.noDrop, Progress: update})
+				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, LedgerPairs: o.ledgerPairs, NoDrop: o.noDrop, Progress: update})
 			finish()
 			if err != nil {
 				return err
@@ -131,6 +134,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.IntVar(&o.decode, "decode-tokens", 16, "tokens generated per timed generation (the prompt is one token)")
 	f.IntVar(&o.repeat, "repeat", 5, fmt.Sprintf("rounds (1 to %d)", maxBenchRepeat))
 	f.BoolVar(&o.ledger, "ledger", true, "measure the session ledger's cost (keeps every routed expert in RAM for it)")
+	f.IntVar(&o.ledgerPairs, "ledger-pairs", 1, "generations with and without the ledger per round, alternated (1 to 100)")
 	f.BoolVar(&o.noDrop, "no-drop", false, "do not drop the page cache (storage figures then come from memory, and say so)")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	return cmd

@@ -38,6 +38,7 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--ram-fraction", "0"}, "--ram-fraction 0: want more than 0, at most 1"},
 		{[]string{"bench", "decode", "--ram-fraction", "0.5,2"}, "--ram-fraction 2: want more than 0"},
 		{[]string{"bench", "decode", "--readers", "0"}, "--readers 0: want 1 to 256"},
+		{[]string{"bench", "decode", "--ledger-pairs", "0"}, "--ledger-pairs 0: want 1 to 100"},
 		{[]string{"bench", "decode", "--decode-tokens", "1"}, "--decode-tokens 1: want 2 to"},
 		{[]string{"bench", "decode", "--policy", "belady"}, `--policy "belady": want one of`},
 		{[]string{"bench", "decode", "--direct", "maybe"}, `--direct "maybe": want auto, on or off`},
@@ -83,7 +84,7 @@ func TestBenchIOJSONLeavesScratchAlone(t *testing.T) {
 func TestBenchDecodeJSON(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	out, err := runCLI(t, "", "bench", "decode", "--repeat", "2", "--decode-tokens", "4", "--ram-fraction", "0.5", "--readers", "2",
-		"--threads", "1", "--no-drop", "--json")
+		"--threads", "1", "--no-drop", "--ledger-pairs", "3", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestBenchDecodeJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if !res.Identical || len(res.Decode) != 2 || res.Decode[0].SecondsPerToken.N != 2 || res.Readers != 2 || res.CacheDropped || res.Ledger == nil ||
-		res.Decode[1].Predicted.N != 2 {
+		res.Decode[1].Predicted.N != 2 || res.Ledger.With.N != 6 || res.Ledger.Without.N != 6 {
 		t.Errorf("bench decode: %s", out)
 	}
 	txt, err := runCLI(t, "", "bench", "decode", "--repeat", "1", "--decode-tokens", "3", "--no-drop", "--ledger=false")

@@ -69,6 +69,7 @@ type Options struct {
 	DecodeTokens int  // tokens generated per timed generation (at least 2)
 	Repeat       int  // rounds
 	Ledger       bool // measure the ledger's cost (needs every routed expert to fit in RAM)
+	LedgerPairs  int  // ledger / no-ledger generations per round (0: 1)
 	// NoDrop measures without dropping the page cache: storage figures
 	// then come from memory, labelled so.
 	NoDrop bool
@@ -651,14 +652,18 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 			return nil
 		}
 	}
-	return []benchrun.Arm{
-		{Name: "decode, every expert resident, ledger (even rounds; none on odd)", Prepare: prep, Run: run(0)},
-		// Closed after each round, so only one model is open when the next
-		// figures run (every routed expert of a real checkpoint is most of
-		// the machine's memory).
-		{Name: "decode, every expert resident, no ledger (even rounds; ledger on odd)", Prepare: prep, Run: run(1),
-			After: func(context.Context) error { b.closeResident(); return nil }},
+	pairs := max(b.opt.LedgerPairs, 1)
+	arms := make([]benchrun.Arm, 0, 2*pairs)
+	for range pairs {
+		arms = append(arms,
+			benchrun.Arm{Name: "decode, every expert resident, ledger (even rounds; none on odd)", Prepare: prep, Run: run(0)},
+			benchrun.Arm{Name: "decode, every expert resident, no ledger (even rounds; ledger on odd)", Prepare: prep, Run: run(1)})
 	}
+	// Closed after each round, so only one model is open when the next
+	// figures run (every routed expert of a real checkpoint is most of the
+	// machine's memory).
+	arms[len(arms)-1].After = func(context.Context) error { b.closeResident(); return nil }
+	return arms
 }
 
 // calibrate fits the simulator to the raw, hash and resident figures and
