@@ -52,14 +52,12 @@ type PromptRun struct {
 // keeps every step's logits.
 func (r *Runner) GenerateLedger(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling) (PromptRun, error) {
 	pr := PromptRun{Run: golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}}
-	sess, l := r.NewSession()
-	defer r.endSession(sess)
-	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
-		pr.Run.Generated = append(pr.Run.Generated, tok)
-		pr.Run.Logits = append(pr.Run.Logits, append([]float32(nil), logits...))
+	res, err := r.Do(ctx, Request{Prompt: prompt, Gen: GenOptions(maxTokens, stop, s), KeepLogits: true}, func(t Token) error {
+		pr.Run.Generated = append(pr.Run.Generated, t.ID)
+		pr.Run.Logits = append(pr.Run.Logits, t.Logits)
 		return nil
 	})
-	pr.Result, pr.Ledger = res, l.Summary()
+	pr.Result, pr.Ledger, pr.Prefill = res.GenResult(), res.Ledger, res.Prefill
 	return pr, err
 }
 
