@@ -132,7 +132,7 @@ with status 130; a second Ctrl-C exits at once.
 			root.AddCommand(c)
 		}
 	}
-	add("model", newRunCommand(), newInspectCommand(), newConvertCommand(), newVerifyCommand(),
+	add("model", newRunCommand(), newServeCommand(), newInspectCommand(), newConvertCommand(), newVerifyCommand(),
 		newManifestCommand(), newKeysCommand())
 	add("check", newGoldenCommand(), newReplayCommand(), newAttestCommand(), newReportCommand(), newValidateCommand())
 	add("tools", newSynthCommand(), newTokenizeCommand(), newTemplateCommand(), newBenchCommand(), newSimCommand(), newVersionCommand())

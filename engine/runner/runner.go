@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -262,6 +263,35 @@ func (r *Runner) EncodeChat(messages json.RawMessage, enableThinking *bool) ([]i
 	in := map[string]any{"messages": messages, "add_generation_prompt": true}
 	if enableThinking != nil {
 		in["enable_thinking"] = *enableThinking
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, "", err
+	}
+	text, err := tpl.RenderJSON(b)
+	if err != nil {
+		return nil, "", err
+	}
+	return r.Tok.Encode(text), text, nil
+}
+
+// EncodeChatTools is EncodeChat with tool schemas passed to the template
+// (its "tools" variable). A template that never reads "tools" cannot
+// offer them: tools for it are an error rather than silently dropped.
+func (r *Runner) EncodeChatTools(messages []json.RawMessage, tools []json.RawMessage) ([]int, string, error) {
+	if err := r.needTokenizer("a chat prompt"); err != nil {
+		return nil, "", err
+	}
+	tpl, err := r.Tok.ChatTemplate()
+	if err != nil {
+		return nil, "", err
+	}
+	in := map[string]any{"messages": messages, "add_generation_prompt": true}
+	if len(tools) > 0 {
+		if !strings.Contains(tpl.Source(), "tools") {
+			return nil, "", fmt.Errorf("%s: the model's chat template does not read \"tools\": it cannot offer tools", r.Dir)
+		}
+		in["tools"] = tools
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
