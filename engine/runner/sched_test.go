@@ -220,6 +220,63 @@ func TestSchedulerLimits(t *testing.T) {
 	}
 }
 
+// TestSchedulerBudgetAdmission: sequences are admitted only while their
+// state fits the budget — with room for one, three requests submitted
+// together run one at a time; with room for three, together.
+func TestSchedulerBudgetAdmission(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct{ room, wantMax int }{{1, 1}, {3, 3}} {
+		s, err := NewScheduler(r, SchedOptions{MaxBatch: 4, StateBudget: int64(c.room) * StateBytes(r.Config, 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		most := 0
+		var streams []*Stream
+		// Submitted before the loop can admit any: the scheduler is busy
+		// with a request that holds it until all three are queued.
+		hold := make(chan struct{})
+		st0, err := s.Submit(context.Background(), Request{Prompt: []int{9}, Gen: engine.GenOptions{MaxTokens: 2},
+			StopAfter: func([]int) bool { <-hold; return false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); s.Stats().Active == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("never admitted")
+			}
+		}
+		for i := range 3 {
+			st, err := s.Submit(context.Background(), Request{Prompt: []int{1 + i, 2, 3}, Gen: engine.GenOptions{MaxTokens: 8},
+				StopAfter: func([]int) bool {
+					n := s.Stats().Active
+					mu.Lock()
+					most = max(most, n)
+					mu.Unlock()
+					return false
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, st)
+		}
+		close(hold)
+		for _, st := range append(streams, st0) {
+			if _, err := st.Result(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		if most != c.wantMax {
+			t.Errorf("room for %d sequences: up to %d active at once, want %d", c.room, most, c.wantMax)
+		}
+	}
+}
+
 // TestLogprobs checks the canonical log-softmax against float64 and the
 // order of the top list (by logit, ties to the lower id).
 func TestLogprobs(t *testing.T) {
