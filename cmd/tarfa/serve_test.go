@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,4 +149,79 @@ func TestServeFlags(t *testing.T) {
 			t.Errorf("serve %v: %v, want an error naming %s", c.args, err, c.want)
 		}
 	}
+}
+
+// TestChatPipes drives tarfa chat through stdin: a local model served
+// in-process, then a running tarfa serve (--url): streaming replies with
+// the mode and the experts verified, multi-turn history through the chat
+// template (a second turn's prompt holds the first), /system, /reset,
+// /stats, unknown commands; Ctrl-C (SIGINT) during a reply stops the
+// generation and the session goes on.
+func TestChatPipes(t *testing.T) {
+	pr, pw := io.Pipe()
+	p := start(t, nil, pr, "chat", "--max-tokens", "100000")
+	t.Cleanup(func() { pw.Close() }) // before start's cleanup waits for the child: its stdin copy ends
+	say := func(s string) { pw.Write([]byte(s + "\n")) }
+	waitFor(t, "the chat prompt", 60*time.Second, func() bool { return strings.Contains(p.stdout.String(), "[exact] you> ") })
+	if !strings.Contains(p.stderr.String(), "tarfa chat · local (local, in-process) · EXACT mode") {
+		t.Errorf("banner:\n%s", p.stderr.String())
+	}
+	// A reply to the end of the context takes seconds: interrupt it.
+	say("Tell me everything")
+	n := len(p.stdout.String())
+	waitFor(t, "the reply to stream", 30*time.Second, func() bool { return len(p.stdout.String()) > n+40 })
+	p.cmd.Process.Signal(os.Interrupt)
+	waitFor(t, "the interruption", 10*time.Second, func() bool {
+		return strings.Contains(p.stdout.String(), "[exact · interrupted: generation stopped]")
+	})
+	say("/stats")
+	waitFor(t, "/stats", 10*time.Second, func() bool { return strings.Contains(p.stdout.String(), "expert uses by tier: storage ") })
+	say("/system Answer briefly")
+	say("Hello")
+	waitFor(t, "a reply", 30*time.Second, func() bool { return strings.Contains(p.stdout.String(), " experts verified · logits chain ") })
+	say("/bogus")
+	say("/reset")
+	pw.Close()
+	if code := p.exitWithin(t, 30*time.Second); code != 0 {
+		t.Fatalf("chat exited %d:\n%s\n%s", code, p.stdout.String(), p.stderr.String())
+	}
+	out := p.stdout.String()
+	for _, want := range []string{"mode exact · 0 replies", "(system turn set; conversation forgotten)", "[exact · ", "unknown command /bogus", "(conversation forgotten)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(p.stderr.String(), "interrupted, stopping") {
+		t.Errorf("Ctrl-C during a reply stopped chat:\n%s", p.stderr.String())
+	}
+
+	// Against a running server, with its API key; the second turn's
+	// prompt holds the first turn (usage grows by more than the new line).
+	tmp := t.TempDir()
+	apiKey := filepath.Join(tmp, "api-key")
+	os.WriteFile(apiKey, []byte("k3y"), 0o600)
+	srv, base := startServe(t, "--api-key-file", apiKey, "--default-max-tokens", "4")
+	pr2, pw2 := io.Pipe()
+	c := start(t, nil, pr2, "chat", "--url", base, "--api-key-file", apiKey, "--max-tokens", "5")
+	t.Cleanup(func() { pw2.Close() })
+	pw2.Write([]byte("One\nTwo\n/stats\n"))
+	pw2.Close()
+	if code := c.exitWithin(t, 60*time.Second); code != 0 {
+		t.Fatalf("chat --url exited %d:\n%s\n%s", code, c.stdout.String(), c.stderr.String())
+	}
+	if got := strings.Count(c.stdout.String(), "[exact · 5 tokens · "); got != 2 || !strings.Contains(c.stdout.String(), "mode exact · 2 replies, 10 tokens") {
+		t.Errorf("chat --url output:\n%s", c.stdout.String())
+	}
+	resp, b := httpDo(t, "GET", base+"/metrics", "k3y", "")
+	m := regexp.MustCompile(`(?m)^tarfa_prompt_tokens_total (\d+)$`).FindStringSubmatch(string(b))
+	if resp.StatusCode != 200 || m == nil {
+		t.Fatalf("metrics: %d %s", resp.StatusCode, b)
+	}
+	// Turn one: system-less "One" (about 10 tokens); turn two repeats it
+	// and the reply, so the total is well above twice one turn.
+	if total, _ := strconv.Atoi(m[1]); total < 2*10+5 {
+		t.Errorf("prompt tokens of two turns: %d, the second turn does not carry the first", total)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	srv.exitWithin(t, 30*time.Second)
 }
