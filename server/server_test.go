@@ -846,3 +846,47 @@ func (s *sse) next() (string, error) {
 		}
 	}
 }
+
+// TestToolsAndMetrics: tools go through the chat template (the prompt
+// grows by their schema), and /metrics exposes the server's figures in
+// the Prometheus text format.
+func TestToolsAndMetrics(t *testing.T) {
+	f := newFixture(t, Options{}, runner.SchedOptions{})
+	plain := `{"model":"tarfa-test","messages":[{"role":"user","content":"weather?"}],"max_tokens":2}`
+	tools := `{"model":"tarfa-test","messages":[{"role":"user","content":"weather?"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`
+	var usage [2]int
+	for i, body := range []string{plain, tools} {
+		resp, b := f.post(t, "/v1/chat/completions", body)
+		var c struct{ Usage Usage }
+		if err := json.Unmarshal(b, &c); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		usage[i] = c.Usage.PromptTokens
+	}
+	msg, _ := json.Marshal(map[string]string{"role": "user", "content": "weather?"})
+	_, text, err := f.r.EncodeChatTools([]json.RawMessage{msg}, []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"get_weather","description":"Weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`)})
+	if err != nil || !strings.Contains(text, "get_weather") || usage[1] <= usage[0] {
+		t.Errorf("tools: prompt tokens %d with, %d without; rendered %q %v", usage[1], usage[0], text, err)
+	}
+	if resp, b := f.post(t, "/v1/chat/completions", strings.Replace(tools, `"type":"function"`, `"type":"retrieval"`, 1)); resp.StatusCode != 400 || !strings.Contains(string(b), "tools[0]") {
+		t.Errorf("a tool of another type: %d %s", resp.StatusCode, b)
+	}
+	resp, err := http.Get(f.hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := string(b)
+	for _, want := range []string{"tarfa_generated_tokens_total 4", "tarfa_queue_depth 0", "tarfa_active_sequences 0",
+		`tarfa_requests_total{code="200",endpoint="/v1/chat/completions"} 2`, `tarfa_requests_total{code="400",endpoint="/v1/chat/completions"} 1`,
+		"tarfa_verified_bytes_total ", "tarfa_expert_uses_total{tier=", "tarfa_time_to_first_token_seconds_count 2", "tarfa_scrub_failures_total 0",
+		"tarfa_batch_steps_total "} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("/metrics Content-Type %q", resp.Header.Get("Content-Type"))
+	}
+}
