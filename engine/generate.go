@@ -131,19 +131,38 @@ func (g GenOptions) check() error {
 // PCGStream is the fixed second seed word of the sampling PCG.
 const PCGStream uint64 = 0x7461726661736d70 // "tarfasmp"
 
-// sampler picks tokens from logits; it owns its scratch buffers.
-type sampler struct {
+// NewSampler returns a Sampler for g's temperature, TopP, TopK and Seed
+// (MaxTokens and Stop are not its business and not checked).
+func NewSampler(g GenOptions) (*Sampler, error) {
+	g.MaxTokens = max(g.MaxTokens, 1)
+	if err := g.check(); err != nil {
+		return nil, err
+	}
+	return newSampler(g), nil
+}
+
+// Pick chooses the next token from logits (length vocab). Greedy picks
+// are the argmax, ties to the lowest id; a sampled pick draws once from
+// the sampler's PCG.
+func (sp *Sampler) Pick(logits []float32) (int, error) { return sp.pick(logits) }
+
+// Sampler picks tokens from logits the way Generate does (the rule is in
+// Generate's doc comment); it owns its scratch buffers and its PCG, so a
+// caller that steps sessions itself (a batching scheduler) picks the same
+// tokens as Generate for the same logits and options. A Sampler is not
+// safe for concurrent use.
+type Sampler struct {
 	g    GenOptions
 	rng  *rand.PCG
 	cand []int32
 	z, e []float32
 }
 
-func newSampler(g GenOptions) *sampler {
-	return &sampler{g: g, rng: rand.NewPCG(g.Seed, PCGStream)}
+func newSampler(g GenOptions) *Sampler {
+	return &Sampler{g: g, rng: rand.NewPCG(g.Seed, PCGStream)}
 }
 
-func (sp *sampler) pick(logits []float32) (int, error) {
+func (sp *Sampler) pick(logits []float32) (int, error) {
 	if sp.g.Temperature == 0 {
 		a := canon.Argmax(logits)
 		if a < 0 {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -132,7 +133,7 @@ with status 130; a second Ctrl-C exits at once.
 			root.AddCommand(c)
 		}
 	}
-	add("model", newRunCommand(), newInspectCommand(), newConvertCommand(), newVerifyCommand(),
+	add("model", newRunCommand(), newServeCommand(), newChatCommand(), newInspectCommand(), newConvertCommand(), newVerifyCommand(),
 		newManifestCommand(), newKeysCommand())
 	add("check", newGoldenCommand(), newReplayCommand(), newAttestCommand(), newReportCommand(), newValidateCommand())
 	add("tools", newSynthCommand(), newTokenizeCommand(), newTemplateCommand(), newBenchCommand(), newSimCommand(), newVersionCommand())
@@ -171,6 +172,18 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
+// interruptHook, while set, receives SIGINT instead of the default
+// handling below (chat: Ctrl-C ends the generation, not the session).
+// SIGTERM is never taken over.
+var interruptHook atomic.Pointer[func()]
+
+// takeInterrupts makes f receive SIGINT until the returned function is
+// called.
+func takeInterrupts(f func()) (restore func()) {
+	interruptHook.Store(&f)
+	return func() { interruptHook.Store(nil) }
+}
+
 // interruptContext returns a context that the first SIGINT or SIGTERM
 // cancels (the command stops, cleans up and main exits with status 130); a
 // second signal exits at once with status 130. stop releases the signals.
@@ -180,10 +193,17 @@ func interruptContext(parent context.Context) (context.Context, func()) {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
+		for {
+			select {
+			case sig := <-sigs:
+				if h := interruptHook.Load(); h != nil && sig == os.Interrupt {
+					(*h)()
+					continue
+				}
+			case <-done:
+				return
+			}
+			break
 		}
 		fmt.Fprintln(os.Stderr, "\ntarfa: interrupted, stopping (interrupt again to quit at once)")
 		cancel()

@@ -23,6 +23,7 @@ import (
 // sees them, several processes at once.
 
 var (
+	goCache string // the build cache before TestMain moved XDG_CACHE_HOME
 	binOnce sync.Once
 	binPath string
 	binErr  error
@@ -38,7 +39,11 @@ func tarfaBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "tarfa")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		c := exec.Command("go", "build", "-o", binPath, ".")
+		if goCache != "" {
+			c.Env = append(os.Environ(), "GOCACHE="+goCache)
+		}
+		out, err := c.CombinedOutput()
 		if err != nil {
 			binErr = errors.New(string(out))
 		}
@@ -58,6 +63,11 @@ func TestMain(m *testing.M) {
 	cache, err := os.MkdirTemp("", "tarfa-cmd-test-cache-")
 	if err != nil {
 		panic(err)
+	}
+	// The binary the tests run is built with the user's Go build cache,
+	// which lives under XDG_CACHE_HOME unless GOCACHE says otherwise.
+	if b, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+		goCache = strings.TrimSpace(string(b))
 	}
 	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()

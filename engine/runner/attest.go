@@ -52,14 +52,12 @@ type PromptRun struct {
 // keeps every step's logits.
 func (r *Runner) GenerateLedger(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling) (PromptRun, error) {
 	pr := PromptRun{Run: golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}}
-	sess, l := r.NewSession()
-	defer r.endSession(sess)
-	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
-		pr.Run.Generated = append(pr.Run.Generated, tok)
-		pr.Run.Logits = append(pr.Run.Logits, append([]float32(nil), logits...))
+	res, err := r.Do(ctx, Request{Prompt: prompt, Gen: GenOptions(maxTokens, stop, s), KeepLogits: true}, func(t Token) error {
+		pr.Run.Generated = append(pr.Run.Generated, t.ID)
+		pr.Run.Logits = append(pr.Run.Logits, t.Logits)
 		return nil
 	})
-	pr.Result, pr.Ledger = res, l.Summary()
+	pr.Result, pr.Ledger, pr.Prefill = res.GenResult(), res.Ledger, res.Prefill
 	return pr, err
 }
 
@@ -305,4 +303,52 @@ func HostFacts() attest.RunHost {
 		h.MemBytes = memTotal(b)
 	}
 	return h
+}
+
+// ResponsePredicate builds the run predicate of one generation that ran
+// through a scheduler (a served response): the model, build and host
+// facts as AttestRun states them and one prompt from the request's own
+// ledger, so that a report never mixes requests that shared batch steps.
+// source names the request (its attestation id). A generation that
+// Request.StopAfter ended (a stop string) is recorded with max_tokens the
+// number of tokens it generated, so a replay stops where it did. Nothing
+// is re-hashed at the end (final_scrub_bytes 0): the integrity section
+// states the scrub schedule and what it has done so far.
+func (r *Runner) ResponsePredicate(source string, res Result, opt AttestOptions) (*attest.RunPredicate, error) {
+	p, err := r.runModel(opt)
+	if err != nil {
+		return nil, err
+	}
+	s := res.Ledger
+	now := time.Now().UTC()
+	p.Build, p.Host, p.Mode = opt.Build, opt.Host, s.Mode
+	p.StartedAt = now.Add(-time.Duration((res.Queued + res.Prefill + res.Decode).Nanoseconds()))
+	p.FinishedAt = now
+	tensors, bytes := r.Engine.Loaded()
+	p.Load = attest.RunLoad{Tensors: tensors, Bytes: bytes, Seconds: opt.LoadSeconds}
+	p.Hashed = map[jnf.Alg]int64{jnf.BLAKE3: bytes}
+	for a, n := range s.BytesHashed {
+		p.Hashed[a] += n
+	}
+	g := res.Gen
+	maxTokens := g.MaxTokens
+	if res.StopReason == StopSequence {
+		maxTokens = len(res.Tokens)
+	}
+	stop := append([]int{}, g.Stop...)
+	sm := golden.Sampling{Temperature: float64(g.Temperature), TopP: float64(g.TopP), TopK: g.TopK, Seed: g.Seed}
+	p.Prompts = []attest.RunPrompt{{Index: 0, Source: source, PromptTokens: s.PromptTokens, Generated: s.Generated, MaxTokens: maxTokens,
+		Stop: stop, Sampling: sm, StopReason: res.StopReason,
+		Transcript:  attest.TranscriptDigest(r.Checkpoint.Root(), s.PromptTokens, s.Generated),
+		LogitsChain: s.LogitsChain, RoutingDigest: s.RoutingDigest, RoutingEntries: s.RoutingEntries,
+		ExpertsUsed: len(s.Experts), Hashed: s.BytesHashed,
+		PrefillSeconds: res.Prefill.Seconds(), DecodeSeconds: res.Decode.Seconds()}}
+	p.Experts, p.KPerLayer = s.Experts, s.KPerLayer
+	p.Integrity = attest.RunIntegrity{Scrub: "off"}
+	if r.Tier != nil {
+		st := r.Tier.Stats()
+		p.Integrity = attest.RunIntegrity{Scrub: r.Tier.Options().Scrub.String(), Passes: st.ScrubPasses, ScrubbedBytes: st.ScrubbedBytes,
+			ScrubFailures: st.ScrubFailures}
+	}
+	return p, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +36,10 @@ type Runner struct {
 	// Tier is the streaming hierarchy the experts come through (nil: the
 	// engine's default path, Options.ExpertCacheBytes).
 	Tier *tier.Hierarchy
+
+	schedOnce sync.Once
+	sched     *Scheduler
+	schedErr  error
 
 	trace   *traceRecorder // nil unless Options.Trace
 	heat    *tier.Heat     // nil unless Options.HeatDir
@@ -170,6 +175,9 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 // Close finishes the trace and releases the hierarchy and the model files.
 func (r *Runner) Close() error {
 	var err error
+	if r.sched != nil {
+		r.sched.Close()
+	}
 	if r.trace != nil {
 		err = r.trace.close()
 	}
@@ -267,6 +275,35 @@ func (r *Runner) EncodeChat(messages json.RawMessage, enableThinking *bool) ([]i
 	return r.Tok.Encode(text), text, nil
 }
 
+// EncodeChatTools is EncodeChat with tool schemas passed to the template
+// (its "tools" variable). A template that never reads "tools" cannot
+// offer them: tools for it are an error rather than silently dropped.
+func (r *Runner) EncodeChatTools(messages []json.RawMessage, tools []json.RawMessage) ([]int, string, error) {
+	if err := r.needTokenizer("a chat prompt"); err != nil {
+		return nil, "", err
+	}
+	tpl, err := r.Tok.ChatTemplate()
+	if err != nil {
+		return nil, "", err
+	}
+	in := map[string]any{"messages": messages, "add_generation_prompt": true}
+	if len(tools) > 0 {
+		if !strings.Contains(tpl.Source(), "tools") {
+			return nil, "", fmt.Errorf("%s: the model's chat template does not read \"tools\": it cannot offer tools", r.Dir)
+		}
+		in["tools"] = tools
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, "", err
+	}
+	text, err := tpl.RenderJSON(b)
+	if err != nil {
+		return nil, "", err
+	}
+	return r.Tok.Encode(text), text, nil
+}
+
 // PromptTokens turns a prompt-file line into token ids.
 func (r *Runner) PromptTokens(p golden.Prompt) ([]int, error) {
 	switch {
@@ -303,6 +340,57 @@ func (r *Runner) MaxNewTokens(n int) int {
 	return max(0, r.ContextLimit()-n+1)
 }
 
+// Scheduler is the runner's own scheduler (default SchedOptions, no state
+// budget), started on first use: the generation path of Generate and
+// GenerateLedger. Close stops it.
+func (r *Runner) Scheduler() (*Scheduler, error) {
+	r.schedOnce.Do(func() { r.sched, r.schedErr = NewScheduler(r, SchedOptions{}) })
+	return r.sched, r.schedErr
+}
+
+// Do runs req through the runner's scheduler, calling onToken (if not nil)
+// with every token as it comes; an error from onToken ends the request and
+// is returned. It returns ctx's error within one model layer of ctx being
+// done when req is the only request in its step, else before the next.
+func (r *Runner) Do(ctx context.Context, req Request, onToken func(Token) error) (Result, error) {
+	s, err := r.Scheduler()
+	if err != nil {
+		return Result{}, err
+	}
+	return Do(ctx, s, req, onToken)
+}
+
+// Do submits req to s and waits for its end, calling onToken (if not nil)
+// with every token as it comes.
+func Do(ctx context.Context, s *Scheduler, req Request, onToken func(Token) error) (Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := s.Submit(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	var cbErr error
+	for cbErr == nil {
+		toks, done, err := st.Next(ctx)
+		if err != nil || done {
+			break
+		}
+		for _, t := range toks {
+			if onToken != nil {
+				if cbErr = onToken(t); cbErr != nil {
+					cancel()
+					break
+				}
+			}
+		}
+	}
+	res, err := st.Result(context.Background())
+	if cbErr != nil {
+		err = cbErr
+	}
+	return res, err
+}
+
 // Generate runs one prompt in a fresh session and returns the run and the
 // engine's account of it (stop reason, prefill and decode times); with
 // keepLogits the run holds a copy of every step's logits (golden record and
@@ -310,19 +398,18 @@ func (r *Runner) MaxNewTokens(n int) int {
 // error within one model layer of ctx being done.
 func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop []int, s golden.Sampling, keepLogits bool, onToken func(int) error) (golden.Run, engine.GenResult, error) {
 	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
-	sess, _ := r.NewSession()
-	res, err := engine.Generate(ctx, sess, prompt, GenOptions(maxTokens, stop, s), func(tok int, logits []float32) error {
-		run.Generated = append(run.Generated, tok)
+	req := Request{Prompt: prompt, Gen: GenOptions(maxTokens, stop, s), KeepLogits: keepLogits}
+	res, err := r.Do(ctx, req, func(t Token) error {
+		run.Generated = append(run.Generated, t.ID)
 		if keepLogits {
-			run.Logits = append(run.Logits, append([]float32(nil), logits...))
+			run.Logits = append(run.Logits, t.Logits)
 		}
 		if onToken != nil {
-			return onToken(tok)
+			return onToken(t.ID)
 		}
 		return nil
 	})
-	r.endSession(sess)
-	return run, res, err
+	return run, res.GenResult(), err
 }
 
 // endSession adds a finished session to the trace and the heat ledger and

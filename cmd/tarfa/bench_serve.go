@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/server"
+)
+
+func init() { benchSubcommands = append(benchSubcommands, newBenchServeCommand) }
+
+type benchServeOptions struct {
+	model        string
+	clients      string
+	maxTokens    int
+	promptTokens int
+	threads      int
+	asJSON       bool
+	tier         tierFlags
+}
+
+// benchServeRow is one concurrency level of bench serve.
+type benchServeRow struct {
+	Clients        int     `json:"clients"`
+	Tokens         int     `json:"tokens"`
+	Seconds        float64 `json:"seconds"`
+	TokensPerSec   float64 `json:"tokens_per_second"`
+	TTFTp50        float64 `json:"ttft_p50_s"`
+	TTFTp99        float64 `json:"ttft_p99_s"`
+	ITLp50         float64 `json:"itl_p50_s"`
+	ITLp99         float64 `json:"itl_p99_s"`
+	VerifiedPerTok float64 `json:"bytes_verified_per_token"`
+	ReadPerTok     float64 `json:"bytes_read_per_token"`
+	Steps          int64   `json:"steps"`
+	RowsPerStep    float64 `json:"rows_per_step"`
+	Identical      bool    `json:"identical_to_solo"`
+}
+
+func newBenchServeCommand() *cobra.Command {
+	var o benchServeOptions
+	cmd := &cobra.Command{
+		Use:   "serve [--model DIR] [--clients 1,4,16,64]",
+		Short: "Serving throughput and latency at several concurrency levels",
+		Long: `Bench serve starts tarfa serve's handler on a loopback TCP port and, for each
+--clients level C, sends C streamed completions at once (distinct prompts of
+--prompt-tokens token ids, greedy, --max-tokens each, logprobs on so that every
+token is its own event). It reports the aggregate tokens per second (all tokens
+÷ wall time of the level), p50/p99 time to first token and inter-token latency
+as the clients see them, the bytes verified (hashed) and read from storage per
+generated token (from the responses' own ledgers and the hierarchy), the rows
+per batch step, and whether every response is bit-identical (its logits chain)
+to the same request sent alone before the levels. Use --ram-budget 0 to make
+every expert use a verified read: the bytes per token then show what batching
+shares.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := parseClients(o.clients); err != nil {
+				return err
+			}
+			if err := checkRange("max-tokens", o.maxTokens, 1, 1<<16); err != nil {
+				return err
+			}
+			if err := checkRange("prompt-tokens", o.promptTokens, 1, 1<<16); err != nil {
+				return err
+			}
+			if err := threadsFlag(o.threads); err != nil {
+				return err
+			}
+			_, err := o.tier.options()
+			return err
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchServe(cmd, &o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.model, "model", "", "JNF model directory (default: the embedded default model)")
+	f.StringVar(&o.clients, "clients", "1,4,16,64", "concurrency levels, comma-separated")
+	f.IntVar(&o.maxTokens, "max-tokens", 32, "tokens generated per request")
+	f.IntVar(&o.promptTokens, "prompt-tokens", 16, "prompt length in tokens")
+	f.IntVar(&o.threads, "threads", 0, "CPU threads (0 = all cores)")
+	f.BoolVar(&o.asJSON, "json", false, "print the rows as JSON")
+	o.tier.add(cmd)
+	return cmd
+}
+
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return nil, fmt.Errorf("--clients %q: want numbers from 1 to 1024 separated by commas, e.g. 1,4,16,64", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// benchAnswer is what one streamed request saw.
+type benchAnswer struct {
+	ttft     time.Duration
+	itl      []time.Duration
+	tokens   int
+	chain    string
+	verified int64
+	err      error
+}
+
+func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
+	levels, _ := parseClients(o.clients)
+	r, _, err := openRunner(cmd, o.model, o.threads, &o.tier)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	most := slices.Max(levels)
+	sched, err := runner.NewScheduler(r, runner.SchedOptions{MaxBatch: most, MaxQueue: most, StepRows: max(256, most)})
+	if err != nil {
+		return err
+	}
+	defer sched.Close()
+	srv, err := server.New(server.Options{ModelName: "bench"})
+	if err != nil {
+		return err
+	}
+	srv.Attach(r, sched, runner.AttestOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	defer hs.Close()
+	base := "http://" + ln.Addr().String()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: most, MaxConnsPerHost: 0}}
+	vocab := r.Config.Vocab
+	prompt := func(i int) []int {
+		p := make([]int, o.promptTokens)
+		for j := range p {
+			p[j] = (7919*i + 104729*j + 13) % vocab
+		}
+		return p
+	}
+	ask := func(ctx context.Context, i int) benchAnswer {
+		body, _ := json.Marshal(map[string]any{"model": "bench", "prompt": prompt(i), "max_tokens": o.maxTokens, "temperature": 0,
+			"stream": true, "logprobs": 0})
+		t0 := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/completions", strings.NewReader(string(body)))
+		resp, err := hc.Do(req)
+		if err != nil {
+			return benchAnswer{err: err}
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return benchAnswer{err: fmt.Errorf("status %s", resp.Status)}
+		}
+		var a benchAnswer
+		last := t0
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<16), 1<<24)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || line == "[DONE]" {
+				continue
+			}
+			var c struct {
+				Choices []struct {
+					Logprobs *struct {
+						Tokens []string `json:"tokens"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+				Tarfa *server.Tarfa `json:"tarfa"`
+				Error any           `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Error != nil {
+				return benchAnswer{err: fmt.Errorf("event %q: %v", line, err)}
+			}
+			now := time.Now()
+			for _, ch := range c.Choices {
+				if ch.Logprobs == nil {
+					continue
+				}
+				for range ch.Logprobs.Tokens {
+					if a.tokens == 0 {
+						a.ttft = now.Sub(t0)
+					} else {
+						a.itl = append(a.itl, now.Sub(last))
+					}
+					last = now
+					a.tokens++
+				}
+			}
+			if c.Tarfa != nil {
+				a.chain, a.verified = c.Tarfa.LogitsChain, c.Tarfa.BytesVerified
+			}
+		}
+		if err := sc.Err(); err != nil {
+			a.err = err
+		}
+		return a
+	}
+	ctx := cmd.Context()
+	// The solo reference of every prompt a level sends.
+	solo := make([]string, most)
+	for i := range most {
+		a := ask(ctx, i)
+		if a.err != nil {
+			return a.err
+		}
+		solo[i] = a.chain
+	}
+	var rows []benchServeRow
+	for _, c := range levels {
+		st0 := sched.Stats()
+		var read0 int64
+		if r.Tier != nil {
+			read0 = r.Tier.Stats().BytesRead
+		}
+		answers := make([]benchAnswer, c)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for i := range c {
+			wg.Go(func() { answers[i] = ask(ctx, i) })
+		}
+		wg.Wait()
+		wall := time.Since(t0)
+		st1 := sched.Stats()
+		row := benchServeRow{Clients: c, Seconds: wall.Seconds(), Identical: true, Steps: st1.Steps - st0.Steps}
+		var ttft, itl []float64
+		var verified int64
+		for i, a := range answers {
+			if a.err != nil {
+				return fmt.Errorf("client %d of %d: %w", i, c, a.err)
+			}
+			row.Tokens += a.tokens
+			ttft = append(ttft, a.ttft.Seconds())
+			for _, d := range a.itl {
+				itl = append(itl, d.Seconds())
+			}
+			verified += a.verified
+			row.Identical = row.Identical && a.chain == solo[i]
+		}
+		row.TokensPerSec = float64(row.Tokens) / wall.Seconds()
+		row.TTFTp50, row.TTFTp99 = pct(ttft, 0.5), pct(ttft, 0.99)
+		row.ITLp50, row.ITLp99 = pct(itl, 0.5), pct(itl, 0.99)
+		row.VerifiedPerTok = float64(verified) / float64(max(row.Tokens, 1))
+		if r.Tier != nil {
+			row.ReadPerTok = float64(r.Tier.Stats().BytesRead-read0) / float64(max(row.Tokens, 1))
+		}
+		if row.Steps > 0 {
+			row.RowsPerStep = float64(st1.Rows-st0.Rows) / float64(row.Steps)
+		}
+		rows = append(rows, row)
+		if !o.asJSON {
+			fmt.Fprintf(cmd.OutOrStdout(), "%3d clients: %6d tokens in %7.2fs = %8.1f tok/s · TTFT p50 %7.1f ms p99 %7.1f ms · ITL p50 %7.1f ms p99 %7.1f ms · verified %s/token, read %s/token · %.1f rows/step · identical to solo: %v\n",
+				c, row.Tokens, row.Seconds, row.TokensPerSec, 1e3*row.TTFTp50, 1e3*row.TTFTp99, 1e3*row.ITLp50, 1e3*row.ITLp99,
+				sizeWords(int64(row.VerifiedPerTok)), sizeWords(int64(row.ReadPerTok)), row.RowsPerStep, row.Identical)
+		}
+	}
+	if o.asJSON {
+		return writeJSON(cmd.OutOrStdout(), rows)
+	}
+	for _, row := range rows {
+		if !row.Identical {
+			return failVerification(fmt.Errorf("at %d clients a response differs from the same request alone", row.Clients))
+		}
+	}
+	return nil
+}
+
+// pct is the q-quantile of xs (nearest rank).
+func pct(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

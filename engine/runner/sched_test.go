@@ -1,0 +1,306 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/engine"
+)
+
+// soloRun is a reference generation straight through engine.Generate in a
+// fresh session: what a request must produce whatever else runs with it.
+type soloRun struct {
+	tokens        []int
+	logprobs      []float32
+	top           [][]TokenLogprob
+	chain, routed string
+}
+
+func solo(t *testing.T, r *Runner, req Request) soloRun {
+	t.Helper()
+	sess, l := r.NewSession()
+	defer sess.Close()
+	var out soloRun
+	res, err := engine.Generate(context.Background(), sess, req.Prompt, req.Gen, func(tok int, logits []float32) error {
+		lp, top := Logprobs(logits, tok, req.TopLogprobs)
+		out.logprobs = append(out.logprobs, lp)
+		out.top = append(out.top, top)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.Summary()
+	out.tokens, out.chain, out.routed = res.Tokens, s.LogitsChain, s.RoutingDigest
+	return out
+}
+
+// testRequests are n requests of different prompt lengths (some longer
+// than the prefill chunk), greedy and sampled.
+func testRequests(n int) []Request {
+	var reqs []Request
+	for i := range n {
+		p := make([]int, 3+7*i%23)
+		for j := range p {
+			p[j] = (17*i + 31*j + 5) % 200
+		}
+		g := engine.GenOptions{MaxTokens: 6 + i%5}
+		if i%2 == 1 {
+			g.Temperature, g.TopP, g.TopK, g.Seed = 0.9, 0.95, 40, uint64(100+i)
+		}
+		reqs = append(reqs, Request{Prompt: p, Gen: g, Logprobs: true, TopLogprobs: i % 4})
+	}
+	return reqs
+}
+
+// TestSchedulerBatchedMatchesSolo runs N requests at once through one
+// scheduler (prefills in chunks of 4 beside other sequences' decodes) and
+// checks every request's tokens, logprobs, top logprobs, logits chain and
+// routing digest against the same request run alone.
+func TestSchedulerBatchedMatchesSolo(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	reqs := testRequests(8)
+	want := make([]soloRun, len(reqs))
+	for i, q := range reqs {
+		want[i] = solo(t, r, q)
+	}
+	for _, n := range []int{2, 4, 8} {
+		s, err := NewScheduler(r, SchedOptions{MaxBatch: n, PrefillChunk: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		got := make([]Result, n)
+		lps := make([][]Token, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				got[i], errs[i] = Do(context.Background(), s, reqs[i], func(tk Token) error {
+					lps[i] = append(lps[i], tk)
+					return nil
+				})
+			})
+		}
+		wg.Wait()
+		st := s.Stats()
+		s.Close()
+		if st.Steps == 0 || st.Rows <= st.Steps {
+			t.Errorf("N=%d: %d steps of %d rows: the requests were not batched", n, st.Steps, st.Rows)
+		}
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("N=%d request %d: %v", n, i, errs[i])
+			}
+			w, g := want[i], got[i]
+			if !slices.Equal(g.Tokens, w.tokens) {
+				t.Errorf("N=%d request %d: tokens %v, alone %v", n, i, g.Tokens, w.tokens)
+			}
+			if g.Ledger.LogitsChain != w.chain || g.Ledger.RoutingDigest != w.routed {
+				t.Errorf("N=%d request %d: logits chain %s routing %s, alone %s %s", n, i, g.Ledger.LogitsChain, g.Ledger.RoutingDigest, w.chain, w.routed)
+			}
+			for j, tk := range lps[i] {
+				if math.Float32bits(tk.Logprob) != math.Float32bits(w.logprobs[j]) || !slices.Equal(tk.Top, w.top[j]) {
+					t.Errorf("N=%d request %d token %d: logprob %v top %v, alone %v %v", n, i, j, tk.Logprob, tk.Top, w.logprobs[j], w.top[j])
+				}
+			}
+		}
+	}
+}
+
+// TestSchedulerCancel ends one request of two mid-generation: it returns
+// its context's error, its session and reservation are released, and the
+// other request is unaffected.
+func TestSchedulerCancel(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := NewScheduler(r, SchedOptions{MaxBatch: 4, StateBudget: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reqs := testRequests(2)
+	reqs[0].Gen.MaxTokens = 200
+	want := solo(t, r, reqs[1])
+	ctx, cancel := context.WithCancel(context.Background())
+	var res0 Result
+	var err0 error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res0, err0 = Do(ctx, s, reqs[0], func(tk Token) error {
+			if tk.ID >= 0 {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	res1, err1 := Do(context.Background(), s, reqs[1], nil)
+	<-done
+	if !errors.Is(err0, context.Canceled) || len(res0.Tokens) >= 200 {
+		t.Errorf("cancelled request: %v after %d tokens", err0, len(res0.Tokens))
+	}
+	if err1 != nil || !slices.Equal(res1.Tokens, want.tokens) || res1.Ledger.LogitsChain != want.chain {
+		t.Errorf("the other request: %v %v, alone %v", err1, res1.Tokens, want.tokens)
+	}
+	st := s.Stats()
+	if st.Active != 0 || st.Queued != 0 || st.StateReserved != 0 || st.Cancelled != 1 {
+		t.Errorf("after both ended: %+v", st)
+	}
+}
+
+// TestSchedulerLimits checks the queue limit, the state budget and
+// draining.
+func TestSchedulerLimits(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	one := StateBytes(r.Config, 64)
+	s, err := NewScheduler(r, SchedOptions{MaxBatch: 4, MaxQueue: 1, StateBudget: one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	long := Request{Prompt: make([]int, 300), Gen: engine.GenOptions{MaxTokens: 10}}
+	var be *BudgetError
+	if _, err := s.Submit(context.Background(), long); !errors.As(err, &be) || be.Need <= one || be.Budget != one {
+		t.Fatalf("a request over the state budget: %v", err)
+	}
+	// The budget holds one sequence: the first is admitted, the second
+	// waits, a third finds the queue full.
+	block := make(chan struct{})
+	first := Request{Prompt: []int{1, 2, 3}, Gen: engine.GenOptions{MaxTokens: 40}, StopAfter: func([]int) bool { <-block; return false }}
+	st1, err := s.Submit(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Active == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request was never admitted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st2, err := s.Submit(context.Background(), Request{Prompt: []int{4, 5}, Gen: engine.GenOptions{MaxTokens: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(context.Background(), Request{Prompt: []int{6}, Gen: engine.GenOptions{MaxTokens: 3}}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("third request with one waiting and MaxQueue 1: %v, want ErrQueueFull", err)
+	}
+	if st := s.Stats(); st.Active != 1 || st.Queued != 1 || st.StateReserved != StateBytes(r.Config, 43) {
+		t.Errorf("one admitted, one waiting: %+v", st)
+	}
+	close(block)
+	drained := make(chan error, 1)
+	go func() { drained <- s.Drain(context.Background()) }()
+	for _, st := range []*Stream{st1, st2} {
+		if res, err := st.Result(context.Background()); err != nil || len(res.Tokens) == 0 {
+			t.Errorf("queued request: %v %v", res.Tokens, err)
+		}
+	}
+	if err := <-drained; err != nil {
+		t.Error(err)
+	}
+	if _, err := s.Submit(context.Background(), first); !errors.Is(err, ErrClosed) {
+		t.Errorf("submit after Drain: %v, want ErrClosed", err)
+	}
+}
+
+// TestSchedulerBudgetAdmission: sequences are admitted only while their
+// state fits the budget — with room for one, three requests submitted
+// together run one at a time; with room for three, together.
+func TestSchedulerBudgetAdmission(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct{ room, wantMax int }{{1, 1}, {3, 3}} {
+		s, err := NewScheduler(r, SchedOptions{MaxBatch: 4, StateBudget: int64(c.room) * StateBytes(r.Config, 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		most := 0
+		var streams []*Stream
+		// Submitted before the loop can admit any: the scheduler is busy
+		// with a request that holds it until all three are queued.
+		hold := make(chan struct{})
+		st0, err := s.Submit(context.Background(), Request{Prompt: []int{9}, Gen: engine.GenOptions{MaxTokens: 2},
+			StopAfter: func([]int) bool { <-hold; return false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); s.Stats().Active == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("never admitted")
+			}
+		}
+		for i := range 3 {
+			st, err := s.Submit(context.Background(), Request{Prompt: []int{1 + i, 2, 3}, Gen: engine.GenOptions{MaxTokens: 8},
+				StopAfter: func([]int) bool {
+					n := s.Stats().Active
+					mu.Lock()
+					most = max(most, n)
+					mu.Unlock()
+					return false
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, st)
+		}
+		close(hold)
+		for _, st := range append(streams, st0) {
+			if _, err := st.Result(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		if most != c.wantMax {
+			t.Errorf("room for %d sequences: up to %d active at once, want %d", c.room, most, c.wantMax)
+		}
+	}
+}
+
+// TestLogprobs checks the canonical log-softmax against float64 and the
+// order of the top list (by logit, ties to the lower id).
+func TestLogprobs(t *testing.T) {
+	logits := []float32{1, 3, -2, 3, 0.5, 7, -1e30}
+	lp, top := Logprobs(logits, 2, 4)
+	var s float64
+	for _, l := range logits {
+		s += math.Exp(float64(l) - 7)
+	}
+	ref := func(i int) float64 { return float64(logits[i]) - 7 - math.Log(s) }
+	if math.Abs(float64(lp)-ref(2)) > 1e-5 {
+		t.Errorf("logprob of token 2: %v, float64 %v", lp, ref(2))
+	}
+	ids := []int{}
+	for _, tl := range top {
+		ids = append(ids, tl.ID)
+		if math.Abs(float64(tl.Logprob)-ref(tl.ID)) > 1e-5 {
+			t.Errorf("token %d: %v, float64 %v", tl.ID, tl.Logprob, ref(tl.ID))
+		}
+	}
+	if fmt.Sprint(ids) != "[5 1 3 0]" {
+		t.Errorf("top 4 ids %v, want [5 1 3 0]", ids)
+	}
+	if _, top := Logprobs(logits, 0, 0); top != nil {
+		t.Errorf("top 0: %v", top)
+	}
+}

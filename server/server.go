@@ -1,0 +1,306 @@
+// Package server is Tarfa's OpenAI-compatible HTTP server: the endpoints
+// (GET /v1/models, POST /v1/chat/completions and /v1/completions, plain
+// and server-sent events, GET /health, GET /metrics, GET
+// /v1/attestations/{id}), authentication, request limits and graceful
+// shutdown. Generation goes through a runner.Scheduler (continuous
+// batching); package openai translates the bodies.
+//
+// # Attestation
+//
+// Every completion says what produced it. Response headers carry what is
+// known when it starts — X-Tarfa-Mode (exact), X-Tarfa-Manifest-Root,
+// X-Tarfa-Attestation (the response's id) — and, for a non-streamed
+// response, what its own ledger recorded: X-Tarfa-Experts-Verified (the
+// distinct routed experts its tokens were computed with, each verified
+// against the manifest), X-Tarfa-Logits-Chain (the logits chain head) and
+// X-Tarfa-Routing (the routing-trace digest). A streamed response carries
+// the same facts in a "tarfa" member of its final chunks (clients do not
+// see HTTP trailers). With a signing key, GET /v1/attestations/{id}
+// returns the DSSE envelope of the response's run report, which `tarfa
+// attest verify` checks offline or by replay.
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/openai"
+)
+
+// Attestation headers.
+const (
+	HeaderMode            = "X-Tarfa-Mode"
+	HeaderManifestRoot    = "X-Tarfa-Manifest-Root"
+	HeaderExpertsVerified = "X-Tarfa-Experts-Verified"
+	HeaderLogitsChain     = "X-Tarfa-Logits-Chain"
+	HeaderRouting         = "X-Tarfa-Routing"
+	HeaderAttestation     = "X-Tarfa-Attestation"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBody         = 1 << 20
+	DefaultMaxTokens       = 256
+	DefaultMaxAttestations = 1024
+)
+
+// Options configures a Server.
+type Options struct {
+	// ModelName is the id of the one model served (GET /v1/models); a
+	// request naming another model gets 404.
+	ModelName string
+	// APIKey, if set, is required as "Authorization: Bearer KEY" on every
+	// endpoint but /health.
+	APIKey string
+	// MaxBody bounds a request body (default DefaultMaxBody); a larger one
+	// gets 413.
+	MaxBody int64
+	// DefaultMaxTokens is the generation limit of a request that sets none
+	// (default DefaultMaxTokens; never beyond the context).
+	DefaultMaxTokens int
+	// Signer, if set, signs every response's run report, served by GET
+	// /v1/attestations/{id}; the last MaxAttestations (default
+	// DefaultMaxAttestations) are kept.
+	Signer          ed25519.PrivateKey
+	MaxAttestations int
+	// Logger receives one line per request (never prompts or outputs);
+	// nil: none.
+	Logger *slog.Logger
+}
+
+// Server serves one model. Its handler answers 503 until Attach hands it
+// the model and after Shutdown has begun.
+type Server struct {
+	opt     Options
+	m       *metrics
+	mux     *http.ServeMux
+	state   atomic.Pointer[state]
+	closing atomic.Bool
+	created int64
+
+	attMu   sync.Mutex
+	att     map[string][]byte
+	attList []string
+}
+
+// state is what Attach provides.
+type state struct {
+	r      *runner.Runner
+	sched  *runner.Scheduler
+	attest runner.AttestOptions
+	root   string
+}
+
+// New returns a server that is not ready yet (Attach).
+func New(opt Options) (*Server, error) {
+	if opt.ModelName == "" {
+		return nil, errors.New("server: no model name")
+	}
+	if opt.MaxBody == 0 {
+		opt.MaxBody = DefaultMaxBody
+	}
+	if opt.DefaultMaxTokens == 0 {
+		opt.DefaultMaxTokens = DefaultMaxTokens
+	}
+	if opt.MaxAttestations == 0 {
+		opt.MaxAttestations = DefaultMaxAttestations
+	}
+	if opt.MaxBody < 1 || opt.DefaultMaxTokens < 1 || opt.MaxAttestations < 1 {
+		return nil, fmt.Errorf("server: MaxBody %d, DefaultMaxTokens %d, MaxAttestations %d: want each at least 1", opt.MaxBody, opt.DefaultMaxTokens, opt.MaxAttestations)
+	}
+	s := &Server{opt: opt, created: time.Now().Unix(), att: map[string][]byte{}}
+	s.m = newMetrics(s)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.Handle("GET /metrics", s.auth(s.m.handler()))
+	mux.Handle("GET /v1/models", s.auth(s.ready(s.models)))
+	mux.Handle("GET /v1/models/{id}", s.auth(s.ready(s.model)))
+	mux.Handle("POST /v1/chat/completions", s.auth(s.ready(s.chat)))
+	mux.Handle("POST /v1/completions", s.auth(s.ready(s.completions)))
+	mux.Handle("GET /v1/attestations/{id}", s.auth(s.ready(s.attestation)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, openai.Errorf(http.StatusNotFound, "", "unknown_url", "%s %s: no such endpoint", r.Method, r.URL.Path))
+	})
+	s.mux = mux
+	return s, nil
+}
+
+// Attach makes the server ready: r's model, generating through sched;
+// a holds the build and host facts (and load time) of the signed reports.
+func (s *Server) Attach(r *runner.Runner, sched *runner.Scheduler, a runner.AttestOptions) {
+	s.state.Store(&state{r: r, sched: sched, attest: a, root: r.Checkpoint.Root().String()})
+	_, bytes := r.Engine.Loaded()
+	s.m.verified.Add(float64(bytes))
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Shutdown stops taking requests (503 from now on), lets the queued and
+// in-flight ones finish until ctx is done, then ends the rest (their
+// streams end with an error event) and returns ctx's error if it had to.
+// The scheduler is closed either way.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	err := st.sched.Drain(ctx)
+	st.sched.Close()
+	return err
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	status, code := "ok", http.StatusOK
+	switch {
+	case s.closing.Load():
+		status, code = "shutting_down", http.StatusServiceUnavailable
+	case s.state.Load() == nil:
+		status, code = "loading", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "{\"status\":%q}\n", status)
+}
+
+// auth checks the bearer key.
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.opt.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.opt.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tarfa"`)
+			msg := "missing API key: send Authorization: Bearer KEY"
+			if len(got) > 0 {
+				msg = "incorrect API key"
+			}
+			s.m.request(r, http.StatusUnauthorized)
+			writeError(w, openai.Errorf(http.StatusUnauthorized, "", "invalid_api_key", "%s", msg))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ready answers 503 while the model loads or the server shuts down.
+func (s *Server) ready(h func(http.ResponseWriter, *http.Request, *state)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := s.state.Load()
+		switch {
+		case s.closing.Load():
+			w.Header().Set("Retry-After", "5")
+			s.m.request(r, http.StatusServiceUnavailable)
+			writeError(w, openai.Errorf(http.StatusServiceUnavailable, "", "shutting_down", "the server is shutting down"))
+		case st == nil:
+			w.Header().Set("Retry-After", "5")
+			s.m.request(r, http.StatusServiceUnavailable)
+			writeError(w, openai.Errorf(http.StatusServiceUnavailable, "", "not_ready", "the model is still being verified and loaded"))
+		default:
+			h(w, r, st)
+		}
+	})
+}
+
+func writeError(w http.ResponseWriter, e *openai.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(append(e.Body(), '\n'))
+}
+
+func writeJSON(w http.ResponseWriter, code int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// readBody reads a bounded request body.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
+	if err != nil {
+		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
+			return nil, openai.Errorf(http.StatusRequestEntityTooLarge, "", "request_too_large", "the request body is larger than %d bytes", mb.Limit)
+		}
+		return nil, openai.Errorf(http.StatusBadRequest, "", "invalid_body", "reading the request body: %v", err)
+	}
+	return b, nil
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// keep stores a signed report under id, dropping the oldest beyond the
+// limit.
+func (s *Server) keep(id string, env []byte) {
+	s.attMu.Lock()
+	defer s.attMu.Unlock()
+	s.att[id] = env
+	s.attList = append(s.attList, id)
+	for len(s.attList) > s.opt.MaxAttestations {
+		delete(s.att, s.attList[0])
+		s.attList = s.attList[1:]
+	}
+}
+
+func (s *Server) attestation(w http.ResponseWriter, r *http.Request, _ *state) {
+	id := r.PathValue("id")
+	if s.opt.Signer == nil {
+		s.m.request(r, http.StatusNotFound)
+		writeError(w, openai.Errorf(http.StatusNotFound, "id", "no_signing_key", "this server signs no reports: start tarfa serve with --key NAME"))
+		return
+	}
+	s.attMu.Lock()
+	env, ok := s.att[id]
+	s.attMu.Unlock()
+	if !ok {
+		s.m.request(r, http.StatusNotFound)
+		writeError(w, openai.Errorf(http.StatusNotFound, "id", "attestation_not_found", "no attestation %q (the server keeps the last %d)", id, s.opt.MaxAttestations))
+		return
+	}
+	s.m.request(r, http.StatusOK)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(env)
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request, _ *state) {
+	s.m.request(r, http.StatusOK)
+	b, _ := jsonMarshal(openai.ModelList{Object: "list", Data: []openai.Model{s.modelEntry()}})
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request, _ *state) {
+	if id := r.PathValue("id"); id != s.opt.ModelName {
+		s.m.request(r, http.StatusNotFound)
+		writeError(w, s.unknownModel(id))
+		return
+	}
+	s.m.request(r, http.StatusOK)
+	b, _ := jsonMarshal(s.modelEntry())
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) modelEntry() openai.Model {
+	return openai.Model{ID: s.opt.ModelName, Object: "model", Created: s.created, OwnedBy: "tarfa"}
+}
+
+func (s *Server) unknownModel(name string) *openai.Error {
+	return openai.Errorf(http.StatusNotFound, "model", "model_not_found", "the model %q does not exist: this server runs %q", name, s.opt.ModelName)
+}
