@@ -5,8 +5,41 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/backendtest"
+	"github.com/tarfa-ai/tarfa/engine/cpu"
 )
+
+// checkDeviceCounters checks a simulated device's counters against what the
+// model did: at load, the bytes of every weight it uploaded; since (run),
+// one expert copy of the expert's bytes for every streamed expert the
+// model placed on the device, a cached use for every device hit.
+func checkDeviceCounters(t *testing.T, m *Model, atLoad, run backend.Counters) {
+	t.Helper()
+	var up int64
+	for _, w := range m.weights {
+		up += w.Bytes()
+	}
+	if atLoad.UploadBytes != up || up == 0 {
+		t.Errorf("counters: %d bytes uploaded at load, the model uploaded %d", atLoad.UploadBytes, up)
+	}
+	st := m.Stats()
+	streamedOnDevice := st.ExpertsOnDevice - st.ExpertDeviceHits
+	if run.ExpertsLoaded != streamedOnDevice {
+		t.Errorf("counters: %d experts loaded, the model placed %d streamed experts on the device", run.ExpertsLoaded, streamedOnDevice)
+	}
+	if run.ExpertsCached != st.ExpertDeviceHits {
+		t.Errorf("counters: %d cached expert uses, the model counted %d device hits", run.ExpertsCached, st.ExpertDeviceHits)
+	}
+	cfg := m.Config()
+	per := 3 * 2 * int64(cfg.Hidden) * int64(cfg.MoEIntermediate) // BF16 gate, up, down
+	if run.ExpertH2DBytes != run.ExpertsLoaded*per {
+		t.Errorf("counters: %d expert bytes copied for %d experts of %d bytes", run.ExpertH2DBytes, run.ExpertsLoaded, per)
+	}
+	if run.H2DBytes <= run.ExpertH2DBytes || run.D2HBytes == 0 {
+		t.Errorf("counters: %d bytes to the device (%d of experts), %d back: activations not counted", run.H2DBytes, run.ExpertH2DBytes, run.D2HBytes)
+	}
+}
 
 // TestDeviceBackendPlacements runs every reference prompt on a simulated
 // device backend (deferred execution, its own memory, experts resident by
@@ -22,8 +55,10 @@ func TestDeviceBackendPlacements(t *testing.T) {
 			for _, slots := range []int{0, 3, 1000} {
 				t.Run(fmt.Sprintf("%s/%s/slots=%d", c.ckpt, pl, slots), func(t *testing.T) {
 					ref := readReference(t, c.fixture)
-					m := loadWith(t, c.ckpt, Options{Backend: backendtest.NewDevice(2, slots), Placement: pl, ExpertCacheBytes: -1})
+					be := backendtest.NewDevice(2, slots)
+					m := loadWith(t, c.ckpt, Options{Backend: be, Placement: pl, ExpertCacheBytes: -1})
 					defer m.Close()
+					loaded := be.(backend.Meter).Counters()
 					var all [][]float32
 					for _, p := range ref.Prompts {
 						s := m.NewSession()
@@ -47,6 +82,7 @@ func TestDeviceBackendPlacements(t *testing.T) {
 					case pl == PlaceRandom && (st.ExpertsOnHost == 0 || st.ExpertsOnDevice == st.ExpertDeviceHits):
 						t.Errorf("placement random used one side only")
 					}
+					checkDeviceCounters(t, m, loaded, be.(backend.Meter).Counters().Sub(loaded))
 					if slots >= 1000 && pl != PlaceHost && st.ExpertDeviceHits == 0 {
 						t.Errorf("room for every expert on the device and none served from it")
 					}
@@ -144,5 +180,28 @@ func TestBatchMatchesSolo(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCPUCounters checks the CPU backend's counters: an expert taken by
+// LoadExpert for every expert use the model computed on it, and nothing
+// copied to a device.
+func TestCPUCounters(t *testing.T) {
+	c := conformance[0]
+	be := cpu.New(2)
+	m := loadWith(t, c.ckpt, Options{Backend: be, ExpertCacheBytes: -1})
+	defer m.Close()
+	ref := readReference(t, c.fixture)
+	s := m.NewSession()
+	defer s.Close()
+	if _, err := s.Forward(ref.Prompts[0], true); err != nil {
+		t.Fatal(err)
+	}
+	got, st := be.Counters(), m.Stats()
+	if got.ExpertsLoaded != st.ExpertsOnDevice || got.ExpertsLoaded == 0 || st.ExpertsOnHost != 0 {
+		t.Errorf("cpu counters: %d experts loaded, the model computed %d on its backend (%d on the host)", got.ExpertsLoaded, st.ExpertsOnDevice, st.ExpertsOnHost)
+	}
+	if got.H2DBytes != 0 || got.ExpertH2DBytes != 0 || got.UploadBytes != 0 || got.KernelSeconds != 0 {
+		t.Errorf("cpu counters: %+v: a host backend copies nothing to a device", got)
 	}
 }

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
@@ -31,6 +32,27 @@ type device struct {
 	mu       sync.Mutex
 	resident map[jnf.Digest]*devExpert
 	order    []jnf.Digest // FIFO of resident digests
+
+	// counters (Counters): the bytes each operation copies across, counted
+	// when it is enqueued
+	h2d, h2dCopies, expertH2D, d2h, upload atomic.Int64
+	loaded, cached                         atomic.Int64
+}
+
+// Counters reports what the simulated device copied: Write's values,
+// LoadExpert's expert bytes and index lists count as host-to-device, Read
+// and Route's expert ids as device-to-host. It measures no time.
+func (d *device) Counters() backend.Counters {
+	return backend.Counters{H2DBytes: d.h2d.Load(), H2DCopies: d.h2dCopies.Load(), ExpertH2DBytes: d.expertH2D.Load(),
+		D2HBytes: d.d2h.Load(), ExpertsLoaded: d.loaded.Load(), ExpertsCached: d.cached.Load(), UploadBytes: d.upload.Load()}
+}
+
+// toDevice counts a host-to-device copy of n bytes.
+func (d *device) toDevice(n int) {
+	if n > 0 {
+		d.h2d.Add(int64(n))
+		d.h2dCopies.Add(1)
+	}
 }
 
 type devMem struct{ host backend.Buf }
@@ -59,10 +81,16 @@ type devWeight struct{}
 
 func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, _ backend.Use) error {
 	*w = backend.Weight{Key: key, Dev: devWeight{}}
-	return w.Host.Init(v, rows, cols)
+	if err := w.Host.Init(v, rows, cols); err != nil {
+		return err
+	}
+	d.upload.Add(w.Bytes())
+	return nil
 }
 
 func (d *device) Drop(w *backend.Weight) { *w = backend.Weight{} }
+
+var _ backend.Meter = (*device)(nil)
 
 func (d *device) Residency() backend.Residency {
 	return backend.Residency{Device: "fake device", ExpertSlots: d.slots}
@@ -130,11 +158,13 @@ func (q *devQueue) Close() error { return nil }
 
 func (q *devQueue) Write(dst backend.Buf, src []float32) {
 	d, s := q.b("Write", dst), append([]float32(nil), src...)
+	q.d.toDevice(4 * len(s))
 	q.do(func() { q.h.Write(d, s) })
 }
 
 func (q *devQueue) Read(dst []float32, src backend.Buf) {
 	s := q.b("Read", src)
+	q.d.d2h.Add(int64(4 * len(dst)))
 	q.do(func() { q.h.Read(dst, s) })
 }
 
@@ -150,16 +180,19 @@ func (q *devQueue) Copy(dst backend.Buf, ds int, src backend.Buf, ss int, rows, 
 
 func (q *devQueue) Gather(dst, src backend.Buf, idx []int32, n int) {
 	d, s, i := q.b("Gather", dst), q.b("Gather", src), append([]int32(nil), idx...)
+	q.d.toDevice(4 * len(i))
 	q.do(func() { q.h.Gather(d, s, i, n) })
 }
 
 func (q *devQueue) Scatter(dst, src backend.Buf, idx []int32, n int) {
 	d, s, i := q.b("Scatter", dst), q.b("Scatter", src), append([]int32(nil), idx...)
+	q.d.toDevice(4 * len(i))
 	q.do(func() { q.h.Scatter(d, s, i, n) })
 }
 
 func (q *devQueue) Embed(dst backend.Buf, table *backend.Weight, ids []int32) {
 	d, w, i := q.b("Embed", dst), q.w("Embed", table), append([]int32(nil), ids...)
+	q.d.toDevice(4 * len(i))
 	q.do(func() { q.h.Embed(d, w, i) })
 }
 
@@ -226,6 +259,7 @@ func (q *devQueue) Add(y, a, b backend.Buf) {
 
 func (q *devQueue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
 	ww, lg := q.b("Route", w), q.b("Route", logits)
+	q.d.d2h.Add(int64(4 * len(idx)))
 	q.do(func() { q.h.Route(idx, ww, lg, T, E, k, renorm) })
 }
 
@@ -249,6 +283,10 @@ func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf
 	}
 	de := &devExpert{gate: copyMat(v.Gate.Host), up: copyMat(v.Up.Host), down: copyMat(v.Down.Host)}
 	d := q.d
+	n := v.Gate.Bytes() + v.Up.Bytes() + v.Down.Bytes()
+	d.toDevice(int(n))
+	d.expertH2D.Add(n)
+	d.loaded.Add(1)
 	if d.slots > 0 {
 		d.mu.Lock()
 		if _, ok := d.resident[digest]; !ok {
@@ -294,6 +332,7 @@ func (q *devQueue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest j
 	d.mu.Unlock()
 	if ok {
 		fill(x, id, digest, de)
+		d.cached.Add(1)
 	}
 	return ok
 }

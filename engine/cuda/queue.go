@@ -47,6 +47,11 @@ type Queue struct {
 	next  int
 	trans []*slot // device slots of streamed experts that are not kept
 
+	// timing events (Options.Timing): the pairs enqueued since the last
+	// synchronisation, the free ones, all made
+	timings       []timed
+	evPool, evAll []cu.Event
+
 	hx, hy []float32 // host copies for host-resident weights
 	argv   [16]uint64
 	argp   [16]unsafe.Pointer
@@ -161,6 +166,7 @@ func (q *Queue) drain() {
 	if err := q.cs.Synchronize(); err != nil {
 		q.check("synchronize (copies)", err)
 	}
+	q.collect()
 	for _, o := range q.outs {
 		if o.f != nil {
 			copy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
@@ -233,7 +239,11 @@ func (q *Queue) upload(d cu.DevicePtr, src unsafe.Pointer, n int) {
 		return
 	}
 	copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(src), n))
+	t0, timed := q.timeStart(q.s)
 	q.check("copy to the device", cu.MemcpyHtoDAsync(d, p, int64(n), q.s))
+	q.timeEnd(q.s, t0, timed, true)
+	q.b.meter.h2d.Add(int64(n))
+	q.b.meter.h2dCopies.Add(1)
 }
 
 // uploadIdx copies an index list to device scratch at byte offset off.
@@ -254,6 +264,7 @@ func (q *Queue) download(dst []float32, idx []int32, d cu.DevicePtr, n int) {
 		return
 	}
 	q.check("copy from the device", cu.MemcpyDtoHAsync(p, d, int64(4*n), q.s))
+	q.b.meter.d2h.Add(int64(4 * n))
 	q.outs = append(q.outs, copyOut{f: dst, i: idx, off: off})
 }
 
@@ -284,7 +295,10 @@ func (q *Queue) launch(name string, fn cu.Function, gx, gy, bx int, args ...uint
 	for j := range n {
 		q.argp[j] = unsafe.Pointer(&q.argv[j])
 	}
+	t0, timed := q.timeStart(q.s)
 	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, q.s, q.argp[:n]))
+	q.timeEnd(q.s, t0, timed, false)
+	q.b.meter.kernels.Add(1)
 }
 
 // ---- Queue operations ----
@@ -743,13 +757,20 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 	}
 	if sl == nil {
 		b.mu.Unlock()
+		b.meter.host.Add(1)
 		return q.hostExpert(x, &v)
 	}
 	sl.users++
 	for _, ev := range sl.free {
 		q.check("expert copy", q.cs.Wait(ev, 0))
 	}
+	t0, timed := q.timeStart(q.cs)
 	q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
+	q.timeEnd(q.cs, t0, timed, true)
+	b.meter.h2d.Add(size)
+	b.meter.h2dCopies.Add(1)
+	b.meter.expertH2D.Add(size)
+	b.meter.loaded.Add(1)
 	q.check("expert copy", st.done.Record(q.cs))
 	st.busy = true
 	q.check("expert copy", sl.ready.Record(q.cs))
@@ -823,6 +844,7 @@ func (q *Queue) cached(x *backend.Expert, id weights.ExpertID, digest jnf.Digest
 	sl.users++
 	q.check("resident expert", q.s.Wait(sl.ready, 0))
 	fill(x, id, digest, sl)
+	b.meter.cached.Add(1)
 	return true
 }
 
@@ -909,6 +931,7 @@ func (q *Queue) Close() error {
 	if q.scratch != nil {
 		b.release(q.scratch)
 	}
+	q.destroyEvents()
 	q.s.Destroy()
 	q.cs.Destroy()
 	q.b = nil
