@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/reports"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"
@@ -27,6 +28,8 @@ type benchDecodeOptions struct {
 	decode, repeat   int
 	ledger, noDrop   bool
 	asJSON           bool
+	backend          string
+	vram, placement  string
 }
 
 func newBenchDecodeCommand() *cobra.Command {
@@ -90,7 +93,8 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			if _, err := directMode(o.direct); err != nil {
 				return err
 			}
-			return nil
+			_, _, err := o.backendOptions()
+			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := modelDir(cmd, args)
@@ -99,10 +103,12 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			}
 			part, _ := policy.ParsePartition(o.partition)
 			direct, _ := directMode(o.direct)
+			vram, place, _ := o.backendOptions()
 			update, finish := byteProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
 				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, Direct: direct,
-				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, NoDrop: o.noDrop, Progress: update})
+				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, NoDrop: o.noDrop, Progress: update,
+				Backend: o.backend, VRAMBudget: vram, Placement: place})
 			finish()
 			if err != nil {
 				return err
@@ -133,7 +139,21 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.BoolVar(&o.ledger, "ledger", true, "measure the session ledger's cost (keeps every routed expert in RAM for it)")
 	f.BoolVar(&o.noDrop, "no-drop", false, "do not drop the page cache (storage figures then come from memory, and say so)")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	f.StringVar(&o.backend, "backend", "cpu", "backend the decodes run on: "+strings.Join(engine.Backends, " or ")+" (the raw, verified and hash figures do not use one)")
+	f.StringVar(&o.vram, "vram-budget", "", "device memory the cuda backend may use, e.g. 16GiB (default: the whole device)")
+	f.StringVar(&o.placement, "placement", "auto", "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", "))
 	return cmd
+}
+
+// backendOptions checks --backend, --vram-budget and --placement as the
+// generating commands do (tierFlags) and returns the budget and placement.
+func (o *benchDecodeOptions) backendOptions() (int64, engine.Placement, error) {
+	t := tierFlags{backend: o.backend, vram: o.vram, placement: o.placement, ram: "auto", device: "auto", policy: policy.Default,
+		partition: "global", direct: "auto", scrub: tier.DefaultScrub.String()}
+	if _, err := t.options(); err != nil {
+		return 0, "", err
+	}
+	return t.vramBytes, t.place, nil
 }
 
 func slicesContains(xs []string, x string) bool {
@@ -196,6 +216,31 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 	}
 	if err := reports.Table(w, []string{"decode", "RAM tier", "s/token min / median / max", "storage / token", "hit rate",
 		"storage bound s/token", "× bound", "prefetch issued / useful / wasted", "simulated s/token"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nbackend %s", res.Backend)
+	if res.VRAMBudget > 0 {
+		fmt.Fprintf(w, ", VRAM budget %s", reports.Bytes(res.VRAMBudget))
+	}
+	if res.Placement != "" {
+		fmt.Fprintf(w, ", placement %s", res.Placement)
+	}
+	if r := res.Residency; r != nil {
+		fmt.Fprintf(w, "; %s: %s of weights on the device (%d), %s on the host (%d), %d expert slots", r.Device,
+			reports.Bytes(r.DeviceWeights), r.DeviceWeightCount, reports.Bytes(r.HostWeights), r.HostWeightCount, r.ExpertSlots)
+	}
+	fmt.Fprintln(w)
+	rows = rows[:0]
+	for _, d := range res.Decode {
+		rows = append(rows, []string{d.Name, reports.Bytes(int64(math.Round(d.H2DBytesPerToken.Median))),
+			reports.Bytes(int64(math.Round(d.ExpertH2DBytesPerToken.Median))), fmt.Sprintf("%.4g", d.H2DSecondsPerToken.Median),
+			fmt.Sprintf("%.3g", d.H2DGBps), fmt.Sprintf("%.4g", d.KernelSecondsPerToken.Median), fmt.Sprintf("%.2f", d.GPUBusy.Median),
+			fmt.Sprintf("%.1f (%.1f resident, %.1f host fallback) / %.1f", d.ExpertsOnDevicePerToken.Median, d.ExpertsResidentPerToken.Median,
+				d.HostFallbackPerToken.Median, d.ExpertsOnHostPerToken.Median),
+			fmt.Sprintf("%d (%s / token)", d.Hashers, reports.Bytes(int64(math.Round(d.HashedBytesPerToken.Median))))})
+	}
+	if err := reports.Table(w, []string{"decode", "to device / token", "of it experts", "copy s/token", "copy GB/s", "kernel s/token",
+		"GPU busy", "experts / token on the backend / on the host CPU", "hashers (hashed)"}, rows); err != nil {
 		return err
 	}
 	if l := res.Ledger; l != nil {

@@ -16,6 +16,14 @@
 //   - ledger: decode with every expert resident, with and without the
 //     session ledger (routing chain, logits chain, expert uses), alternated.
 //
+// The decodes run on the backend Options.Backend names (cpu or cuda, under
+// Options.VRAMBudget and Options.Placement); each decode figure also has,
+// per decoded token, what the backend's counters (backend.Meter) and the
+// engine's say: bytes copied to the device and the device time of those
+// copies, the device time of the kernels and its fraction of the wall time
+// (GPU busy), the experts computed on the device (streamed or resident
+// there) and on the host, and the hashers the hierarchy ran.
+//
 // Every round runs the figures in that order (benchrun.Interleave), so a
 // slow minute slows a figure and its baseline alike. Every generation's
 // logits are compared bit for bit with the first one's.
@@ -47,6 +55,7 @@ import (
 	"time"
 
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"
@@ -72,6 +81,17 @@ type Options struct {
 	// NoDrop measures without dropping the page cache: storage figures
 	// then come from memory, labelled so.
 	NoDrop bool
+	// Backend names the backend the decodes run on ("" or "cpu": the CPU
+	// reference; "cuda"), VRAMBudget its device-memory budget in bytes (0:
+	// the whole device) and Placement where it computes the routed experts
+	// not resident in its memory.
+	Backend    string
+	VRAMBudget int64
+	Placement  engine.Placement
+	// NewBackend, if set, makes the decodes' backends instead (each model
+	// gets its own; tests give a simulated device). Backend then only
+	// names it in the result.
+	NewBackend func() (backend.Backend, error)
 	// Progress, if set, is called before every figure's run.
 	Progress func(done, total int64)
 }
@@ -127,9 +147,35 @@ type Decode struct {
 	streams, gaps, predStreams     []float64
 	// PredictedPrefetch* are the simulator's prefetch counters over the
 	// same steps and rounds as the measured ones.
-	PredictedPrefetchIssued        int64 `json:"predicted_prefetch_issued"`
-	PredictedPrefetchUseful        int64 `json:"predicted_prefetch_useful"`
-	PredictedPrefetchWasted        int64 `json:"predicted_prefetch_wasted"`
+	PredictedPrefetchIssued int64 `json:"predicted_prefetch_issued"`
+	PredictedPrefetchUseful int64 `json:"predicted_prefetch_useful"`
+	PredictedPrefetchWasted int64 `json:"predicted_prefetch_wasted"`
+	// The backend's and the engine's counters over the decode steps (per
+	// decoded token; medians over rounds). H2DBytesPerToken are all bytes
+	// copied to the device, ExpertH2DBytesPerToken the streamed experts'
+	// part; H2DSecondsPerToken and KernelSecondsPerToken the device time
+	// of those copies and of the kernels (CUDA events; 0 on the CPU);
+	// H2DGBps is the median bytes ÷ the median copy time; GPUBusy the
+	// kernel time ÷ the decode's wall time. ExpertsOnDevicePerToken are the
+	// expert uses the backend computed (ExpertsResidentPerToken of them
+	// from copies resident in its memory, HostFallbackPerToken computed on
+	// the host by the backend for want of a device slot), and
+	// ExpertsOnHostPerToken those the placement gave the host CPU beside a
+	// device backend. HashedBytesPerToken are the bytes the hierarchy's
+	// Hashers verified.
+	H2DBytesPerToken               benchrun.Summary `json:"h2d_bytes_per_token"`
+	ExpertH2DBytesPerToken         benchrun.Summary `json:"expert_h2d_bytes_per_token"`
+	H2DSecondsPerToken             benchrun.Summary `json:"h2d_seconds_per_token"`
+	H2DGBps                        float64          `json:"h2d_gbps"`
+	KernelSecondsPerToken          benchrun.Summary `json:"kernel_seconds_per_token"`
+	GPUBusy                        benchrun.Summary `json:"gpu_busy"`
+	ExpertsOnDevicePerToken        benchrun.Summary `json:"experts_on_device_per_token"`
+	ExpertsResidentPerToken        benchrun.Summary `json:"experts_resident_per_token"`
+	HostFallbackPerToken           benchrun.Summary `json:"host_fallback_experts_per_token"`
+	ExpertsOnHostPerToken          benchrun.Summary `json:"experts_on_host_per_token"`
+	HashedBytesPerToken            benchrun.Summary `json:"hashed_bytes_per_token"`
+	Hashers                        int              `json:"hashers"`
+	meters                         []meterSample
 	predicted, predBytes, predHits []float64
 	secs                           []float64
 	bytes                          []float64
@@ -149,24 +195,29 @@ type LedgerFigure struct {
 
 // Result is a whole run.
 type Result struct {
-	Model        string        `json:"model"`
-	Host         benchrun.Host `json:"host"`
-	Started      time.Time     `json:"started"`
-	LoadBefore   float64       `json:"load_before"`
-	LoadAfter    float64       `json:"load_after"`
-	Repeat       int           `json:"repeat"`
-	Threads      int           `json:"threads"`
-	Readers      int           `json:"readers"`
-	DecodeTokens int           `json:"decode_tokens"`
-	Policy       string        `json:"policy"`
-	Prefetch     bool          `json:"prefetch"`
-	CacheDropped bool          `json:"cache_dropped"`
-	CacheNote    string        `json:"cache_note,omitempty"`
-	MoELayers    int           `json:"moe_layers"`
-	Experts      int           `json:"experts"`
-	TopK         int           `json:"top_k"`
-	ExpertBytes  int64         `json:"expert_bytes"` // the largest record read
-	RoutedBytes  int64         `json:"routed_bytes"` // every routed expert
+	Model      string        `json:"model"`
+	Host       benchrun.Host `json:"host"`
+	Started    time.Time     `json:"started"`
+	LoadBefore float64       `json:"load_before"`
+	LoadAfter  float64       `json:"load_after"`
+	Repeat     int           `json:"repeat"`
+	Threads    int           `json:"threads"`
+	Readers    int           `json:"readers"`
+	Backend    string        `json:"backend"`
+	VRAMBudget int64         `json:"vram_budget,omitempty"`
+	Placement  string        `json:"placement,omitempty"`
+	// Residency is what the backend of the first decode kept where.
+	Residency    *backend.Residency `json:"residency,omitempty"`
+	DecodeTokens int                `json:"decode_tokens"`
+	Policy       string             `json:"policy"`
+	Prefetch     bool               `json:"prefetch"`
+	CacheDropped bool               `json:"cache_dropped"`
+	CacheNote    string             `json:"cache_note,omitempty"`
+	MoELayers    int                `json:"moe_layers"`
+	Experts      int                `json:"experts"`
+	TopK         int                `json:"top_k"`
+	ExpertBytes  int64              `json:"expert_bytes"` // the largest record read
+	RoutedBytes  int64              `json:"routed_bytes"` // every routed expert
 
 	Raw           Bandwidth        `json:"raw"`
 	RawSplit      Bandwidth        `json:"raw_split"` // the same bytes in 4× the requests (for the latency fit)
@@ -210,10 +261,19 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	defer ck.Close()
 	cfg := ck.Config()
 	b := &bench{ck: ck, opt: opt, res: &Result{Model: dir, Host: benchrun.ThisHost(), Started: time.Now().UTC(), LoadBefore: benchrun.LoadAverage(),
-		Repeat: opt.Repeat, Threads: opt.Threads, Readers: opt.Readers, DecodeTokens: opt.DecodeTokens, Policy: opt.Policy, Prefetch: opt.Prefetch,
+		Repeat: opt.Repeat, Threads: opt.Threads, Readers: opt.Readers, Backend: opt.Backend, VRAMBudget: opt.VRAMBudget, DecodeTokens: opt.DecodeTokens, Policy: opt.Policy, Prefetch: opt.Prefetch,
 		Experts: cfg.Experts, TopK: cfg.TopK, Identical: true}}
 	if b.res.Policy == "" {
 		b.res.Policy = policy.Default
+	}
+	if b.res.Backend == "" {
+		b.res.Backend = "cpu"
+	}
+	if b.res.Backend != "cpu" {
+		b.res.Placement = string(opt.Placement)
+		if b.res.Placement == "" {
+			b.res.Placement = "auto"
+		}
 	}
 	if b.res.Threads == 0 {
 		b.res.Threads = runtime.GOMAXPROCS(0)
@@ -324,27 +384,73 @@ type model struct {
 	h   *tier.Hierarchy
 	src *timedSource
 	m   *engine.Model
+	be  backend.Backend
+}
+
+// meterSample is a figure's counters over one generation's decode steps.
+type meterSample struct {
+	be     backend.Counters
+	eng    engine.Stats
+	hashed int64
+	secs   float64
+}
+
+// snapshot is the counters at one point of a generation.
+type snapshot struct {
+	tier tier.Stats
+	be   backend.Counters
+	eng  engine.Stats
+}
+
+func (m *model) snapshot() snapshot {
+	s := snapshot{tier: m.h.Stats(), eng: m.m.Stats()}
+	if mt, ok := m.be.(backend.Meter); ok {
+		s.be = mt.Counters()
+	}
+	return s
 }
 
 func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
 	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
 	h, err := tier.New(b.ck, tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
-		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch})
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()})
 	if err != nil {
 		return nil, err
 	}
-	src := newTimedSource(h, b.ck.Config().Sparse)
-	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Threads: b.opt.Threads, Experts: src})
+	// A backend of its own for every model: a device backend's resident
+	// experts must not outlive a figure (a cold figure starts cold).
+	var be backend.Backend
+	if b.opt.NewBackend != nil {
+		be, err = b.opt.NewBackend()
+	} else {
+		be, err = engine.OpenBackend(b.res.Backend, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: b.opt.VRAMBudget, Timing: true})
+	}
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
-	return &model{h: h, src: src, m: m}, nil
+	src := newTimedSource(h, b.ck.Config().Sparse)
+	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Backend: be, Placement: b.opt.Placement, Experts: src})
+	if err != nil {
+		h.Close()
+		be.Close()
+		return nil, err
+	}
+	if b.res.Residency == nil {
+		r := be.Residency()
+		b.res.Residency = &r
+	}
+	return &model{h: h, src: src, m: m, be: be}, nil
 }
+
+// hashers is the number of hashers each hierarchy runs: one per core.
+func (b *bench) hashers() int { return runtime.GOMAXPROCS(0) }
 
 func (m *model) close() {
 	if m != nil {
 		m.h.Close()
+		m.m.Close()
+		m.be.Close()
 		// The model's resident tensors are garbage now: return them before
 		// the next figure opens another (a real checkpoint's are GBs).
 		m.m = nil
@@ -367,8 +473,8 @@ func (b *bench) drop() error {
 
 // generate runs the greedy generation of the bench prompt and checks its
 // logits against the first generation's. It returns the decode time and
-// the hierarchy's counters at the end of prefill.
-func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.Duration, tier.Stats, error) {
+// the counters at the end of prefill.
+func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.Duration, snapshot, error) {
 	s := mm.m.NewSession()
 	if withLedger {
 		cfg := b.ck.Config()
@@ -376,11 +482,11 @@ func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.
 	}
 	h := sha256.New()
 	var lb []byte
-	var atPrefill tier.Stats
+	var atPrefill snapshot
 	steps := 0
 	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: b.opt.DecodeTokens}, func(tok int, lg []float32) error {
 		if steps == 0 {
-			atPrefill = mm.h.Stats()
+			atPrefill = mm.snapshot()
 			mm.src.take() // the timings that follow are the decode steps'
 		}
 		steps++
@@ -547,12 +653,16 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			return b.drop()
 		},
 		Run: func(ctx context.Context) error {
-			dec, atPrefill, err := b.generate(ctx, mm, false)
+			dec, pre, err := b.generate(ctx, mm, false)
 			if err != nil {
 				return err
 			}
-			after := mm.h.Stats()
+			post := mm.snapshot()
+			after, atPrefill := post.tier, pre.tier
 			n := float64(b.opt.DecodeTokens - 1)
+			d.meters = append(d.meters, meterSample{be: post.be.Sub(pre.be), eng: engineSub(post.eng, pre.eng),
+				hashed: after.BytesHashed - atPrefill.BytesHashed, secs: dec.Seconds()})
+			d.Hashers = b.hashers()
 			ph := mm.src.take() // the decode steps'
 			d.streams = append(d.streams, ph.stream.Seconds()/n)
 			d.gaps = append(d.gaps, (dec-ph.stream).Seconds()/n)
@@ -584,6 +694,47 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			mm = nil
 			return nil
 		}}
+}
+
+// engineSub is a − b of the engine's expert counters.
+func engineSub(a, b engine.Stats) engine.Stats {
+	return engine.Stats{Tokens: a.Tokens - b.Tokens, ExpertCacheHits: a.ExpertCacheHits - b.ExpertCacheHits,
+		ExpertDeviceHits: a.ExpertDeviceHits - b.ExpertDeviceHits, ExpertsOnHost: a.ExpertsOnHost - b.ExpertsOnHost,
+		ExpertsOnDevice: a.ExpertsOnDevice - b.ExpertsOnDevice}
+}
+
+// summarizeMeters fills d's counter figures from its samples, per decoded
+// token (n of them per generation).
+func (d *Decode) summarizeMeters(n float64) {
+	if len(d.meters) == 0 {
+		return
+	}
+	per := func(f func(m meterSample) float64) benchrun.Summary {
+		v := make([]float64, len(d.meters))
+		for i, m := range d.meters {
+			v[i] = f(m) / n
+		}
+		return benchrun.Summarize(v)
+	}
+	d.H2DBytesPerToken = per(func(m meterSample) float64 { return float64(m.be.H2DBytes) })
+	d.ExpertH2DBytesPerToken = per(func(m meterSample) float64 { return float64(m.be.ExpertH2DBytes) })
+	d.H2DSecondsPerToken = per(func(m meterSample) float64 { return m.be.H2DSeconds })
+	d.KernelSecondsPerToken = per(func(m meterSample) float64 { return m.be.KernelSeconds })
+	d.ExpertsOnDevicePerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertsOnDevice) })
+	d.ExpertsResidentPerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertDeviceHits) })
+	d.HostFallbackPerToken = per(func(m meterSample) float64 { return float64(m.be.HostExperts) })
+	d.ExpertsOnHostPerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertsOnHost) })
+	d.HashedBytesPerToken = per(func(m meterSample) float64 { return float64(m.hashed) })
+	busy := make([]float64, 0, len(d.meters))
+	for _, m := range d.meters {
+		if m.secs > 0 {
+			busy = append(busy, m.be.KernelSeconds/m.secs)
+		}
+	}
+	d.GPUBusy = benchrun.Summarize(busy)
+	if d.H2DSecondsPerToken.Median > 0 {
+		d.H2DGBps = d.H2DBytesPerToken.Median / d.H2DSecondsPerToken.Median / 1e9
+	}
 }
 
 // trace makes a measured routing trace of recorded tokens.
@@ -707,6 +858,7 @@ func (b *bench) calibrate() error {
 	}
 	res.Hardware, res.Fits = fitted, fits
 	for _, d := range res.Decode {
+		d.summarizeMeters(float64(b.opt.DecodeTokens - 1))
 		d.SecondsPerToken = benchrun.Summarize(d.secs)
 		d.StorageBytesPerToken = benchrun.Summarize(d.bytes)
 		d.HitRate = benchrun.Summarize(d.hits)
