@@ -28,8 +28,8 @@ type benchDecodeOptions struct {
 	decode, repeat   int
 	ledger, noDrop   bool
 	asJSON           bool
-	backend          string
-	vram, placement  string
+	backends, vram   []string
+	placement        string
 }
 
 func newBenchDecodeCommand() *cobra.Command {
@@ -93,7 +93,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			if _, err := directMode(o.direct); err != nil {
 				return err
 			}
-			_, _, err := o.backendOptions()
+			_, err := o.backendConfigs()
 			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,12 +103,12 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			}
 			part, _ := policy.ParsePartition(o.partition)
 			direct, _ := directMode(o.direct)
-			vram, place, _ := o.backendOptions()
+			backends, _ := o.backendConfigs()
 			update, finish := byteProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
 				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, Direct: direct,
 				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, NoDrop: o.noDrop, Progress: update,
-				Backend: o.backend, VRAMBudget: vram, Placement: place})
+				Backends: backends})
 			finish()
 			if err != nil {
 				return err
@@ -139,21 +139,51 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.BoolVar(&o.ledger, "ledger", true, "measure the session ledger's cost (keeps every routed expert in RAM for it)")
 	f.BoolVar(&o.noDrop, "no-drop", false, "do not drop the page cache (storage figures then come from memory, and say so)")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
-	f.StringVar(&o.backend, "backend", "cpu", "backend the decodes run on: "+strings.Join(engine.Backends, " or ")+" (the raw, verified and hash figures do not use one)")
-	f.StringVar(&o.vram, "vram-budget", "", "device memory the cuda backend may use, e.g. 16GiB (default: the whole device)")
+	f.StringSliceVar(&o.backends, "backend", []string{"cpu"}, "backends the decodes run on, each next to the others in every round: "+strings.Join(engine.Backends, ", ")+" (the raw, verified and hash figures use none)")
+	f.StringSliceVar(&o.vram, "vram-budget", nil, "device-memory budgets of the cuda backend, e.g. 16GiB,12GiB: its decodes run under each (default: the whole device)")
 	f.StringVar(&o.placement, "placement", "auto", "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", "))
 	return cmd
 }
 
-// backendOptions checks --backend, --vram-budget and --placement as the
-// generating commands do (tierFlags) and returns the budget and placement.
-func (o *benchDecodeOptions) backendOptions() (int64, engine.Placement, error) {
-	t := tierFlags{backend: o.backend, vram: o.vram, placement: o.placement, ram: "auto", device: "auto", policy: policy.Default,
-		partition: "global", direct: "auto", scrub: tier.DefaultScrub.String()}
-	if _, err := t.options(); err != nil {
-		return 0, "", err
+// backendConfigs checks --backend, --vram-budget and --placement as the
+// generating commands do (tierFlags) and returns the backends: each cpu
+// once, each other backend under every --vram-budget.
+func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
+	if len(o.backends) == 0 {
+		return nil, fmt.Errorf("--backend: give at least one backend")
 	}
-	return t.vramBytes, t.place, nil
+	vram := o.vram
+	if len(vram) == 0 {
+		vram = []string{""}
+	}
+	var out []decodebench.Backend
+	seen := map[string]bool{}
+	device := false
+	for _, name := range o.backends {
+		budgets := vram
+		if name == "cpu" {
+			budgets = []string{""}
+		} else {
+			device = true
+		}
+		for _, v := range budgets {
+			t := tierFlags{backend: name, vram: v, placement: o.placement, ram: "auto", device: "auto", policy: policy.Default,
+				partition: "global", direct: "auto", scrub: tier.DefaultScrub.String()}
+			if _, err := t.options(); err != nil {
+				return nil, err
+			}
+			c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place}
+			if seen[c.Label()] {
+				return nil, fmt.Errorf("--backend %s, --vram-budget %q: given twice", name, v)
+			}
+			seen[c.Label()] = true
+			out = append(out, c)
+		}
+	}
+	if len(o.vram) > 0 && !device {
+		return nil, fmt.Errorf("--vram-budget %s: a device-memory budget needs --backend cuda", strings.Join(o.vram, ","))
+	}
+	return out, nil
 }
 
 func slicesContains(xs []string, x string) bool {
@@ -218,28 +248,22 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 		"storage bound s/token", "× bound", "prefetch issued / useful / wasted", "simulated s/token"}, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nbackend %s", res.Backend)
-	if res.VRAMBudget > 0 {
-		fmt.Fprintf(w, ", VRAM budget %s", reports.Bytes(res.VRAMBudget))
-	}
-	if res.Placement != "" {
-		fmt.Fprintf(w, ", placement %s", res.Placement)
-	}
-	if r := res.Residency; r != nil {
-		fmt.Fprintf(w, "; %s: %s of weights on the device (%d), %s on the host (%d), %d expert slots", r.Device,
-			reports.Bytes(r.DeviceWeights), r.DeviceWeightCount, reports.Bytes(r.HostWeights), r.HostWeightCount, r.ExpertSlots)
-	}
 	fmt.Fprintln(w)
 	rows = rows[:0]
 	for _, d := range res.Decode {
-		rows = append(rows, []string{d.Name, reports.Bytes(int64(math.Round(d.H2DBytesPerToken.Median))),
+		where := d.Backend.Label()
+		if r := d.Residency; r != nil && d.Backend.Name != "cpu" {
+			where = fmt.Sprintf("%s: %s, weights %s on the device (%d), %s on the host (%d), %d expert slots", where, r.Device,
+				reports.Bytes(r.DeviceWeights), r.DeviceWeightCount, reports.Bytes(r.HostWeights), r.HostWeightCount, r.ExpertSlots)
+		}
+		rows = append(rows, []string{d.Name, where, reports.Bytes(int64(math.Round(d.H2DBytesPerToken.Median))),
 			reports.Bytes(int64(math.Round(d.ExpertH2DBytesPerToken.Median))), fmt.Sprintf("%.4g", d.H2DSecondsPerToken.Median),
 			fmt.Sprintf("%.3g", d.H2DGBps), fmt.Sprintf("%.4g", d.KernelSecondsPerToken.Median), fmt.Sprintf("%.2f", d.GPUBusy.Median),
 			fmt.Sprintf("%.1f (%.1f resident, %.1f host fallback) / %.1f", d.ExpertsOnDevicePerToken.Median, d.ExpertsResidentPerToken.Median,
 				d.HostFallbackPerToken.Median, d.ExpertsOnHostPerToken.Median),
 			fmt.Sprintf("%d (%s / token)", d.Hashers, reports.Bytes(int64(math.Round(d.HashedBytesPerToken.Median))))})
 	}
-	if err := reports.Table(w, []string{"decode", "to device / token", "of it experts", "copy s/token", "copy GB/s", "kernel s/token",
+	if err := reports.Table(w, []string{"decode", "backend", "to device / token", "of it experts", "copy s/token", "copy GB/s", "kernel s/token",
 		"GPU busy", "experts / token on the backend / on the host CPU", "hashers (hashed)"}, rows); err != nil {
 		return err
 	}

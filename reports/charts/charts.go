@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -42,7 +43,10 @@ type bandwidth struct {
 
 // decode is a decodebench.Decode (the fields charts read).
 type decode struct {
-	Name        string  `json:"name"`
+	Name    string `json:"name"`
+	Backend struct {
+		Name string `json:"backend"`
+	} `json:"backend"`
 	RAMFraction float64 `json:"ram_fraction"`
 	RAMBudget   int64   `json:"ram_budget"`
 	Warm        bool    `json:"warm"`
@@ -68,11 +72,8 @@ type decode struct {
 
 // Result is the part of a decodebench.Result the charts are drawn from.
 type Result struct {
-	Backend     string    `json:"backend"`
-	VRAMBudget  int64     `json:"vram_budget"`
-	Placement   string    `json:"placement"`
-	Threads     int       `json:"threads"`
-	Host        struct {
+	Threads int `json:"threads"`
+	Host    struct {
 		GOMAXPROCS int `json:"gomaxprocs"`
 	} `json:"host"`
 	Raw         bandwidth `json:"raw"`
@@ -98,9 +99,6 @@ func Parse(name string, r io.Reader) (*Result, error) {
 	if len(res.Decode) == 0 || len(res.Decode) > maxFigures {
 		return nil, fmt.Errorf("charts: %s: %d decode figures, want 1 to %d", name, len(res.Decode), maxFigures)
 	}
-	if res.Backend == "" {
-		res.Backend = "cpu" // results from before the backend was recorded
-	}
 	check := func(field string, v float64) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("charts: %s: %s is %v, want a finite value ≥ 0", name, field, v)
@@ -110,7 +108,11 @@ func Parse(name string, r io.Reader) (*Result, error) {
 	if err := errors.Join(check("raw.gbps.median", res.Raw.GBps.Median), check("hash_per_core.gbps.median", res.HashPerCore.GBps.Median)); err != nil {
 		return nil, err
 	}
-	for i, d := range res.Decode {
+	for i := range res.Decode {
+		d := &res.Decode[i]
+		if d.Backend.Name == "" {
+			d.Backend.Name = "cpu" // results from before the backend was recorded
+		}
 		for _, f := range []struct {
 			field string
 			v     float64
@@ -157,7 +159,7 @@ func Draw(title string, res *Result) ([]Chart, error) {
 		{"breakdown", breakdown, true},
 		{"hits", hits, true},
 		{"budget", budget, true},
-		{"split", split, res.Backend != "cpu"},
+		{"split", split, res.device()},
 	} {
 		if !c.want {
 			continue
@@ -187,15 +189,25 @@ func render(p *plot.Plot) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// device reports whether a decode figure ran on a device backend.
+func (res *Result) device() bool {
+	for _, d := range res.Decode {
+		if d.Backend.Name != "cpu" {
+			return true
+		}
+	}
+	return false
+}
+
+// label says what the figures ran on.
 func label(res *Result) string {
-	s := fmt.Sprintf("backend %s", res.Backend)
-	if res.VRAMBudget > 0 {
-		s += fmt.Sprintf(", VRAM %.0f GiB", float64(res.VRAMBudget)/(1<<30))
+	var names []string
+	for _, d := range res.Decode {
+		if !slices.Contains(names, d.Backend.Name) {
+			names = append(names, d.Backend.Name)
+		}
 	}
-	if res.Placement != "" {
-		s += ", placement " + res.Placement
-	}
-	return s
+	return "backend " + strings.Join(names, ", ")
 }
 
 // bars adds one bar series per figure over the nominal categories: values
@@ -209,7 +221,7 @@ func bars(p *plot.Plot, figures []string, values [][]float64) error {
 		}
 	}
 	if top > 0 {
-		p.Y.Max = 1.35 * top // room for the legend
+		p.Y.Max = top * (1.15 + 0.1*float64(len(figures))) // room for the legend
 	}
 	for i, name := range figures {
 		b, err := plotter.NewBarChart(plotter.Values(values[i]), w)
@@ -295,39 +307,51 @@ func budget(title string, res *Result) (*plot.Plot, error) {
 	p.X.Label.Text = "RAM budget, GiB of verified experts (" + label(res) + ")"
 	p.Y.Label.Text = "seconds per token (median)"
 	p.Y.Min = 0
-	for i, warm := range []bool{false, true} {
-		var meas, bound plotter.XYs
-		for _, d := range res.Decode {
-			if d.Warm != warm {
+	// One series per backend (the figure name's part before "RAM") and
+	// state.
+	var groups []string
+	for _, d := range res.Decode {
+		if g := group(d.Name); !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	i := -1
+	for _, g := range groups {
+		for _, warm := range []bool{false, true} {
+			i++
+			var meas, bound plotter.XYs
+			for _, d := range res.Decode {
+				if d.Warm != warm || group(d.Name) != g {
+					continue
+				}
+				x := float64(d.RAMBudget) / (1 << 30)
+				meas = append(meas, plotter.XY{X: x, Y: d.SecondsPerToken.Median})
+				bound = append(bound, plotter.XY{X: x, Y: d.BoundSecondsPerToken})
+			}
+			if len(meas) == 0 {
 				continue
 			}
-			x := float64(d.RAMBudget) / (1 << 30)
-			meas = append(meas, plotter.XY{X: x, Y: d.SecondsPerToken.Median})
-			bound = append(bound, plotter.XY{X: x, Y: d.BoundSecondsPerToken})
-		}
-		if len(meas) == 0 {
-			continue
-		}
-		slices.SortStableFunc(meas, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
-		slices.SortStableFunc(bound, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
-		state := map[bool]string{false: "cold", true: "warm"}[warm]
-		for j, s := range []struct {
-			xy   plotter.XYs
-			name string
-		}{{meas, "measured, " + state}, {bound, "storage bound, " + state}} {
-			l, pts, err := plotter.NewLinePoints(s.xy)
-			if err != nil {
-				return nil, err
+			slices.SortStableFunc(meas, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
+			slices.SortStableFunc(bound, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
+			state := g + map[bool]string{false: "cold", true: "warm"}[warm]
+			for j, s := range []struct {
+				xy   plotter.XYs
+				name string
+			}{{meas, "measured, " + state}, {bound, "storage bound, " + state}} {
+				l, pts, err := plotter.NewLinePoints(s.xy)
+				if err != nil {
+					return nil, err
+				}
+				c := plotutil.Color(i)
+				l.Color, pts.Color = c, c
+				pts.Shape = draw.CircleGlyph{}
+				if j == 1 {
+					l.Dashes = plotutil.Dashes(1)
+					pts.Shape = draw.BoxGlyph{}
+				}
+				p.Add(l, pts)
+				p.Legend.Add(s.name, l, pts)
 			}
-			c := plotutil.Color(i)
-			l.Color, pts.Color = c, c
-			pts.Shape = draw.CircleGlyph{}
-			if j == 1 {
-				l.Dashes = plotutil.Dashes(1)
-				pts.Shape = draw.BoxGlyph{}
-			}
-			p.Add(l, pts)
-			p.Legend.Add(s.name, l, pts)
 		}
 	}
 	top := 0.0
@@ -345,6 +369,15 @@ func newPlot() *plot.Plot {
 	p := plot.New()
 	p.Title.TextStyle.Font.Size = vg.Points(10)
 	return p
+}
+
+// group is the backend part of a decode figure's name ("cuda 16 GiB
+// auto, " of "cuda 16 GiB auto, RAM 27%, cold"; "" for a CPU-only result).
+func group(name string) string {
+	if i := strings.Index(name, "RAM "); i > 0 {
+		return name[:i]
+	}
+	return ""
 }
 
 func cmpFloat(a, b float64) int {
@@ -366,16 +399,22 @@ func split(title string, res *Result) (*plot.Plot, error) {
 	p.Title.Text = title + ": routed experts per token, by where they were computed"
 	p.Y.Label.Text = "expert uses per token (median)"
 	var names []string
-	var resident, streamed, host, fallback []float64
+	var resident, streamed, host, fallback, cpuBackend []float64
 	for _, d := range res.Decode {
 		names = append(names, d.Name)
+		if d.Backend.Name == "cpu" {
+			resident, streamed, host, fallback = append(resident, 0), append(streamed, 0), append(host, 0), append(fallback, 0)
+			cpuBackend = append(cpuBackend, d.OnDevice.Median)
+			continue
+		}
+		cpuBackend = append(cpuBackend, 0)
 		resident = append(resident, d.Resident.Median)
 		streamed = append(streamed, math.Max(0, d.OnDevice.Median-d.Resident.Median-d.HostFallback.Median))
 		host = append(host, d.OnHost.Median)
 		fallback = append(fallback, d.HostFallback.Median)
 	}
-	if err := bars(p, []string{"device, resident", "device, streamed", "host CPU (placement)", "host (no device slot)"},
-		[][]float64{resident, streamed, host, fallback}); err != nil {
+	if err := bars(p, []string{"device, resident", "device, streamed", "host CPU (placement)", "host (no device slot)", "cpu backend"},
+		[][]float64{resident, streamed, host, fallback, cpuBackend}); err != nil {
 		return nil, err
 	}
 	p.NominalX(names...)

@@ -51,16 +51,18 @@ func TestCommittedCharts(t *testing.T) {
 
 // deviceResult is a result of a device backend with every figure the
 // charts draw.
-const deviceResult = `{"backend":"cuda","vram_budget":17179869184,"placement":"auto","host":{"gomaxprocs":16},
+const deviceResult = `{"host":{"gomaxprocs":16},
  "raw":{"gbps":{"n":3,"median":1.3}},"hash_per_core":{"gbps":{"n":3,"median":2}},
  "decode":[
-  {"name":"RAM 27%, cold","ram_fraction":0.27,"ram_budget":6000000000,"seconds_per_token":{"n":3,"median":0.3},
+  {"name":"cuda 16 GiB auto, RAM 27%, cold","backend":{"backend":"cuda","vram_budget":17179869184,"placement":"auto"},"ram_fraction":0.27,"ram_budget":6000000000,"seconds_per_token":{"n":3,"median":0.3},
    "storage_bytes_per_token":{"n":3,"median":3e8},"hit_rate":{"n":3,"median":0.4},"bound_seconds_per_token":0.23,
    "predicted_hit_rate":{"n":3,"median":0.41},"stream_seconds_per_token":{"n":3,"median":0.25},"gap_seconds_per_token":{"n":3,"median":0.05},
    "h2d_seconds_per_token":{"n":3,"median":0.02},"kernel_seconds_per_token":{"n":3,"median":0.03},"hashed_bytes_per_token":{"n":3,"median":3e8},"hashers":16,
    "experts_on_device_per_token":{"n":3,"median":20},"experts_resident_per_token":{"n":3,"median":5},"experts_on_host_per_token":{"n":3,"median":12}},
-  {"name":"RAM 27%, warm","ram_fraction":0.27,"ram_budget":6000000000,"warm":true,"seconds_per_token":{"n":3,"median":0.2},
-   "hit_rate":{"n":3,"median":0.6}}]}`
+  {"name":"cuda 16 GiB auto, RAM 27%, warm","backend":{"backend":"cuda"},"ram_fraction":0.27,"ram_budget":6000000000,"warm":true,"seconds_per_token":{"n":3,"median":0.2},
+   "hit_rate":{"n":3,"median":0.6}},
+  {"name":"cpu, RAM 27%, cold","backend":{"backend":"cpu"},"ram_fraction":0.27,"ram_budget":6000000000,"seconds_per_token":{"n":3,"median":0.33},
+   "experts_on_device_per_token":{"n":3,"median":32}}]}`
 
 // TestDrawDeterministic: the same result draws the same bytes, the device
 // backend's split chart included, and another result draws other bytes.

@@ -16,8 +16,8 @@
 //   - ledger: decode with every expert resident, with and without the
 //     session ledger (routing chain, logits chain, expert uses), alternated.
 //
-// The decodes run on the backend Options.Backend names (cpu or cuda, under
-// Options.VRAMBudget and Options.Placement); each decode figure also has,
+// The decodes run on each of Options.Backends (cpu, or cuda under a
+// device-memory budget and an expert placement); each decode figure has,
 // per decoded token, what the backend's counters (backend.Meter) and the
 // engine's say: bytes copied to the device and the device time of those
 // copies, the device time of the kernels and its fraction of the wall time
@@ -81,19 +81,42 @@ type Options struct {
 	// NoDrop measures without dropping the page cache: storage figures
 	// then come from memory, labelled so.
 	NoDrop bool
-	// Backend names the backend the decodes run on ("" or "cpu": the CPU
-	// reference; "cuda"), VRAMBudget its device-memory budget in bytes (0:
-	// the whole device) and Placement where it computes the routed experts
-	// not resident in its memory.
-	Backend    string
-	VRAMBudget int64
-	Placement  engine.Placement
-	// NewBackend, if set, makes the decodes' backends instead (each model
-	// gets its own; tests give a simulated device). Backend then only
-	// names it in the result.
-	NewBackend func() (backend.Backend, error)
+	// Backends are the backends every decode figure is measured on, each
+	// next to the others in every round (none: the CPU reference); the
+	// ledger figure uses the first.
+	Backends []Backend
 	// Progress, if set, is called before every figure's run.
 	Progress func(done, total int64)
+}
+
+// Backend is a backend the decodes run on.
+type Backend struct {
+	// Name is the backend's ("cpu": the CPU reference; "cuda"), VRAMBudget
+	// its device-memory budget in bytes (0: the whole device) and
+	// Placement where it computes the routed experts not resident in its
+	// memory.
+	Name       string           `json:"backend"`
+	VRAMBudget int64            `json:"vram_budget,omitempty"`
+	Placement  engine.Placement `json:"placement,omitempty"`
+	// New, if set, makes the backend instead of engine.OpenBackend (each
+	// model gets its own; tests give a simulated device).
+	New func() (backend.Backend, error) `json:"-"`
+}
+
+// Label names the backend in figure names: "cpu", "cuda 16 GiB auto".
+func (c Backend) Label() string {
+	s := c.Name
+	if c.VRAMBudget > 0 {
+		s += fmt.Sprintf(" %.4g GiB", float64(c.VRAMBudget)/(1<<30))
+	}
+	if c.Name != "cpu" {
+		pl := string(c.Placement)
+		if pl == "" {
+			pl = "auto"
+		}
+		s += " " + pl
+	}
+	return s
 }
 
 // Bandwidth is a read figure.
@@ -107,11 +130,14 @@ type Bandwidth struct {
 
 // Decode is one decode figure.
 type Decode struct {
-	Name        string  `json:"name"`
-	RAMFraction float64 `json:"ram_fraction"`
-	RAMBudget   int64   `json:"ram_budget"`
-	RAMSlots    int     `json:"ram_slots"` // experts the RAM tier holds
-	Warm        bool    `json:"warm"`
+	Name string `json:"name"`
+	// Backend is the backend it ran on and Residency what that kept where.
+	Backend     Backend            `json:"backend"`
+	Residency   *backend.Residency `json:"residency,omitempty"`
+	RAMFraction float64            `json:"ram_fraction"`
+	RAMBudget   int64              `json:"ram_budget"`
+	RAMSlots    int                `json:"ram_slots"` // experts the RAM tier holds
+	Warm        bool               `json:"warm"`
 	// SecondsPerToken: decode steps only (the prompt is one token).
 	SecondsPerToken      benchrun.Summary `json:"seconds_per_token"`
 	StorageBytesPerToken benchrun.Summary `json:"storage_bytes_per_token"`
@@ -195,29 +221,25 @@ type LedgerFigure struct {
 
 // Result is a whole run.
 type Result struct {
-	Model      string        `json:"model"`
-	Host       benchrun.Host `json:"host"`
-	Started    time.Time     `json:"started"`
-	LoadBefore float64       `json:"load_before"`
-	LoadAfter  float64       `json:"load_after"`
-	Repeat     int           `json:"repeat"`
-	Threads    int           `json:"threads"`
-	Readers    int           `json:"readers"`
-	Backend    string        `json:"backend"`
-	VRAMBudget int64         `json:"vram_budget,omitempty"`
-	Placement  string        `json:"placement,omitempty"`
-	// Residency is what the backend of the first decode kept where.
-	Residency    *backend.Residency `json:"residency,omitempty"`
-	DecodeTokens int                `json:"decode_tokens"`
-	Policy       string             `json:"policy"`
-	Prefetch     bool               `json:"prefetch"`
-	CacheDropped bool               `json:"cache_dropped"`
-	CacheNote    string             `json:"cache_note,omitempty"`
-	MoELayers    int                `json:"moe_layers"`
-	Experts      int                `json:"experts"`
-	TopK         int                `json:"top_k"`
-	ExpertBytes  int64              `json:"expert_bytes"` // the largest record read
-	RoutedBytes  int64              `json:"routed_bytes"` // every routed expert
+	Model        string        `json:"model"`
+	Host         benchrun.Host `json:"host"`
+	Started      time.Time     `json:"started"`
+	LoadBefore   float64       `json:"load_before"`
+	LoadAfter    float64       `json:"load_after"`
+	Repeat       int           `json:"repeat"`
+	Threads      int           `json:"threads"`
+	Readers      int           `json:"readers"`
+	Backends     []Backend     `json:"backends"`
+	DecodeTokens int           `json:"decode_tokens"`
+	Policy       string        `json:"policy"`
+	Prefetch     bool          `json:"prefetch"`
+	CacheDropped bool          `json:"cache_dropped"`
+	CacheNote    string        `json:"cache_note,omitempty"`
+	MoELayers    int           `json:"moe_layers"`
+	Experts      int           `json:"experts"`
+	TopK         int           `json:"top_k"`
+	ExpertBytes  int64         `json:"expert_bytes"` // the largest record read
+	RoutedBytes  int64         `json:"routed_bytes"` // every routed expert
 
 	Raw           Bandwidth        `json:"raw"`
 	RawSplit      Bandwidth        `json:"raw_split"` // the same bytes in 4× the requests (for the latency fit)
@@ -261,20 +283,26 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	defer ck.Close()
 	cfg := ck.Config()
 	b := &bench{ck: ck, opt: opt, res: &Result{Model: dir, Host: benchrun.ThisHost(), Started: time.Now().UTC(), LoadBefore: benchrun.LoadAverage(),
-		Repeat: opt.Repeat, Threads: opt.Threads, Readers: opt.Readers, Backend: opt.Backend, VRAMBudget: opt.VRAMBudget, DecodeTokens: opt.DecodeTokens, Policy: opt.Policy, Prefetch: opt.Prefetch,
+		Repeat: opt.Repeat, Threads: opt.Threads, Readers: opt.Readers, DecodeTokens: opt.DecodeTokens, Policy: opt.Policy, Prefetch: opt.Prefetch,
 		Experts: cfg.Experts, TopK: cfg.TopK, Identical: true}}
 	if b.res.Policy == "" {
 		b.res.Policy = policy.Default
 	}
-	if b.res.Backend == "" {
-		b.res.Backend = "cpu"
+	if len(opt.Backends) == 0 {
+		opt.Backends = []Backend{{Name: "cpu"}}
 	}
-	if b.res.Backend != "cpu" {
-		b.res.Placement = string(opt.Placement)
-		if b.res.Placement == "" {
-			b.res.Placement = "auto"
+	opt.Backends = slices.Clone(opt.Backends)
+	for i, c := range opt.Backends {
+		if c.Name == "" {
+			c.Name = "cpu"
 		}
+		if c.Name != "cpu" && c.Placement == "" {
+			c.Placement = "auto"
+		}
+		opt.Backends[i] = c
 	}
+	b.opt.Backends = opt.Backends
+	b.res.Backends = opt.Backends
 	if b.res.Threads == 0 {
 		b.res.Threads = runtime.GOMAXPROCS(0)
 	}
@@ -306,12 +334,17 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	}
 
 	arms := []benchrun.Arm{b.rawArm(), b.verifiedArm(), b.hashArm(), b.rawSplitArm()}
-	for _, f := range opt.RAMFractions {
-		for _, warm := range []bool{false, true} {
-			d := &Decode{RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f*float64(len(b.refs)))) * b.res.ExpertBytes}
-			d.Name = fmt.Sprintf("RAM %.0f%%, %s", f*100, map[bool]string{false: "cold", true: "warm"}[warm])
-			b.res.Decode = append(b.res.Decode, d)
-			arms = append(arms, b.decodeArm(d))
+	for _, c := range opt.Backends {
+		for _, f := range opt.RAMFractions {
+			for _, warm := range []bool{false, true} {
+				d := &Decode{Backend: c, RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f*float64(len(b.refs)))) * b.res.ExpertBytes}
+				d.Name = fmt.Sprintf("RAM %.0f%%, %s", f*100, map[bool]string{false: "cold", true: "warm"}[warm])
+				if len(opt.Backends) > 1 || c.Name != "cpu" {
+					d.Name = c.Label() + ", " + d.Name
+				}
+				b.res.Decode = append(b.res.Decode, d)
+				arms = append(arms, b.decodeArm(d))
+			}
 		}
 	}
 	if opt.Ledger {
@@ -410,7 +443,7 @@ func (m *model) snapshot() snapshot {
 	return s
 }
 
-func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
+func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) {
 	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
 	h, err := tier.New(b.ck, tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
 		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()})
@@ -420,25 +453,21 @@ func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
 	// A backend of its own for every model: a device backend's resident
 	// experts must not outlive a figure (a cold figure starts cold).
 	var be backend.Backend
-	if b.opt.NewBackend != nil {
-		be, err = b.opt.NewBackend()
+	if c.New != nil {
+		be, err = c.New()
 	} else {
-		be, err = engine.OpenBackend(b.res.Backend, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: b.opt.VRAMBudget, Timing: true})
+		be, err = engine.OpenBackend(c.Name, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: c.VRAMBudget, Timing: true})
 	}
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
 	src := newTimedSource(h, b.ck.Config().Sparse)
-	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Backend: be, Placement: b.opt.Placement, Experts: src})
+	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Backend: be, Placement: c.Placement, Experts: src})
 	if err != nil {
 		h.Close()
 		be.Close()
 		return nil, err
-	}
-	if b.res.Residency == nil {
-		r := be.Residency()
-		b.res.Residency = &r
 	}
 	return &model{h: h, src: src, m: m, be: be}, nil
 }
@@ -638,9 +667,11 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			if err = b.drop(); err != nil {
 				return err
 			}
-			if mm, err = b.open(ctx, d.RAMBudget); err != nil {
+			if mm, err = b.open(ctx, d.RAMBudget, d.Backend); err != nil {
 				return err
 			}
+			r := mm.be.Residency()
+			d.Residency = &r
 			d.RAMSlots = mm.h.Stats().RAMCap
 			mm.src.start()
 			warmup = 0
@@ -761,7 +792,7 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 		if b.resident != nil {
 			return nil
 		}
-		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes)
+		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes, b.opt.Backends[0])
 		if err != nil {
 			return err
 		}

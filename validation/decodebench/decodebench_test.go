@@ -124,10 +124,9 @@ func TestRunCounters(t *testing.T) {
 		dev   bool
 	}{{"cpu", "", false}, {"device", engine.PlaceDevice, true}, {"host", engine.PlaceHost, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.25}, DecodeTokens: 4, Repeat: 1, NoDrop: true, Placement: c.place}
+			opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.25}, DecodeTokens: 4, Repeat: 1, NoDrop: true}
 			if c.dev {
-				opt.Backend = "fake-device"
-				opt.NewBackend = func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }
+				opt.Backends = []Backend{{Name: "fake-device", Placement: c.place, New: func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }}}
 			}
 			res, err := Run(context.Background(), dir, opt)
 			if err != nil {
@@ -162,8 +161,10 @@ func TestRunCounters(t *testing.T) {
 					t.Errorf("%s: %d hashers, %v bytes hashed per token, %v read", d.Name, d.Hashers, d.HashedBytesPerToken, d.StorageBytesPerToken)
 				}
 			}
-			if res.Backend != map[bool]string{false: "cpu", true: "fake-device"}[c.dev] || res.Residency == nil {
-				t.Errorf("backend %q, residency %+v", res.Backend, res.Residency)
+			for _, d := range res.Decode {
+				if d.Backend.Name != map[bool]string{false: "cpu", true: "fake-device"}[c.dev] || d.Residency == nil {
+					t.Errorf("%s: backend %q, residency %+v", d.Name, d.Backend.Name, d.Residency)
+				}
 			}
 		})
 	}
