@@ -327,6 +327,9 @@ type Counters struct {
 	// HostExperts the loaded experts a device backend computed on the host
 	// because no device slot could take them.
 	ExpertsLoaded int64 `json:"experts_loaded"`
+	// ExpertsDirect are the loaded experts copied to the device straight
+	// from memory the backend pinned (Pinner), with no staging copy.
+	ExpertsDirect int64 `json:"experts_direct"`
 	ExpertsCached int64 `json:"experts_cached"`
 	HostExperts   int64 `json:"host_experts"`
 	// UploadBytes are the bytes of weights Upload put in device memory.
@@ -339,10 +342,17 @@ func (c Counters) Sub(o Counters) Counters {
 		H2DBytes: c.H2DBytes - o.H2DBytes, H2DCopies: c.H2DCopies - o.H2DCopies, H2DSeconds: c.H2DSeconds - o.H2DSeconds,
 		ExpertH2DBytes: c.ExpertH2DBytes - o.ExpertH2DBytes, D2HBytes: c.D2HBytes - o.D2HBytes,
 		Kernels: c.Kernels - o.Kernels, KernelSeconds: c.KernelSeconds - o.KernelSeconds,
-		ExpertsLoaded: c.ExpertsLoaded - o.ExpertsLoaded, ExpertsCached: c.ExpertsCached - o.ExpertsCached,
+		ExpertsLoaded: c.ExpertsLoaded - o.ExpertsLoaded, ExpertsDirect: c.ExpertsDirect - o.ExpertsDirect, ExpertsCached: c.ExpertsCached - o.ExpertsCached,
 		HostExperts: c.HostExperts - o.HostExperts, UploadBytes: c.UploadBytes - o.UploadBytes,
 	}
 }
+
+// Pinner is implemented by device backends that can pin host memory for
+// their copies: LoadExpert of bytes in memory they pinned (the streaming
+// tier's device slots, tier.Options.Pinner) copies them to the device
+// without a staging copy on the host. Memory they cannot pin is an error
+// of Pin, and the caller uses ordinary memory.
+type Pinner = weights.Pinner
 
 // Meter is implemented by backends that count their work. Counters is safe
 // for concurrent use; its device times include only work a Sync has

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
@@ -36,7 +37,63 @@ type device struct {
 	// counters (Counters): the bytes each operation copies across, counted
 	// when it is enqueued
 	h2d, h2dCopies, expertH2D, d2h, upload atomic.Int64
-	loaded, cached                         atomic.Int64
+	loaded, cached, direct                 atomic.Int64
+
+	pinMu  sync.Mutex
+	pinned map[uintptr]int // base address → length of memory Pin pinned
+}
+
+var _ backend.Pinner = (*device)(nil)
+
+// Pin records mem as pinned: LoadExpert of bytes inside pinned memory
+// counts as a direct copy (Counters.ExpertsDirect).
+func (d *device) Pin(mem []byte) (func() error, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("fake device: pin of 0 bytes")
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	if d.pinned == nil {
+		d.pinned = map[uintptr]int{}
+	}
+	if _, ok := d.pinned[base]; ok {
+		return nil, fmt.Errorf("fake device: memory at %#x pinned twice", base)
+	}
+	d.pinned[base] = len(mem)
+	return func() error {
+		d.pinMu.Lock()
+		defer d.pinMu.Unlock()
+		if _, ok := d.pinned[base]; !ok {
+			return fmt.Errorf("fake device: memory at %#x unpinned twice", base)
+		}
+		delete(d.pinned, base)
+		return nil
+	}, nil
+}
+
+// isPinned reports whether b lies inside memory Pin pinned.
+func (d *device) isPinned(b string) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(b)))
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	for base, n := range d.pinned {
+		if p >= base && p+uintptr(len(b)) <= base+uintptr(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Pinned is the number of pinned ranges (for tests).
+func Pinned(be backend.Backend) int {
+	d := be.(*device)
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	return len(d.pinned)
 }
 
 // Counters reports what the simulated device copied: Write's values,
@@ -44,7 +101,7 @@ type device struct {
 // and Route's expert ids as device-to-host. It measures no time.
 func (d *device) Counters() backend.Counters {
 	return backend.Counters{H2DBytes: d.h2d.Load(), H2DCopies: d.h2dCopies.Load(), ExpertH2DBytes: d.expertH2D.Load(),
-		D2HBytes: d.d2h.Load(), ExpertsLoaded: d.loaded.Load(), ExpertsCached: d.cached.Load(), UploadBytes: d.upload.Load()}
+		D2HBytes: d.d2h.Load(), ExpertsLoaded: d.loaded.Load(), ExpertsDirect: d.direct.Load(), ExpertsCached: d.cached.Load(), UploadBytes: d.upload.Load()}
 }
 
 // toDevice counts a host-to-device copy of n bytes.
@@ -287,6 +344,9 @@ func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf
 	d.toDevice(int(n))
 	d.expertH2D.Add(n)
 	d.loaded.Add(1)
+	if d.isPinned(gate.Data()) && d.isPinned(up.Data()) && d.isPinned(down.Data()) {
+		d.direct.Add(1)
+	}
 	if d.slots > 0 {
 		d.mu.Lock()
 		if _, ok := d.resident[digest]; !ok {

@@ -51,6 +51,7 @@ type Backend struct {
 	closed   bool
 
 	meter meter
+	pins  pinned
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -17,6 +17,7 @@ import (
 type meter struct {
 	h2d, h2dCopies, expertH2D, d2h atomic.Int64
 	kernels, loaded, cached, host  atomic.Int64
+	direct                         atomic.Int64
 	upload                         atomic.Int64
 	h2dNs, kernelNs                atomic.Int64
 }
@@ -35,7 +36,7 @@ func (b *Backend) Counters() backend.Counters {
 		H2DBytes: m.h2d.Load(), H2DCopies: m.h2dCopies.Load(), ExpertH2DBytes: m.expertH2D.Load(),
 		H2DSeconds: time.Duration(m.h2dNs.Load()).Seconds(), D2HBytes: m.d2h.Load(),
 		Kernels: m.kernels.Load(), KernelSeconds: time.Duration(m.kernelNs.Load()).Seconds(),
-		ExpertsLoaded: m.loaded.Load(), ExpertsCached: m.cached.Load(), HostExperts: m.host.Load(),
+		ExpertsLoaded: m.loaded.Load(), ExpertsDirect: m.direct.Load(), ExpertsCached: m.cached.Load(), HostExperts: m.host.Load(),
 		UploadBytes: m.upload.Load(),
 	}
 }

@@ -704,9 +704,13 @@ func matBytes(m *backend.Mat) []byte {
 
 // LoadExpert copies the expert into a device slot: one kept resident by
 // digest when the budget has room for it, else one of the queue's
-// transient slots; it passes through a pinned staging buffer and is copied
-// on the copy stream, which the compute stream then waits for. With no
-// device memory to be had, the expert is computed on the host.
+// transient slots. Its bytes are copied on the copy stream, which the
+// compute stream then waits for: straight from where they lie when that
+// is memory Pin registered (the streaming tier's device slots; LoadExpert
+// then waits for the copy before it returns, as the caller may recycle the
+// bytes), else through a pinned staging buffer (one host copy, and
+// LoadExpert returns at once). With no device memory to be had, the expert
+// is computed on the host.
 func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
 	var v backend.Expert
 	if err := cpu.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
@@ -723,6 +727,14 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		return nil
 	}
 	off, size := layout(&v)
+	direct := true
+	for _, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		m := matBytes(&w.Host)
+		direct = direct && q.b.isPinned(unsafe.Pointer(unsafe.SliceData(m)), len(m))
+	}
+	if direct {
+		return q.loadDirect(x, &v, off, size)
+	}
 	// Stage the bytes in pinned memory first (outside the lock).
 	st := &q.stage[q.next]
 	q.next = (q.next + 1) % len(q.stage)
@@ -780,6 +792,47 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 	}
 	b.mu.Unlock()
 	fill(x, id, digest, sl)
+	return q.err
+}
+
+// loadDirect copies v's matrices to a device slot from the pinned memory
+// they lie in, and waits for the copy.
+func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, size int64) error {
+	b := q.b
+	b.mu.Lock()
+	sl := b.takeSlot(v.Digest, size)
+	if sl == nil {
+		sl = q.transient(size)
+	}
+	if sl == nil {
+		b.mu.Unlock()
+		b.meter.host.Add(1)
+		return q.hostExpert(x, v)
+	}
+	sl.users++
+	for _, ev := range sl.free {
+		q.check("expert copy", q.cs.Wait(ev, 0))
+	}
+	t0, timed := q.timeStart(q.cs)
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		m := matBytes(&w.Host)
+		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
+	}
+	q.timeEnd(q.cs, t0, timed, true)
+	b.meter.h2d.Add(size)
+	b.meter.h2dCopies.Add(3)
+	b.meter.expertH2D.Add(size)
+	b.meter.loaded.Add(1)
+	b.meter.direct.Add(1)
+	q.check("expert copy", sl.ready.Record(q.cs))
+	q.check("expert copy", q.s.Wait(sl.ready, 0))
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
+	}
+	b.mu.Unlock()
+	// The caller may recycle the bytes once LoadExpert returns.
+	q.check("expert copy", sl.ready.Synchronize())
+	fill(x, v.ID, v.Digest, sl)
 	return q.err
 }
 

@@ -11,7 +11,11 @@
 #
 # Steps, each only if the time left allows it:
 #  1. TestCUDACounters (engine.test -tags cuda): the cuda backend's counters
-#     against the model's placements on the reference fixture (≈ 20 s).
+#     against the model's placements on the reference fixture, and
+#     TestCUDAPinnedSlots (decodebench.test): the tier's device slots pinned
+#     by the backend, experts copied from them with no staging copy, the
+#     same logits as the cpu backend (≈ 30 s; both never ran on a GPU yet).
+#     PIN=1 makes step 3 pin the slots too (--pin-slots).
 #  2. synth --preset real --layers 4 (Qwen3.5-122B-A10B shapes, one
 #     full-attention layer; HF ≈ 22 GB) and convert (JNF ≈ 23 GB; the disk
 #     has 64 GiB, so the HF copy is kept for the peer; ≈ 3 min for both).
@@ -60,6 +64,9 @@ if [ "$(left)" -gt 120 ]; then
 	(cd "$root/engine" && timeout 60 "$dev/engine.test" -test.run 'TestCUDACounters' -test.v) > "$OUT/counters.log" 2>&1
 	echo "TestCUDACounters rc=$?"
 	grep -q -- "--- PASS: TestCUDACounters" "$OUT/counters.log" || echo "TestCUDACounters did not pass (or did not run: is engine.test built with -tags cuda?)"
+	(cd "$root/validation/decodebench" && timeout 60 "$dev/decodebench.test" -test.run 'TestCUDAPinnedSlots' -test.v) >> "$OUT/counters.log" 2>&1
+	echo "TestCUDAPinnedSlots rc=$?"
+	grep -q -- "--- PASS: TestCUDAPinnedSlots" "$OUT/counters.log" || echo "TestCUDAPinnedSlots did not pass (or did not run)"
 	grep -E "^(--- |ok|PASS|FAIL)|counters|digest" "$OUT/counters.log" | head -20
 	at "counters"
 fi
@@ -77,7 +84,7 @@ at "convert"
 rounds=1
 [ "$(left)" -gt 330 ] && rounds=2
 timeout $(($(left) - 15)) "$T" bench decode "$B/jnf" --backend "$BACKENDS" ${VRAM:+--vram-budget "$VRAM"} --ram-fraction 0.27 \
-	--repeat $rounds --decode-tokens 8 --ledger=false --json > "$OUT/decode.json" 2> "$OUT/decode.err"
+	--repeat $rounds --decode-tokens 8 --ledger=false ${PIN:+--pin-slots} --json > "$OUT/decode.json" 2> "$OUT/decode.err"
 echo "bench decode ($rounds rounds) rc=$?"
 tail -3 "$OUT/decode.err"
 at "bench decode"

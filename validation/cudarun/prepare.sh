@@ -20,6 +20,7 @@ mkdir -p "$dev"
 cd "$root"
 go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./engine/cuda
 go test -c -tags cuda -ldflags="-s -w" -o "$dev/engine.test" ./engine
+go test -c -tags cuda -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/decodebench
 go build -ldflags="-s -w" -o "$dev/charts" ./reports/cmd/charts
 go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
 go build -o "$dev/tarfa-cpu" ./cmd/tarfa

@@ -98,6 +98,10 @@ type Backend struct {
 	Name       string           `json:"backend"`
 	VRAMBudget int64            `json:"vram_budget,omitempty"`
 	Placement  engine.Placement `json:"placement,omitempty"`
+	// PinSlots lets a backend that can pin host memory (backend.Pinner)
+	// pin the hierarchy's device slots, so that streamed experts are copied
+	// to the device from where they were read, with no staging copy.
+	PinSlots bool `json:"pin_slots,omitempty"`
 	// New, if set, makes the backend instead of engine.OpenBackend (each
 	// model gets its own; tests give a simulated device).
 	New func() (backend.Backend, error) `json:"-"`
@@ -115,6 +119,9 @@ func (c Backend) Label() string {
 			pl = "auto"
 		}
 		s += " " + pl
+	}
+	if c.PinSlots {
+		s += " pinned"
 	}
 	return s
 }
@@ -189,15 +196,19 @@ type Decode struct {
 	// ExpertsOnHostPerToken those the placement gave the host CPU beside a
 	// device backend. HashedBytesPerToken are the bytes the hierarchy's
 	// Hashers verified.
-	H2DBytesPerToken               benchrun.Summary `json:"h2d_bytes_per_token"`
-	ExpertH2DBytesPerToken         benchrun.Summary `json:"expert_h2d_bytes_per_token"`
-	H2DSecondsPerToken             benchrun.Summary `json:"h2d_seconds_per_token"`
-	H2DGBps                        float64          `json:"h2d_gbps"`
-	KernelSecondsPerToken          benchrun.Summary `json:"kernel_seconds_per_token"`
-	GPUBusy                        benchrun.Summary `json:"gpu_busy"`
-	ExpertsOnDevicePerToken        benchrun.Summary `json:"experts_on_device_per_token"`
-	ExpertsResidentPerToken        benchrun.Summary `json:"experts_resident_per_token"`
-	HostFallbackPerToken           benchrun.Summary `json:"host_fallback_experts_per_token"`
+	H2DBytesPerToken        benchrun.Summary `json:"h2d_bytes_per_token"`
+	ExpertH2DBytesPerToken  benchrun.Summary `json:"expert_h2d_bytes_per_token"`
+	H2DSecondsPerToken      benchrun.Summary `json:"h2d_seconds_per_token"`
+	H2DGBps                 float64          `json:"h2d_gbps"`
+	KernelSecondsPerToken   benchrun.Summary `json:"kernel_seconds_per_token"`
+	GPUBusy                 benchrun.Summary `json:"gpu_busy"`
+	ExpertsOnDevicePerToken benchrun.Summary `json:"experts_on_device_per_token"`
+	ExpertsResidentPerToken benchrun.Summary `json:"experts_resident_per_token"`
+	HostFallbackPerToken    benchrun.Summary `json:"host_fallback_experts_per_token"`
+	ExpertsDirectPerToken   benchrun.Summary `json:"experts_direct_per_token"` // copied from pinned slots, no staging copy
+	// StreamedPerToken are the hierarchy's reads through device slots only
+	// (not admitted to the RAM tier), per token.
+	StreamedPerToken               benchrun.Summary `json:"streamed_per_token"`
 	ExpertsOnHostPerToken          benchrun.Summary `json:"experts_on_host_per_token"`
 	HashedBytesPerToken            benchrun.Summary `json:"hashed_bytes_per_token"`
 	Hashers                        int              `json:"hashers"`
@@ -422,10 +433,11 @@ type model struct {
 
 // meterSample is a figure's counters over one generation's decode steps.
 type meterSample struct {
-	be     backend.Counters
-	eng    engine.Stats
-	hashed int64
-	secs   float64
+	be       backend.Counters
+	eng      engine.Stats
+	hashed   int64
+	streamed int64
+	secs     float64
 }
 
 // snapshot is the counters at one point of a generation.
@@ -444,22 +456,27 @@ func (m *model) snapshot() snapshot {
 }
 
 func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) {
-	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
-	h, err := tier.New(b.ck, tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
-		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()})
-	if err != nil {
-		return nil, err
-	}
 	// A backend of its own for every model: a device backend's resident
 	// experts must not outlive a figure (a cold figure starts cold).
 	var be backend.Backend
+	var err error
 	if c.New != nil {
 		be, err = c.New()
 	} else {
 		be, err = engine.OpenBackend(c.Name, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: c.VRAMBudget, Timing: true})
 	}
 	if err != nil {
-		h.Close()
+		return nil, err
+	}
+	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
+	to := tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()}
+	if p, ok := be.(backend.Pinner); ok && c.PinSlots {
+		to.Pinner = p
+	}
+	h, err := tier.New(b.ck, to)
+	if err != nil {
+		be.Close()
 		return nil, err
 	}
 	src := newTimedSource(h, b.ck.Config().Sparse)
@@ -692,7 +709,7 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			after, atPrefill := post.tier, pre.tier
 			n := float64(b.opt.DecodeTokens - 1)
 			d.meters = append(d.meters, meterSample{be: post.be.Sub(pre.be), eng: engineSub(post.eng, pre.eng),
-				hashed: after.BytesHashed - atPrefill.BytesHashed, secs: dec.Seconds()})
+				hashed: after.BytesHashed - atPrefill.BytesHashed, streamed: after.Streamed - atPrefill.Streamed, secs: dec.Seconds()})
 			d.Hashers = b.hashers()
 			ph := mm.src.take() // the decode steps'
 			d.streams = append(d.streams, ph.stream.Seconds()/n)
@@ -754,6 +771,8 @@ func (d *Decode) summarizeMeters(n float64) {
 	d.ExpertsOnDevicePerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertsOnDevice) })
 	d.ExpertsResidentPerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertDeviceHits) })
 	d.HostFallbackPerToken = per(func(m meterSample) float64 { return float64(m.be.HostExperts) })
+	d.ExpertsDirectPerToken = per(func(m meterSample) float64 { return float64(m.be.ExpertsDirect) })
+	d.StreamedPerToken = per(func(m meterSample) float64 { return float64(m.streamed) })
 	d.ExpertsOnHostPerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertsOnHost) })
 	d.HashedBytesPerToken = per(func(m meterSample) float64 { return float64(m.hashed) })
 	busy := make([]float64, 0, len(d.meters))

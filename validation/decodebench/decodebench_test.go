@@ -122,11 +122,14 @@ func TestRunCounters(t *testing.T) {
 		name  string
 		place engine.Placement
 		dev   bool
-	}{{"cpu", "", false}, {"device", engine.PlaceDevice, true}, {"host", engine.PlaceHost, true}} {
+		pin   bool
+	}{{"cpu", "", false, false}, {"device", engine.PlaceDevice, true, false}, {"device-pinned", engine.PlaceDevice, true, true}, {"host", engine.PlaceHost, true, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.25}, DecodeTokens: 4, Repeat: 1, NoDrop: true}
+			// A RAM tier of one expert: most reads stream through the
+			// device slots.
+			opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.01}, DecodeTokens: 4, Repeat: 1, NoDrop: true}
 			if c.dev {
-				opt.Backends = []Backend{{Name: "fake-device", Placement: c.place, New: func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }}}
+				opt.Backends = []Backend{{Name: "fake-device", Placement: c.place, PinSlots: c.pin, New: func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }}}
 			}
 			res, err := Run(context.Background(), dir, opt)
 			if err != nil {
@@ -147,6 +150,19 @@ func TestRunCounters(t *testing.T) {
 				}
 				if c.place == engine.PlaceHost && onHost != uses {
 					t.Errorf("%s: placement host: %v of %v on the host", d.Name, onHost, uses)
+				}
+				// Pinned slots: every expert read through the device slots
+				// came from them (those admitted to the RAM tier come from
+				// its buffers, which are not pinned); else none.
+				wantDirect := 0.0
+				if c.pin {
+					wantDirect = d.StreamedPerToken.Median
+					if wantDirect == 0 {
+						t.Errorf("%s: nothing streamed through the device slots", d.Name)
+					}
+				}
+				if got := d.ExpertsDirectPerToken.Median; math.Abs(got-wantDirect) > 1e-9 {
+					t.Errorf("%s: %v experts per token copied from pinned slots, want %v", d.Name, got, wantDirect)
 				}
 				if got := d.ExpertH2DBytesPerToken.Median; got != wantCopied {
 					t.Errorf("%s: %v expert bytes per token to the device, want %v", d.Name, got, wantCopied)
