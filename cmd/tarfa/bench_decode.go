@@ -54,6 +54,13 @@ that, and says so when it cannot):
   ledger     (--ledger) decode with every routed expert resident, with and
              without the session ledger, alternated
 
+The decodes run on every --backend (cuda under every --vram-budget), each next
+to the others in every round; for each, per decoded token, the backend's and the
+engine's counters: bytes copied to the device and their device time, kernel
+time and GPU busy (kernel time ÷ wall time; CUDA events), the experts computed
+on the device (resident or streamed) and on the host CPU, the hashers and the
+bytes they verified.
+
 Then it calibrates the simulator (tier/sim) on raw, hash and the resident decodes
 and predicts every decode from its own measured routing trace (target: within 15%).
 Every generation's logits are compared bit for bit with the first one's.
