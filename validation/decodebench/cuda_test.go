@@ -5,6 +5,10 @@ package decodebench
 import (
 	"context"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/engine/cuda"
 )
 
 // TestCUDAPinnedSlots (on a GPU: -tags cuda) runs the decodes of the
@@ -12,11 +16,15 @@ import (
 // slots pinned by the backend and without: the logits must be the same
 // bits, every expert read through the device slots must be copied to the
 // device from them when they are pinned (no staging copy), and none when
-// they are not.
+// they are not. The cuda backends keep no expert resident (every expert
+// not in the RAM tier is streamed each time) and compute every one on the
+// device.
 func TestCUDAPinnedSlots(t *testing.T) {
 	dir := defaultModel(t)
+	open := func() (backend.Backend, error) { return cuda.New(cuda.Options{ExpertSlots: -1, Threads: 2, Timing: true}) }
 	res, err := Run(context.Background(), dir, Options{Threads: 2, Readers: 2, RAMFractions: []float64{0.01}, DecodeTokens: 4, Repeat: 1, NoDrop: true,
-		Backends: []Backend{{Name: "cpu"}, {Name: "cuda", PinSlots: true}, {Name: "cuda"}}})
+		Backends: []Backend{{Name: "cpu"}, {Name: "cuda", Placement: engine.PlaceDevice, PinSlots: true, New: open},
+			{Name: "cuda", Placement: engine.PlaceDevice, New: open}}})
 	if err != nil {
 		t.Fatal(err)
 	}
