@@ -21,6 +21,9 @@ type BackendOptions struct {
 	VRAMBudget int64
 	// Device is the device ordinal of a device backend.
 	Device int
+	// Timing makes a device backend measure the device time of its kernels
+	// and copies (backend.Meter), for benchmarks.
+	Timing bool
 }
 
 // OpenBackend opens a backend by name: "cpu" (the reference) or "cuda" (an
@@ -33,7 +36,7 @@ func OpenBackend(name string, o BackendOptions) (backend.Backend, error) {
 		}
 		return cpu.New(o.Threads), nil
 	case "cuda":
-		be, err := cuda.New(cuda.Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads})
+		be, err := cuda.New(cuda.Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing})
 		if err != nil {
 			return nil, fmt.Errorf("engine: backend cuda: %w", err)
 		}

@@ -5,8 +5,44 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/backendtest"
+	"github.com/tarfa-ai/tarfa/engine/cpu"
 )
+
+// checkDeviceCounters checks a simulated device's counters against what the
+// model did: at load, the bytes of every weight it uploaded (all of them:
+// onDevice is false when some may stay on the host); since (run), for every
+// streamed expert the model placed on the device, one copy of the expert's
+// bytes (each matrix padded to align bytes), a use of a copy already
+// resident, or one computed on the host by the backend; a cached use for
+// every device hit.
+func checkDeviceCounters(t *testing.T, m *Model, atLoad, run backend.Counters, align int64, allUploaded bool) {
+	t.Helper()
+	var up int64
+	for _, w := range m.weights {
+		up += w.Bytes()
+	}
+	if (allUploaded && atLoad.UploadBytes != up) || atLoad.UploadBytes > up || up == 0 {
+		t.Errorf("counters: %d bytes uploaded at load, the model uploaded %d", atLoad.UploadBytes, up)
+	}
+	st := m.Stats()
+	streamedOnDevice := st.ExpertsOnDevice - st.ExpertDeviceHits
+	again := run.ExpertsCached - st.ExpertDeviceHits // LoadExpert of a digest already resident
+	if run.ExpertsLoaded+run.HostExperts+again != streamedOnDevice || again < 0 {
+		t.Errorf("counters: %d experts loaded, %d computed on the host, %d found resident; the model placed %d streamed experts on the device (%d device hits)",
+			run.ExpertsLoaded, run.HostExperts, again, streamedOnDevice, st.ExpertDeviceHits)
+	}
+	cfg := m.Config()
+	mat := (2*int64(cfg.Hidden)*int64(cfg.MoEIntermediate) + align - 1) / align * align // BF16
+	per := 3 * mat
+	if run.ExpertH2DBytes != run.ExpertsLoaded*per {
+		t.Errorf("counters: %d expert bytes copied for %d experts of %d bytes", run.ExpertH2DBytes, run.ExpertsLoaded, per)
+	}
+	if run.H2DBytes <= run.ExpertH2DBytes || run.D2HBytes == 0 {
+		t.Errorf("counters: %d bytes to the device (%d of experts), %d back: activations not counted", run.H2DBytes, run.ExpertH2DBytes, run.D2HBytes)
+	}
+}
 
 // TestDeviceBackendPlacements runs every reference prompt on a simulated
 // device backend (deferred execution, its own memory, experts resident by
@@ -22,8 +58,10 @@ func TestDeviceBackendPlacements(t *testing.T) {
 			for _, slots := range []int{0, 3, 1000} {
 				t.Run(fmt.Sprintf("%s/%s/slots=%d", c.ckpt, pl, slots), func(t *testing.T) {
 					ref := readReference(t, c.fixture)
-					m := loadWith(t, c.ckpt, Options{Backend: backendtest.NewDevice(2, slots), Placement: pl, ExpertCacheBytes: -1})
+					be := backendtest.NewDevice(2, slots)
+					m := loadWith(t, c.ckpt, Options{Backend: be, Placement: pl, ExpertCacheBytes: -1})
 					defer m.Close()
+					loaded := be.(backend.Meter).Counters()
 					var all [][]float32
 					for _, p := range ref.Prompts {
 						s := m.NewSession()
@@ -47,6 +85,7 @@ func TestDeviceBackendPlacements(t *testing.T) {
 					case pl == PlaceRandom && (st.ExpertsOnHost == 0 || st.ExpertsOnDevice == st.ExpertDeviceHits):
 						t.Errorf("placement random used one side only")
 					}
+					checkDeviceCounters(t, m, loaded, be.(backend.Meter).Counters().Sub(loaded), 1, true)
 					if slots >= 1000 && pl != PlaceHost && st.ExpertDeviceHits == 0 {
 						t.Errorf("room for every expert on the device and none served from it")
 					}
@@ -144,5 +183,28 @@ func TestBatchMatchesSolo(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCPUCounters checks the CPU backend's counters: an expert taken by
+// LoadExpert for every expert use the model computed on it, and nothing
+// copied to a device.
+func TestCPUCounters(t *testing.T) {
+	c := conformance[0]
+	be := cpu.New(2)
+	m := loadWith(t, c.ckpt, Options{Backend: be, ExpertCacheBytes: -1})
+	defer m.Close()
+	ref := readReference(t, c.fixture)
+	s := m.NewSession()
+	defer s.Close()
+	if _, err := s.Forward(ref.Prompts[0], true); err != nil {
+		t.Fatal(err)
+	}
+	got, st := be.Counters(), m.Stats()
+	if got.ExpertsLoaded != st.ExpertsOnDevice || got.ExpertsLoaded == 0 || st.ExpertsOnHost != 0 {
+		t.Errorf("cpu counters: %d experts loaded, the model computed %d on its backend (%d on the host)", got.ExpertsLoaded, st.ExpertsOnDevice, st.ExpertsOnHost)
+	}
+	if got.H2DBytes != 0 || got.ExpertH2DBytes != 0 || got.UploadBytes != 0 || got.KernelSeconds != 0 {
+		t.Errorf("cpu counters: %+v: a host backend copies nothing to a device", got)
 	}
 }

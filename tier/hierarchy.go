@@ -24,6 +24,11 @@ type Options struct {
 	// must hold at least one expert; with fewer slots than a step needs, the
 	// step streams through them.
 	DeviceBudget int64
+	// Pinner, if set, pins the device slots' buffers (a device backend's
+	// pinned memory: O_DIRECT reads land where the backend copies to the
+	// device from, with no staging copy). Nil, or a buffer it fails to
+	// pin: ordinary memory.
+	Pinner weights.Pinner
 	// Readers is the number of reads in flight (0: DefaultReaders).
 	Readers int
 	// Hashers is the number of goroutines verifying what the readers read
@@ -222,6 +227,9 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	var err error
 	if h.dev, err = weights.NewArena(h.size, opt.DeviceBudget); err != nil {
 		return nil, fmt.Errorf("tier: the device budget of %d bytes must hold at least one expert (%d bytes read): %w", opt.DeviceBudget, h.size, err)
+	}
+	if opt.Pinner != nil {
+		h.dev.SetPinner(opt.Pinner)
 	}
 	h.stats.DeviceCap = h.dev.Capacity()
 	h.slots = make(chan struct{}, h.dev.Capacity())

@@ -20,11 +20,30 @@ import (
 type Arena struct {
 	size   int
 	budget int64
+	pin    Pinner
 
 	mu     sync.Mutex
 	free   []*Buffer
 	mapped int // buffers mapped
 	closed bool
+}
+
+// Pinner pins host memory for a device backend's copies (page-locked and
+// registered with the device driver, so that the device copies from it
+// directly): Pin returns the function that unpins mem again. The arena
+// calls Pin once per buffer it maps and the unpin function before it
+// unmaps the buffer.
+type Pinner interface {
+	Pin(mem []byte) (unpin func() error, err error)
+}
+
+// SetPinner makes the arena pin every buffer it maps from now on with p.
+// A buffer p fails to pin is used unpinned (the backend then copies it
+// through its own staging memory).
+func (a *Arena) SetPinner(p Pinner) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pin = p
 }
 
 // ErrBudget says an arena's budget has no room for another buffer.
@@ -88,7 +107,13 @@ func (a *Arena) Get() (*Buffer, error) {
 		return nil, fmt.Errorf("arena: mmap %d bytes: %w", a.size, err)
 	}
 	a.mapped++
-	return &Buffer{a: a, mem: mem, inUse: true}, nil
+	b := &Buffer{a: a, mem: mem, inUse: true}
+	if a.pin != nil {
+		if unpin, err := a.pin.Pin(mem); err == nil {
+			b.unpin = unpin
+		}
+	}
+	return b, nil
 }
 
 // Close unmaps every buffer; buffers still in use are unmapped when
@@ -99,7 +124,7 @@ func (a *Arena) Close() error {
 	a.closed = true
 	var first error
 	for _, b := range a.free {
-		if err := unix.Munmap(b.mem); err != nil && first == nil {
+		if err := b.unmap(); err != nil && first == nil {
 			first = err
 		}
 		a.mapped--
@@ -117,6 +142,23 @@ type Buffer struct {
 	gen    atomic.Uint64 // bumped by Release: values minted before are invalid
 	sealed bool
 	inUse  bool
+	unpin  func() error // nil: not pinned
+}
+
+// Pinned reports whether the arena's Pinner pinned the buffer.
+func (b *Buffer) Pinned() bool { return b.unpin != nil }
+
+// unmap unpins and unmaps the buffer.
+func (b *Buffer) unmap() error {
+	var err error
+	if b.unpin != nil {
+		err = b.unpin()
+		b.unpin = nil
+	}
+	if uerr := unix.Munmap(b.mem); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // Bytes is the buffer's memory, writable until it is sealed.
@@ -159,7 +201,7 @@ func (b *Buffer) Release() error {
 	err := b.unseal()
 	if a.closed {
 		a.mapped--
-		if uerr := unix.Munmap(b.mem); err == nil {
+		if uerr := b.unmap(); err == nil {
 			err = uerr
 		}
 		return err

@@ -133,3 +133,59 @@ func fmtAny(v any) string {
 	}
 	return ""
 }
+
+// recPinner records what it pinned and unpinned; it refuses to pin when
+// refuse is set.
+type recPinner struct {
+	refuse          bool
+	pinned, unpined int
+}
+
+func (p *recPinner) Pin(mem []byte) (func() error, error) {
+	if p.refuse {
+		return nil, errors.New("no pinned memory")
+	}
+	p.pinned++
+	return func() error { p.unpined++; return nil }, nil
+}
+
+// TestArenaPinner: every buffer the arena maps is pinned once and unpinned
+// before it is unmapped (at Close for free ones, at Release after Close for
+// the others); a buffer the pinner refuses is used unpinned.
+func TestArenaPinner(t *testing.T) {
+	a, err := NewArena(PageSize, 3*int64(PageSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p recPinner
+	a.SetPinner(&p)
+	b1, _ := a.Get()
+	b2, _ := a.Get()
+	if !b1.Pinned() || !b2.Pinned() || p.pinned != 2 {
+		t.Fatalf("pinned %v %v, %d pins", b1.Pinned(), b2.Pinned(), p.pinned)
+	}
+	if err := b1.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := a.Get(); b != b1 || p.pinned != 2 {
+		t.Errorf("a recycled buffer was pinned again (%d pins)", p.pinned)
+	}
+	p.refuse = true
+	b3, err := a.Get()
+	if err != nil || b3.Pinned() {
+		t.Fatalf("refused pin: %v, pinned %v", err, b3.Pinned())
+	}
+	b3.Bytes()[0] = 1 // usable
+	b3.Release()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p.unpined != 0 {
+		t.Errorf("%d unpinned at Close, none of the pinned buffers was free", p.unpined)
+	}
+	b1.Release()
+	b2.Release()
+	if p.unpined != 2 {
+		t.Errorf("%d of 2 pinned buffers unpinned", p.unpined)
+	}
+}

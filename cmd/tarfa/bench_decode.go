@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/reports"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"
@@ -28,6 +29,9 @@ type benchDecodeOptions struct {
 	ledger, noDrop   bool
 	ledgerPairs      int
 	asJSON           bool
+	backends, vram   []string
+	placement        string
+	pinSlots         bool
 }
 
 func newBenchDecodeCommand() *cobra.Command {
@@ -51,6 +55,13 @@ that, and says so when it cannot):
   ledger     (--ledger) decode with every routed expert resident, with and
              without the session ledger, alternated (--ledger-pairs of each
              per round; the order swaps on odd rounds)
+
+The decodes run on every --backend (cuda under every --vram-budget), each next
+to the others in every round; for each, per decoded token, the backend's and the
+engine's counters: bytes copied to the device and their device time, kernel
+time and GPU busy (kernel time ÷ wall time; CUDA events), the experts computed
+on the device (resident or streamed) and on the host CPU, the hashers and the
+bytes they verified.
 
 Then it calibrates the simulator (tier/sim) on raw, hash and the resident decodes
 and predicts every decode from its own measured routing trace (target: within 15%).
@@ -93,7 +104,8 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			if _, err := directMode(o.direct); err != nil {
 				return err
 			}
-			return nil
+			_, err := o.backendConfigs()
+			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := modelDir(cmd, args)
@@ -102,10 +114,12 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			}
 			part, _ := policy.ParsePartition(o.partition)
 			direct, _ := directMode(o.direct)
+			backends, _ := o.backendConfigs()
 			update, finish := byteProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
 				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, Direct: direct,
-				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, LedgerPairs: o.ledgerPairs, NoDrop: o.noDrop, Progress: update})
+				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, LedgerPairs: o.ledgerPairs, NoDrop: o.noDrop, Progress: update,
+				Backends: backends})
 			finish()
 			if err != nil {
 				return err
@@ -137,7 +151,52 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.IntVar(&o.ledgerPairs, "ledger-pairs", 1, "generations with and without the ledger per round, alternated (1 to 100)")
 	f.BoolVar(&o.noDrop, "no-drop", false, "do not drop the page cache (storage figures then come from memory, and say so)")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	f.StringSliceVar(&o.backends, "backend", []string{"cpu"}, "backends the decodes run on, each next to the others in every round: "+strings.Join(engine.Backends, ", ")+" (the raw, verified and hash figures use none)")
+	f.StringSliceVar(&o.vram, "vram-budget", nil, "device-memory budgets of the cuda backend, e.g. 16GiB,12GiB: its decodes run under each (default: the whole device)")
+	f.StringVar(&o.placement, "placement", "auto", "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", "))
+	f.BoolVar(&o.pinSlots, "pin-slots", false, "let a device backend pin the hierarchy's device slots (streamed experts copied to the device from where they were read, no staging copy)")
 	return cmd
+}
+
+// backendConfigs checks --backend, --vram-budget and --placement as the
+// generating commands do (tierFlags) and returns the backends: each cpu
+// once, each other backend under every --vram-budget.
+func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
+	if len(o.backends) == 0 {
+		return nil, fmt.Errorf("--backend: give at least one backend")
+	}
+	vram := o.vram
+	if len(vram) == 0 {
+		vram = []string{""}
+	}
+	var out []decodebench.Backend
+	seen := map[string]bool{}
+	device := false
+	for _, name := range o.backends {
+		budgets := vram
+		if name == "cpu" {
+			budgets = []string{""}
+		} else {
+			device = true
+		}
+		for _, v := range budgets {
+			t := tierFlags{backend: name, vram: v, placement: o.placement, ram: "auto", device: "auto", policy: policy.Default,
+				partition: "global", direct: "auto", scrub: tier.DefaultScrub.String()}
+			if _, err := t.options(); err != nil {
+				return nil, err
+			}
+			c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu"}
+			if seen[c.Label()] {
+				return nil, fmt.Errorf("--backend %s, --vram-budget %q: given twice", name, v)
+			}
+			seen[c.Label()] = true
+			out = append(out, c)
+		}
+	}
+	if len(o.vram) > 0 && !device {
+		return nil, fmt.Errorf("--vram-budget %s: a device-memory budget needs --backend cuda", strings.Join(o.vram, ","))
+	}
+	return out, nil
 }
 
 func slicesContains(xs []string, x string) bool {
@@ -200,6 +259,25 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 	}
 	if err := reports.Table(w, []string{"decode", "RAM tier", "s/token min / median / max", "storage / token", "hit rate",
 		"storage bound s/token", "× bound", "prefetch issued / useful / wasted", "simulated s/token"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	rows = rows[:0]
+	for _, d := range res.Decode {
+		where := d.Backend.Label()
+		if r := d.Residency; r != nil && d.Backend.Name != "cpu" {
+			where = fmt.Sprintf("%s: %s, weights %s on the device (%d), %s on the host (%d), %d expert slots", where, r.Device,
+				reports.Bytes(r.DeviceWeights), r.DeviceWeightCount, reports.Bytes(r.HostWeights), r.HostWeightCount, r.ExpertSlots)
+		}
+		rows = append(rows, []string{d.Name, where, reports.Bytes(int64(math.Round(d.H2DBytesPerToken.Median))),
+			reports.Bytes(int64(math.Round(d.ExpertH2DBytesPerToken.Median))), fmt.Sprintf("%.4g", d.H2DSecondsPerToken.Median),
+			fmt.Sprintf("%.3g", d.H2DGBps), fmt.Sprintf("%.4g", d.KernelSecondsPerToken.Median), fmt.Sprintf("%.2f", d.GPUBusy.Median),
+			fmt.Sprintf("%.1f (%.1f resident, %.1f host fallback) / %.1f", d.ExpertsOnDevicePerToken.Median, d.ExpertsResidentPerToken.Median,
+				d.HostFallbackPerToken.Median, d.ExpertsOnHostPerToken.Median),
+			fmt.Sprintf("%d (%s / token)", d.Hashers, reports.Bytes(int64(math.Round(d.HashedBytesPerToken.Median))))})
+	}
+	if err := reports.Table(w, []string{"decode", "backend", "to device / token", "of it experts", "copy s/token", "copy GB/s", "kernel s/token",
+		"GPU busy", "experts / token on the backend / on the host CPU", "hashers (hashed)"}, rows); err != nil {
 		return err
 	}
 	if l := res.Ledger; l != nil {

@@ -43,6 +43,11 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--policy", "belady"}, `--policy "belady": want one of`},
 		{[]string{"bench", "decode", "--direct", "maybe"}, `--direct "maybe": want auto, on or off`},
 		{[]string{"bench", "decode", "--partition", "x"}, `--partition "x": want global or per-layer`},
+		{[]string{"bench", "decode", "--backend", "tpu"}, `--backend "tpu": want cpu or cuda`},
+		{[]string{"bench", "decode", "--vram-budget", "16GiB"}, "--vram-budget 16GiB: a device-memory budget needs --backend cuda"},
+		{[]string{"bench", "decode", "--placement", "left"}, `--placement "left": want one of`},
+		{[]string{"bench", "decode", "--backend", "cpu,cpu"}, "--backend cpu, --vram-budget \"\": given twice"},
+		{[]string{"bench", "decode", "--backend", "cpu", "--vram-budget", "16GiB,12GiB"}, "--vram-budget 16GiB,12GiB: a device-memory budget needs --backend cuda"},
 	} {
 		_, err := runCLI(t, "", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != exitError {

@@ -300,3 +300,63 @@ type Residency struct {
 	ExpertSlots     int   `json:"expert_slots"`
 	ExpertSlotBytes int64 `json:"expert_slot_bytes"`
 }
+
+// Counters are a backend's cumulative work counters, for benchmarks: a
+// figure is the difference of two snapshots. Seconds are device time
+// measured with the device's own events; a backend that does not measure
+// one reports 0.
+type Counters struct {
+	// H2DBytes are the bytes queues copied from host to device memory
+	// (activations, index lists, streamed experts), H2DCopies the copies
+	// and H2DSeconds their device time. ExpertH2DBytes are the part that
+	// were streamed routed experts (LoadExpert).
+	H2DBytes       int64   `json:"h2d_bytes"`
+	H2DCopies      int64   `json:"h2d_copies"`
+	H2DSeconds     float64 `json:"h2d_seconds"`
+	ExpertH2DBytes int64   `json:"expert_h2d_bytes"`
+	// D2HBytes are the bytes queues copied back to the host.
+	D2HBytes int64 `json:"d2h_bytes"`
+	// Kernels counts the kernels launched and KernelSeconds is their device
+	// time (summed: kernels of one queue run one after another).
+	Kernels       int64   `json:"kernels"`
+	KernelSeconds float64 `json:"kernel_seconds"`
+	// ExpertsLoaded counts LoadExpert calls that took the expert's bytes
+	// (copied to a device slot, or viewed in place by the CPU),
+	// ExpertsCached the uses served by a copy the backend kept resident
+	// (CachedExpert, or LoadExpert of a digest already resident), and
+	// HostExperts the loaded experts a device backend computed on the host
+	// because no device slot could take them.
+	ExpertsLoaded int64 `json:"experts_loaded"`
+	// ExpertsDirect are the loaded experts copied to the device straight
+	// from memory the backend pinned (Pinner), with no staging copy.
+	ExpertsDirect int64 `json:"experts_direct"`
+	ExpertsCached int64 `json:"experts_cached"`
+	HostExperts   int64 `json:"host_experts"`
+	// UploadBytes are the bytes of weights Upload put in device memory.
+	UploadBytes int64 `json:"upload_bytes"`
+}
+
+// Sub returns c − o, counter by counter.
+func (c Counters) Sub(o Counters) Counters {
+	return Counters{
+		H2DBytes: c.H2DBytes - o.H2DBytes, H2DCopies: c.H2DCopies - o.H2DCopies, H2DSeconds: c.H2DSeconds - o.H2DSeconds,
+		ExpertH2DBytes: c.ExpertH2DBytes - o.ExpertH2DBytes, D2HBytes: c.D2HBytes - o.D2HBytes,
+		Kernels: c.Kernels - o.Kernels, KernelSeconds: c.KernelSeconds - o.KernelSeconds,
+		ExpertsLoaded: c.ExpertsLoaded - o.ExpertsLoaded, ExpertsDirect: c.ExpertsDirect - o.ExpertsDirect, ExpertsCached: c.ExpertsCached - o.ExpertsCached,
+		HostExperts: c.HostExperts - o.HostExperts, UploadBytes: c.UploadBytes - o.UploadBytes,
+	}
+}
+
+// Pinner is implemented by device backends that can pin host memory for
+// their copies: LoadExpert of bytes in memory they pinned (the streaming
+// tier's device slots, tier.Options.Pinner) copies them to the device
+// without a staging copy on the host. Memory they cannot pin is an error
+// of Pin, and the caller uses ordinary memory.
+type Pinner = weights.Pinner
+
+// Meter is implemented by backends that count their work. Counters is safe
+// for concurrent use; its device times include only work a Sync has
+// completed.
+type Meter interface {
+	Counters() Counters
+}

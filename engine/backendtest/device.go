@@ -3,6 +3,8 @@ package backendtest
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/cpu"
@@ -31,6 +33,83 @@ type device struct {
 	mu       sync.Mutex
 	resident map[jnf.Digest]*devExpert
 	order    []jnf.Digest // FIFO of resident digests
+
+	// counters (Counters): the bytes each operation copies across, counted
+	// when it is enqueued
+	h2d, h2dCopies, expertH2D, d2h, upload atomic.Int64
+	loaded, cached, direct                 atomic.Int64
+
+	pinMu  sync.Mutex
+	pinned map[uintptr]int // base address → length of memory Pin pinned
+}
+
+var _ backend.Pinner = (*device)(nil)
+
+// Pin records mem as pinned: LoadExpert of bytes inside pinned memory
+// counts as a direct copy (Counters.ExpertsDirect).
+func (d *device) Pin(mem []byte) (func() error, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("fake device: pin of 0 bytes")
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	if d.pinned == nil {
+		d.pinned = map[uintptr]int{}
+	}
+	if _, ok := d.pinned[base]; ok {
+		return nil, fmt.Errorf("fake device: memory at %#x pinned twice", base)
+	}
+	d.pinned[base] = len(mem)
+	return func() error {
+		d.pinMu.Lock()
+		defer d.pinMu.Unlock()
+		if _, ok := d.pinned[base]; !ok {
+			return fmt.Errorf("fake device: memory at %#x unpinned twice", base)
+		}
+		delete(d.pinned, base)
+		return nil
+	}, nil
+}
+
+// isPinned reports whether b lies inside memory Pin pinned.
+func (d *device) isPinned(b string) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(b)))
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	for base, n := range d.pinned {
+		if p >= base && p+uintptr(len(b)) <= base+uintptr(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Pinned is the number of pinned ranges (for tests).
+func Pinned(be backend.Backend) int {
+	d := be.(*device)
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	return len(d.pinned)
+}
+
+// Counters reports what the simulated device copied: Write's values,
+// LoadExpert's expert bytes and index lists count as host-to-device, Read
+// and Route's expert ids as device-to-host. It measures no time.
+func (d *device) Counters() backend.Counters {
+	return backend.Counters{H2DBytes: d.h2d.Load(), H2DCopies: d.h2dCopies.Load(), ExpertH2DBytes: d.expertH2D.Load(),
+		D2HBytes: d.d2h.Load(), ExpertsLoaded: d.loaded.Load(), ExpertsDirect: d.direct.Load(), ExpertsCached: d.cached.Load(), UploadBytes: d.upload.Load()}
+}
+
+// toDevice counts a host-to-device copy of n bytes.
+func (d *device) toDevice(n int) {
+	if n > 0 {
+		d.h2d.Add(int64(n))
+		d.h2dCopies.Add(1)
+	}
 }
 
 type devMem struct{ host backend.Buf }
@@ -59,10 +138,16 @@ type devWeight struct{}
 
 func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, _ backend.Use) error {
 	*w = backend.Weight{Key: key, Dev: devWeight{}}
-	return w.Host.Init(v, rows, cols)
+	if err := w.Host.Init(v, rows, cols); err != nil {
+		return err
+	}
+	d.upload.Add(w.Bytes())
+	return nil
 }
 
 func (d *device) Drop(w *backend.Weight) { *w = backend.Weight{} }
+
+var _ backend.Meter = (*device)(nil)
 
 func (d *device) Residency() backend.Residency {
 	return backend.Residency{Device: "fake device", ExpertSlots: d.slots}
@@ -130,11 +215,13 @@ func (q *devQueue) Close() error { return nil }
 
 func (q *devQueue) Write(dst backend.Buf, src []float32) {
 	d, s := q.b("Write", dst), append([]float32(nil), src...)
+	q.d.toDevice(4 * len(s))
 	q.do(func() { q.h.Write(d, s) })
 }
 
 func (q *devQueue) Read(dst []float32, src backend.Buf) {
 	s := q.b("Read", src)
+	q.d.d2h.Add(int64(4 * len(dst)))
 	q.do(func() { q.h.Read(dst, s) })
 }
 
@@ -150,16 +237,19 @@ func (q *devQueue) Copy(dst backend.Buf, ds int, src backend.Buf, ss int, rows, 
 
 func (q *devQueue) Gather(dst, src backend.Buf, idx []int32, n int) {
 	d, s, i := q.b("Gather", dst), q.b("Gather", src), append([]int32(nil), idx...)
+	q.d.toDevice(4 * len(i))
 	q.do(func() { q.h.Gather(d, s, i, n) })
 }
 
 func (q *devQueue) Scatter(dst, src backend.Buf, idx []int32, n int) {
 	d, s, i := q.b("Scatter", dst), q.b("Scatter", src), append([]int32(nil), idx...)
+	q.d.toDevice(4 * len(i))
 	q.do(func() { q.h.Scatter(d, s, i, n) })
 }
 
 func (q *devQueue) Embed(dst backend.Buf, table *backend.Weight, ids []int32) {
 	d, w, i := q.b("Embed", dst), q.w("Embed", table), append([]int32(nil), ids...)
+	q.d.toDevice(4 * len(i))
 	q.do(func() { q.h.Embed(d, w, i) })
 }
 
@@ -226,6 +316,7 @@ func (q *devQueue) Add(y, a, b backend.Buf) {
 
 func (q *devQueue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
 	ww, lg := q.b("Route", w), q.b("Route", logits)
+	q.d.d2h.Add(int64(4 * len(idx)))
 	q.do(func() { q.h.Route(idx, ww, lg, T, E, k, renorm) })
 }
 
@@ -249,6 +340,13 @@ func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf
 	}
 	de := &devExpert{gate: copyMat(v.Gate.Host), up: copyMat(v.Up.Host), down: copyMat(v.Down.Host)}
 	d := q.d
+	n := v.Gate.Bytes() + v.Up.Bytes() + v.Down.Bytes()
+	d.toDevice(int(n))
+	d.expertH2D.Add(n)
+	d.loaded.Add(1)
+	if d.isPinned(gate.Data()) && d.isPinned(up.Data()) && d.isPinned(down.Data()) {
+		d.direct.Add(1)
+	}
 	if d.slots > 0 {
 		d.mu.Lock()
 		if _, ok := d.resident[digest]; !ok {
@@ -294,6 +392,7 @@ func (q *devQueue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest j
 	d.mu.Unlock()
 	if ok {
 		fill(x, id, digest, de)
+		d.cached.Add(1)
 	}
 	return ok
 }

@@ -24,7 +24,8 @@ import (
 type CPU struct {
 	threads int
 	minWork int
-	tasks   chan *task // to the threads−1 workers; nil when threads == 1
+	tasks   chan *task   // to the threads−1 workers; nil when threads == 1
+	loaded  atomic.Int64 // LoadExpert calls (Counters)
 }
 
 var _ backend.Backend = (*CPU)(nil)

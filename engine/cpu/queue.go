@@ -64,6 +64,14 @@ func (c *CPU) Residency() backend.Residency {
 	return backend.Residency{Device: fmt.Sprintf("host (%d threads)", c.threads)}
 }
 
+// Counters reports the experts LoadExpert took (viewed in place); the CPU
+// copies nothing to a device and keeps no copies of its own.
+func (c *CPU) Counters() backend.Counters {
+	return backend.Counters{ExpertsLoaded: c.loaded.Load()}
+}
+
+var _ backend.Meter = (*CPU)(nil)
+
 // Close does nothing (the workers end when the backend is unreachable).
 func (c *CPU) Close() error { return nil }
 
@@ -411,7 +419,11 @@ func (q *Queue) GateAdd(y, x, g backend.Buf, T, n int) {
 
 // LoadExpert makes x view the verified bytes in place.
 func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
-	return ViewExpert(x, id, digest, gate, up, down, I, H)
+	if err := ViewExpert(x, id, digest, gate, up, down, I, H); err != nil {
+		return err
+	}
+	q.c.loaded.Add(1)
+	return nil
 }
 
 // ViewExpert makes x view an expert's verified bytes in place (the CPU's

@@ -49,6 +49,9 @@ type Backend struct {
 	hostOnly map[backend.Key]*hostWeight
 	slots    slotCache
 	closed   bool
+
+	meter meter
+	pins  pinned
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -415,6 +418,7 @@ func (b *Backend) Upload(w *backend.Weight, key backend.Key, v weights.View, row
 				cu.MemFree(p)
 				return fmt.Errorf("cuda: uploading %s (%d bytes): %w", w.Host.Name, n, err)
 			}
+			b.meter.upload.Add(n)
 			dw := &devWeight{ptr: p, bf16: bf16, rows: rows, cols: cols, bytes: n, refs: 1, name: w.Host.Name, own: true}
 			b.weights[key] = dw
 			w.Dev = dw

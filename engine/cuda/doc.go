@@ -35,4 +35,15 @@
 // at the first streamed expert (oldest evicted first); the others pass
 // through two transient slots per queue. Small allocations share 2 MiB
 // slabs (the driver takes 2 MiB for every cuMemAlloc).
+//
+// # Counters and pinned slots
+//
+// The backend counts its copies, kernels and expert loads (backend.Meter);
+// with Options.Timing it also times every kernel and host-to-device copy
+// with a pair of CUDA events (for tarfa bench decode). Pin
+// (backend.Pinner) registers host memory with the driver
+// (cuMemHostRegister): the streaming tier's device slots, when given to it
+// (tier.Options.Pinner), so that an expert read into one is copied to the
+// device from there, without the staging copy through the queue's pinned
+// buffers (LoadExpert then waits for that copy before it returns).
 package cuda

@@ -21,6 +21,10 @@ type Options struct {
 	// Threads sizes the host CPU backend the device backend computes
 	// host-resident weights with (0: all cores).
 	Threads int
+	// Timing measures the device time of every kernel and host-to-device
+	// copy with a pair of CUDA events around each (Counters): for
+	// benchmarks, at the cost of two event records per operation.
+	Timing bool
 }
 
 // DefaultReserve is the device memory Options.Reserve keeps free for

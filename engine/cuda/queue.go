@@ -47,6 +47,11 @@ type Queue struct {
 	next  int
 	trans []*slot // device slots of streamed experts that are not kept
 
+	// timing events (Options.Timing): the pairs enqueued since the last
+	// synchronisation, the free ones, all made
+	timings       []timed
+	evPool, evAll []cu.Event
+
 	hx, hy []float32 // host copies for host-resident weights
 	argv   [16]uint64
 	argp   [16]unsafe.Pointer
@@ -161,6 +166,7 @@ func (q *Queue) drain() {
 	if err := q.cs.Synchronize(); err != nil {
 		q.check("synchronize (copies)", err)
 	}
+	q.collect()
 	for _, o := range q.outs {
 		if o.f != nil {
 			copy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
@@ -233,7 +239,11 @@ func (q *Queue) upload(d cu.DevicePtr, src unsafe.Pointer, n int) {
 		return
 	}
 	copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(src), n))
+	t0, timed := q.timeStart(q.s)
 	q.check("copy to the device", cu.MemcpyHtoDAsync(d, p, int64(n), q.s))
+	q.timeEnd(q.s, t0, timed, true)
+	q.b.meter.h2d.Add(int64(n))
+	q.b.meter.h2dCopies.Add(1)
 }
 
 // uploadIdx copies an index list to device scratch at byte offset off.
@@ -254,6 +264,7 @@ func (q *Queue) download(dst []float32, idx []int32, d cu.DevicePtr, n int) {
 		return
 	}
 	q.check("copy from the device", cu.MemcpyDtoHAsync(p, d, int64(4*n), q.s))
+	q.b.meter.d2h.Add(int64(4 * n))
 	q.outs = append(q.outs, copyOut{f: dst, i: idx, off: off})
 }
 
@@ -284,7 +295,10 @@ func (q *Queue) launch(name string, fn cu.Function, gx, gy, bx int, args ...uint
 	for j := range n {
 		q.argp[j] = unsafe.Pointer(&q.argv[j])
 	}
+	t0, timed := q.timeStart(q.s)
 	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, q.s, q.argp[:n]))
+	q.timeEnd(q.s, t0, timed, false)
+	q.b.meter.kernels.Add(1)
 }
 
 // ---- Queue operations ----
@@ -690,9 +704,13 @@ func matBytes(m *backend.Mat) []byte {
 
 // LoadExpert copies the expert into a device slot: one kept resident by
 // digest when the budget has room for it, else one of the queue's
-// transient slots; it passes through a pinned staging buffer and is copied
-// on the copy stream, which the compute stream then waits for. With no
-// device memory to be had, the expert is computed on the host.
+// transient slots. Its bytes are copied on the copy stream, which the
+// compute stream then waits for: straight from where they lie when that
+// is memory Pin registered (the streaming tier's device slots; LoadExpert
+// then waits for the copy before it returns, as the caller may recycle the
+// bytes), else through a pinned staging buffer (one host copy, and
+// LoadExpert returns at once). With no device memory to be had, the expert
+// is computed on the host.
 func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
 	var v backend.Expert
 	if err := cpu.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
@@ -709,6 +727,14 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		return nil
 	}
 	off, size := layout(&v)
+	direct := true
+	for _, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		m := matBytes(&w.Host)
+		direct = direct && q.b.isPinned(unsafe.Pointer(unsafe.SliceData(m)), len(m))
+	}
+	if direct {
+		return q.loadDirect(x, &v, off, size)
+	}
 	// Stage the bytes in pinned memory first (outside the lock).
 	st := &q.stage[q.next]
 	q.next = (q.next + 1) % len(q.stage)
@@ -743,13 +769,20 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 	}
 	if sl == nil {
 		b.mu.Unlock()
+		b.meter.host.Add(1)
 		return q.hostExpert(x, &v)
 	}
 	sl.users++
 	for _, ev := range sl.free {
 		q.check("expert copy", q.cs.Wait(ev, 0))
 	}
+	t0, timed := q.timeStart(q.cs)
 	q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
+	q.timeEnd(q.cs, t0, timed, true)
+	b.meter.h2d.Add(size)
+	b.meter.h2dCopies.Add(1)
+	b.meter.expertH2D.Add(size)
+	b.meter.loaded.Add(1)
 	q.check("expert copy", st.done.Record(q.cs))
 	st.busy = true
 	q.check("expert copy", sl.ready.Record(q.cs))
@@ -759,6 +792,47 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 	}
 	b.mu.Unlock()
 	fill(x, id, digest, sl)
+	return q.err
+}
+
+// loadDirect copies v's matrices to a device slot from the pinned memory
+// they lie in, and waits for the copy.
+func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, size int64) error {
+	b := q.b
+	b.mu.Lock()
+	sl := b.takeSlot(v.Digest, size)
+	if sl == nil {
+		sl = q.transient(size)
+	}
+	if sl == nil {
+		b.mu.Unlock()
+		b.meter.host.Add(1)
+		return q.hostExpert(x, v)
+	}
+	sl.users++
+	for _, ev := range sl.free {
+		q.check("expert copy", q.cs.Wait(ev, 0))
+	}
+	t0, timed := q.timeStart(q.cs)
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		m := matBytes(&w.Host)
+		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
+	}
+	q.timeEnd(q.cs, t0, timed, true)
+	b.meter.h2d.Add(size)
+	b.meter.h2dCopies.Add(3)
+	b.meter.expertH2D.Add(size)
+	b.meter.loaded.Add(1)
+	b.meter.direct.Add(1)
+	q.check("expert copy", sl.ready.Record(q.cs))
+	q.check("expert copy", q.s.Wait(sl.ready, 0))
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
+	}
+	b.mu.Unlock()
+	// The caller may recycle the bytes once LoadExpert returns.
+	q.check("expert copy", sl.ready.Synchronize())
+	fill(x, v.ID, v.Digest, sl)
 	return q.err
 }
 
@@ -823,6 +897,7 @@ func (q *Queue) cached(x *backend.Expert, id weights.ExpertID, digest jnf.Digest
 	sl.users++
 	q.check("resident expert", q.s.Wait(sl.ready, 0))
 	fill(x, id, digest, sl)
+	b.meter.cached.Add(1)
 	return true
 }
 
@@ -909,6 +984,7 @@ func (q *Queue) Close() error {
 	if q.scratch != nil {
 		b.release(q.scratch)
 	}
+	q.destroyEvents()
 	q.s.Destroy()
 	q.cs.Destroy()
 	q.b = nil

@@ -10,6 +10,7 @@
 #	# on the GPU machine, from the repository root:
 #	bash .dev/cuda/conformance.sh   # suite, validate hf, replay
 #	bash .dev/cuda/decode.sh        # decode on a synth --preset real slice
+#	bash .dev/cuda/bench.sh         # issue 12 §3 in one call (see its header)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${DEV:-$root/.dev/cuda}
@@ -18,9 +19,12 @@ export CGO_CFLAGS="-I$SDK/usr/include" CGO_LDFLAGS="-L$SDK/usr/lib/x86_64-linux-
 mkdir -p "$dev"
 cd "$root"
 go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./engine/cuda
+go test -c -tags cuda -ldflags="-s -w" -o "$dev/engine.test" ./engine
+go test -c -tags cuda -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/decodebench
+go build -ldflags="-s -w" -o "$dev/charts" ./reports/cmd/charts
 go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
 go build -o "$dev/tarfa-cpu" ./cmd/tarfa
-cp validation/cudarun/conformance.sh validation/cudarun/decode.sh "$dev/"
+cp validation/cudarun/conformance.sh validation/cudarun/decode.sh validation/cudarun/bench.sh "$dev/"
 # The PTX tests read the kernel sources from kernels/ beside the test binary.
 mkdir -p "$dev/kernels"
 cp engine/cuda/kernels/*.cu engine/cuda/kernels/*.cuh engine/cuda/kernels/gen.sh "$dev/kernels/"

@@ -16,6 +16,14 @@
 //   - ledger: decode with every expert resident, with and without the
 //     session ledger (routing chain, logits chain, expert uses), alternated.
 //
+// The decodes run on each of Options.Backends (cpu, or cuda under a
+// device-memory budget and an expert placement); each decode figure has,
+// per decoded token, what the backend's counters (backend.Meter) and the
+// engine's say: bytes copied to the device and the device time of those
+// copies, the device time of the kernels and its fraction of the wall time
+// (GPU busy), the experts computed on the device (streamed or resident
+// there) and on the host, and the hashers the hierarchy ran.
+//
 // Every round runs the figures in that order (benchrun.Interleave), so a
 // slow minute slows a figure and its baseline alike. Every generation's
 // logits are compared bit for bit with the first one's.
@@ -47,6 +55,7 @@ import (
 	"time"
 
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"
@@ -73,8 +82,49 @@ type Options struct {
 	// NoDrop measures without dropping the page cache: storage figures
 	// then come from memory, labelled so.
 	NoDrop bool
+	// Backends are the backends every decode figure is measured on, each
+	// next to the others in every round (none: the CPU reference); the
+	// ledger figure uses the first.
+	Backends []Backend
 	// Progress, if set, is called before every figure's run.
 	Progress func(done, total int64)
+}
+
+// Backend is a backend the decodes run on.
+type Backend struct {
+	// Name is the backend's ("cpu": the CPU reference; "cuda"), VRAMBudget
+	// its device-memory budget in bytes (0: the whole device) and
+	// Placement where it computes the routed experts not resident in its
+	// memory.
+	Name       string           `json:"backend"`
+	VRAMBudget int64            `json:"vram_budget,omitempty"`
+	Placement  engine.Placement `json:"placement,omitempty"`
+	// PinSlots lets a backend that can pin host memory (backend.Pinner)
+	// pin the hierarchy's device slots, so that streamed experts are copied
+	// to the device from where they were read, with no staging copy.
+	PinSlots bool `json:"pin_slots,omitempty"`
+	// New, if set, makes the backend instead of engine.OpenBackend (each
+	// model gets its own; tests give a simulated device).
+	New func() (backend.Backend, error) `json:"-"`
+}
+
+// Label names the backend in figure names: "cpu", "cuda 16 GiB auto".
+func (c Backend) Label() string {
+	s := c.Name
+	if c.VRAMBudget > 0 {
+		s += fmt.Sprintf(" %.4g GiB", float64(c.VRAMBudget)/(1<<30))
+	}
+	if c.Name != "cpu" {
+		pl := string(c.Placement)
+		if pl == "" {
+			pl = "auto"
+		}
+		s += " " + pl
+	}
+	if c.PinSlots {
+		s += " pinned"
+	}
+	return s
 }
 
 // Bandwidth is a read figure.
@@ -88,11 +138,14 @@ type Bandwidth struct {
 
 // Decode is one decode figure.
 type Decode struct {
-	Name        string  `json:"name"`
-	RAMFraction float64 `json:"ram_fraction"`
-	RAMBudget   int64   `json:"ram_budget"`
-	RAMSlots    int     `json:"ram_slots"` // experts the RAM tier holds
-	Warm        bool    `json:"warm"`
+	Name string `json:"name"`
+	// Backend is the backend it ran on and Residency what that kept where.
+	Backend     Backend            `json:"backend"`
+	Residency   *backend.Residency `json:"residency,omitempty"`
+	RAMFraction float64            `json:"ram_fraction"`
+	RAMBudget   int64              `json:"ram_budget"`
+	RAMSlots    int                `json:"ram_slots"` // experts the RAM tier holds
+	Warm        bool               `json:"warm"`
 	// SecondsPerToken: decode steps only (the prompt is one token).
 	SecondsPerToken      benchrun.Summary `json:"seconds_per_token"`
 	StorageBytesPerToken benchrun.Summary `json:"storage_bytes_per_token"`
@@ -128,9 +181,39 @@ type Decode struct {
 	streams, gaps, predStreams     []float64
 	// PredictedPrefetch* are the simulator's prefetch counters over the
 	// same steps and rounds as the measured ones.
-	PredictedPrefetchIssued        int64 `json:"predicted_prefetch_issued"`
-	PredictedPrefetchUseful        int64 `json:"predicted_prefetch_useful"`
-	PredictedPrefetchWasted        int64 `json:"predicted_prefetch_wasted"`
+	PredictedPrefetchIssued int64 `json:"predicted_prefetch_issued"`
+	PredictedPrefetchUseful int64 `json:"predicted_prefetch_useful"`
+	PredictedPrefetchWasted int64 `json:"predicted_prefetch_wasted"`
+	// The backend's and the engine's counters over the decode steps (per
+	// decoded token; medians over rounds). H2DBytesPerToken are all bytes
+	// copied to the device, ExpertH2DBytesPerToken the streamed experts'
+	// part; H2DSecondsPerToken and KernelSecondsPerToken the device time
+	// of those copies and of the kernels (CUDA events; 0 on the CPU);
+	// H2DGBps is the median bytes ÷ the median copy time; GPUBusy the
+	// kernel time ÷ the decode's wall time. ExpertsOnDevicePerToken are the
+	// expert uses the backend computed (ExpertsResidentPerToken of them
+	// from copies resident in its memory, HostFallbackPerToken computed on
+	// the host by the backend for want of a device slot), and
+	// ExpertsOnHostPerToken those the placement gave the host CPU beside a
+	// device backend. HashedBytesPerToken are the bytes the hierarchy's
+	// Hashers verified.
+	H2DBytesPerToken        benchrun.Summary `json:"h2d_bytes_per_token"`
+	ExpertH2DBytesPerToken  benchrun.Summary `json:"expert_h2d_bytes_per_token"`
+	H2DSecondsPerToken      benchrun.Summary `json:"h2d_seconds_per_token"`
+	H2DGBps                 float64          `json:"h2d_gbps"`
+	KernelSecondsPerToken   benchrun.Summary `json:"kernel_seconds_per_token"`
+	GPUBusy                 benchrun.Summary `json:"gpu_busy"`
+	ExpertsOnDevicePerToken benchrun.Summary `json:"experts_on_device_per_token"`
+	ExpertsResidentPerToken benchrun.Summary `json:"experts_resident_per_token"`
+	HostFallbackPerToken    benchrun.Summary `json:"host_fallback_experts_per_token"`
+	ExpertsDirectPerToken   benchrun.Summary `json:"experts_direct_per_token"` // copied from pinned slots, no staging copy
+	// StreamedPerToken are the hierarchy's reads through device slots only
+	// (not admitted to the RAM tier), per token.
+	StreamedPerToken               benchrun.Summary `json:"streamed_per_token"`
+	ExpertsOnHostPerToken          benchrun.Summary `json:"experts_on_host_per_token"`
+	HashedBytesPerToken            benchrun.Summary `json:"hashed_bytes_per_token"`
+	Hashers                        int              `json:"hashers"`
+	meters                         []meterSample
 	predicted, predBytes, predHits []float64
 	secs                           []float64
 	bytes                          []float64
@@ -158,6 +241,7 @@ type Result struct {
 	Repeat       int           `json:"repeat"`
 	Threads      int           `json:"threads"`
 	Readers      int           `json:"readers"`
+	Backends     []Backend     `json:"backends"`
 	DecodeTokens int           `json:"decode_tokens"`
 	Policy       string        `json:"policy"`
 	Prefetch     bool          `json:"prefetch"`
@@ -216,6 +300,21 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	if b.res.Policy == "" {
 		b.res.Policy = policy.Default
 	}
+	if len(opt.Backends) == 0 {
+		opt.Backends = []Backend{{Name: "cpu"}}
+	}
+	opt.Backends = slices.Clone(opt.Backends)
+	for i, c := range opt.Backends {
+		if c.Name == "" {
+			c.Name = "cpu"
+		}
+		if c.Name != "cpu" && c.Placement == "" {
+			c.Placement = "auto"
+		}
+		opt.Backends[i] = c
+	}
+	b.opt.Backends = opt.Backends
+	b.res.Backends = opt.Backends
 	if b.res.Threads == 0 {
 		b.res.Threads = runtime.GOMAXPROCS(0)
 	}
@@ -247,12 +346,17 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	}
 
 	arms := []benchrun.Arm{b.rawArm(), b.verifiedArm(), b.hashArm(), b.rawSplitArm()}
-	for _, f := range opt.RAMFractions {
-		for _, warm := range []bool{false, true} {
-			d := &Decode{RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f*float64(len(b.refs)))) * b.res.ExpertBytes}
-			d.Name = fmt.Sprintf("RAM %.0f%%, %s", f*100, map[bool]string{false: "cold", true: "warm"}[warm])
-			b.res.Decode = append(b.res.Decode, d)
-			arms = append(arms, b.decodeArm(d))
+	for _, c := range opt.Backends {
+		for _, f := range opt.RAMFractions {
+			for _, warm := range []bool{false, true} {
+				d := &Decode{Backend: c, RAMFraction: f, Warm: warm, RAMBudget: int64(math.Ceil(f*float64(len(b.refs)))) * b.res.ExpertBytes}
+				d.Name = fmt.Sprintf("RAM %.0f%%, %s", f*100, map[bool]string{false: "cold", true: "warm"}[warm])
+				if len(opt.Backends) > 1 || c.Name != "cpu" {
+					d.Name = c.Label() + ", " + d.Name
+				}
+				b.res.Decode = append(b.res.Decode, d)
+				arms = append(arms, b.decodeArm(d))
+			}
 		}
 	}
 	if opt.Ledger {
@@ -325,27 +429,75 @@ type model struct {
 	h   *tier.Hierarchy
 	src *timedSource
 	m   *engine.Model
+	be  backend.Backend
 }
 
-func (b *bench) open(ctx context.Context, ram int64) (*model, error) {
-	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
-	h, err := tier.New(b.ck, tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
-		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch})
+// meterSample is a figure's counters over one generation's decode steps.
+type meterSample struct {
+	be       backend.Counters
+	eng      engine.Stats
+	hashed   int64
+	streamed int64
+	secs     float64
+}
+
+// snapshot is the counters at one point of a generation.
+type snapshot struct {
+	tier tier.Stats
+	be   backend.Counters
+	eng  engine.Stats
+}
+
+func (m *model) snapshot() snapshot {
+	s := snapshot{tier: m.h.Stats(), eng: m.m.Stats()}
+	if mt, ok := m.be.(backend.Meter); ok {
+		s.be = mt.Counters()
+	}
+	return s
+}
+
+func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) {
+	// A backend of its own for every model: a device backend's resident
+	// experts must not outlive a figure (a cold figure starts cold).
+	var be backend.Backend
+	var err error
+	if c.New != nil {
+		be, err = c.New()
+	} else {
+		be, err = engine.OpenBackend(c.Name, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: c.VRAMBudget, Timing: true})
+	}
 	if err != nil {
+		return nil, err
+	}
+	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
+	to := tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()}
+	if p, ok := be.(backend.Pinner); ok && c.PinSlots {
+		to.Pinner = p
+	}
+	h, err := tier.New(b.ck, to)
+	if err != nil {
+		be.Close()
 		return nil, err
 	}
 	src := newTimedSource(h, b.ck.Config().Sparse)
-	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Threads: b.opt.Threads, Experts: src})
+	m, err := engine.LoadContext(ctx, b.ck, engine.Options{Backend: be, Placement: c.Placement, Experts: src})
 	if err != nil {
 		h.Close()
+		be.Close()
 		return nil, err
 	}
-	return &model{h: h, src: src, m: m}, nil
+	return &model{h: h, src: src, m: m, be: be}, nil
 }
+
+// hashers is the number of hashers each hierarchy runs: one per core.
+func (b *bench) hashers() int { return runtime.GOMAXPROCS(0) }
 
 func (m *model) close() {
 	if m != nil {
 		m.h.Close()
+		m.m.Close()
+		m.be.Close()
 		// The model's resident tensors are garbage now: return them before
 		// the next figure opens another (a real checkpoint's are GBs).
 		m.m = nil
@@ -368,8 +520,8 @@ func (b *bench) drop() error {
 
 // generate runs the greedy generation of the bench prompt and checks its
 // logits against the first generation's. It returns the decode time and
-// the hierarchy's counters at the end of prefill.
-func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.Duration, tier.Stats, error) {
+// the counters at the end of prefill.
+func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.Duration, snapshot, error) {
 	s := mm.m.NewSession()
 	if withLedger {
 		cfg := b.ck.Config()
@@ -377,11 +529,11 @@ func (b *bench) generate(ctx context.Context, mm *model, withLedger bool) (time.
 	}
 	h := sha256.New()
 	var lb []byte
-	var atPrefill tier.Stats
+	var atPrefill snapshot
 	steps := 0
 	res, err := engine.Generate(ctx, s, prompt, engine.GenOptions{MaxTokens: b.opt.DecodeTokens}, func(tok int, lg []float32) error {
 		if steps == 0 {
-			atPrefill = mm.h.Stats()
+			atPrefill = mm.snapshot()
 			mm.src.take() // the timings that follow are the decode steps'
 		}
 		steps++
@@ -533,9 +685,11 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			if err = b.drop(); err != nil {
 				return err
 			}
-			if mm, err = b.open(ctx, d.RAMBudget); err != nil {
+			if mm, err = b.open(ctx, d.RAMBudget, d.Backend); err != nil {
 				return err
 			}
+			r := mm.be.Residency()
+			d.Residency = &r
 			d.RAMSlots = mm.h.Stats().RAMCap
 			mm.src.start()
 			warmup = 0
@@ -548,12 +702,16 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			return b.drop()
 		},
 		Run: func(ctx context.Context) error {
-			dec, atPrefill, err := b.generate(ctx, mm, false)
+			dec, pre, err := b.generate(ctx, mm, false)
 			if err != nil {
 				return err
 			}
-			after := mm.h.Stats()
+			post := mm.snapshot()
+			after, atPrefill := post.tier, pre.tier
 			n := float64(b.opt.DecodeTokens - 1)
+			d.meters = append(d.meters, meterSample{be: post.be.Sub(pre.be), eng: engineSub(post.eng, pre.eng),
+				hashed: after.BytesHashed - atPrefill.BytesHashed, streamed: after.Streamed - atPrefill.Streamed, secs: dec.Seconds()})
+			d.Hashers = b.hashers()
 			ph := mm.src.take() // the decode steps'
 			d.streams = append(d.streams, ph.stream.Seconds()/n)
 			d.gaps = append(d.gaps, (dec-ph.stream).Seconds()/n)
@@ -587,6 +745,49 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 		}}
 }
 
+// engineSub is a − b of the engine's expert counters.
+func engineSub(a, b engine.Stats) engine.Stats {
+	return engine.Stats{Tokens: a.Tokens - b.Tokens, ExpertCacheHits: a.ExpertCacheHits - b.ExpertCacheHits,
+		ExpertDeviceHits: a.ExpertDeviceHits - b.ExpertDeviceHits, ExpertsOnHost: a.ExpertsOnHost - b.ExpertsOnHost,
+		ExpertsOnDevice: a.ExpertsOnDevice - b.ExpertsOnDevice}
+}
+
+// summarizeMeters fills d's counter figures from its samples, per decoded
+// token (n of them per generation).
+func (d *Decode) summarizeMeters(n float64) {
+	if len(d.meters) == 0 {
+		return
+	}
+	per := func(f func(m meterSample) float64) benchrun.Summary {
+		v := make([]float64, len(d.meters))
+		for i, m := range d.meters {
+			v[i] = f(m) / n
+		}
+		return benchrun.Summarize(v)
+	}
+	d.H2DBytesPerToken = per(func(m meterSample) float64 { return float64(m.be.H2DBytes) })
+	d.ExpertH2DBytesPerToken = per(func(m meterSample) float64 { return float64(m.be.ExpertH2DBytes) })
+	d.H2DSecondsPerToken = per(func(m meterSample) float64 { return m.be.H2DSeconds })
+	d.KernelSecondsPerToken = per(func(m meterSample) float64 { return m.be.KernelSeconds })
+	d.ExpertsOnDevicePerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertsOnDevice) })
+	d.ExpertsResidentPerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertDeviceHits) })
+	d.HostFallbackPerToken = per(func(m meterSample) float64 { return float64(m.be.HostExperts) })
+	d.ExpertsDirectPerToken = per(func(m meterSample) float64 { return float64(m.be.ExpertsDirect) })
+	d.StreamedPerToken = per(func(m meterSample) float64 { return float64(m.streamed) })
+	d.ExpertsOnHostPerToken = per(func(m meterSample) float64 { return float64(m.eng.ExpertsOnHost) })
+	d.HashedBytesPerToken = per(func(m meterSample) float64 { return float64(m.hashed) })
+	busy := make([]float64, 0, len(d.meters))
+	for _, m := range d.meters {
+		if m.secs > 0 {
+			busy = append(busy, m.be.KernelSeconds/m.secs)
+		}
+	}
+	d.GPUBusy = benchrun.Summarize(busy)
+	if d.H2DSecondsPerToken.Median > 0 {
+		d.H2DGBps = d.H2DBytesPerToken.Median / d.H2DSecondsPerToken.Median / 1e9
+	}
+}
+
 // trace makes a measured routing trace of recorded tokens.
 func (b *bench) trace(tokens [][][]int) (*trace.Trace, error) {
 	h := trace.Header{Format: trace.Format, Version: trace.Version, ModelRoot: b.ck.Root().String(), Layers: b.res.MoELayers,
@@ -611,7 +812,7 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 		if b.resident != nil {
 			return nil
 		}
-		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes)
+		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes, b.opt.Backends[0])
 		if err != nil {
 			return err
 		}
@@ -712,6 +913,7 @@ func (b *bench) calibrate() error {
 	}
 	res.Hardware, res.Fits = fitted, fits
 	for _, d := range res.Decode {
+		d.summarizeMeters(float64(b.opt.DecodeTokens - 1))
 		d.SecondsPerToken = benchrun.Summarize(d.secs)
 		d.StorageBytesPerToken = benchrun.Summarize(d.bytes)
 		d.HitRate = benchrun.Summarize(d.hits)

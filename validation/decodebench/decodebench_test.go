@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/engine/backendtest"
 	"github.com/tarfa-ai/tarfa/tier/sim"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
@@ -104,5 +108,80 @@ func TestRunRefuses(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, dir, Options{DecodeTokens: 3, Repeat: 1, NoDrop: true}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled run: %v", err)
+	}
+}
+
+// TestRunCounters checks each decode figure's counters against what a
+// decode step must do on the default model: every routed expert use (top-k
+// per MoE layer and token) computed on the backend, each streamed one
+// copied whole to the (simulated) device when the placement puts it there,
+// none copied when it puts it on the host or on the CPU backend.
+func TestRunCounters(t *testing.T) {
+	dir := defaultModel(t)
+	for _, c := range []struct {
+		name  string
+		place engine.Placement
+		dev   bool
+		pin   bool
+	}{{"cpu", "", false, false}, {"device", engine.PlaceDevice, true, false}, {"device-pinned", engine.PlaceDevice, true, true}, {"host", engine.PlaceHost, true, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			// A RAM tier of one expert: most reads stream through the
+			// device slots.
+			opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.01}, DecodeTokens: 4, Repeat: 1, NoDrop: true}
+			if c.dev {
+				opt.Backends = []Backend{{Name: "fake-device", Placement: c.place, PinSlots: c.pin, New: func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }}}
+			}
+			res, err := Run(context.Background(), dir, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uses := float64(res.TopK * res.MoELayers)
+			for _, d := range res.Decode {
+				onBackend, onHost := d.ExpertsOnDevicePerToken.Median, d.ExpertsOnHostPerToken.Median
+				if onBackend+onHost != uses {
+					t.Errorf("%s: %v experts per token on the backend and %v on the host, want %v in all", d.Name, onBackend, onHost, uses)
+				}
+				wantCopied := 0.0
+				if c.place == engine.PlaceDevice {
+					wantCopied = uses * float64(res.ExpertBytes)
+					if onHost != 0 || d.ExpertsResidentPerToken.Median != 0 {
+						t.Errorf("%s: placement device, no slots: %v on the host, %v resident", d.Name, onHost, d.ExpertsResidentPerToken.Median)
+					}
+				}
+				if c.place == engine.PlaceHost && onHost != uses {
+					t.Errorf("%s: placement host: %v of %v on the host", d.Name, onHost, uses)
+				}
+				// Pinned slots: every expert read through the device slots
+				// came from them (those admitted to the RAM tier come from
+				// its buffers, which are not pinned); else none.
+				wantDirect := 0.0
+				if c.pin {
+					wantDirect = d.StreamedPerToken.Median
+					if wantDirect == 0 {
+						t.Errorf("%s: nothing streamed through the device slots", d.Name)
+					}
+				}
+				if got := d.ExpertsDirectPerToken.Median; math.Abs(got-wantDirect) > 1e-9 {
+					t.Errorf("%s: %v experts per token copied from pinned slots, want %v", d.Name, got, wantDirect)
+				}
+				if got := d.ExpertH2DBytesPerToken.Median; got != wantCopied {
+					t.Errorf("%s: %v expert bytes per token to the device, want %v", d.Name, got, wantCopied)
+				}
+				if !c.dev && (d.H2DBytesPerToken.Max != 0 || d.GPUBusy.Max != 0) {
+					t.Errorf("%s: the cpu backend copied %v bytes per token, busy %v", d.Name, d.H2DBytesPerToken, d.GPUBusy)
+				}
+				if c.dev && !(d.H2DBytesPerToken.Median > d.ExpertH2DBytesPerToken.Median) {
+					t.Errorf("%s: %v bytes per token to the device, no activations", d.Name, d.H2DBytesPerToken)
+				}
+				if d.Hashers != runtime.GOMAXPROCS(0) || d.HashedBytesPerToken.Median != d.StorageBytesPerToken.Median {
+					t.Errorf("%s: %d hashers, %v bytes hashed per token, %v read", d.Name, d.Hashers, d.HashedBytesPerToken, d.StorageBytesPerToken)
+				}
+			}
+			for _, d := range res.Decode {
+				if d.Backend.Name != map[bool]string{false: "cpu", true: "fake-device"}[c.dev] || d.Residency == nil {
+					t.Errorf("%s: backend %q, residency %+v", d.Name, d.Backend.Name, d.Residency)
+				}
+			}
+		})
 	}
 }
