@@ -44,6 +44,14 @@ func TestDeriveToolSyntax(t *testing.T) {
 			`<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}<|end|>`, 1)), ToolSyntax{}, false},
 		{"xml parameters", template(t, strings.Replace(loop, "%s",
 			`<tool_call><function={{ c.function.name }}></function></tool_call>`, 1)), ToolSyntax{}, false},
+		{"not a tag", template(t, strings.Replace(loop, "%s",
+			`<call{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</call>`, 1)), ToolSyntax{}, false},
+		{"not a tag name", template(t, strings.Replace(loop, "%s",
+			`<call 1>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</call 1>`, 1)), ToolSyntax{}, false},
+		{"a tag too long for a marker", template(t, strings.Replace(loop, "%s",
+			`<`+strings.Repeat("t", maxMarker)+`>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</`+strings.Repeat("t", maxMarker)+`>`, 1)), ToolSyntax{}, false},
+		{"name only", template(t, strings.Replace(loop, "%s",
+			`<tool_call>{"name": "{{ c.function.name }}"}</tool_call>`, 1)), ToolSyntax{}, false},
 		{"calls not rendered", template(t, `{%- for m in messages %}{{ m.content }}{%- endfor %}`), ToolSyntax{}, false},
 	} {
 		got, ok := DeriveToolSyntax(tc.tpl.RenderJSON)
@@ -188,4 +196,34 @@ func TestParseChatToolHistory(t *testing.T) {
 	if p, e := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"none"}`)); e != nil || !p.NoTools {
 		t.Errorf(`tool_choice "none": %+v %v`, p, e)
 	}
+}
+
+// FuzzToolSplitter: any text, fed in two pieces, splits as it does whole,
+// and every byte is content or part of a parsed call.
+func FuzzToolSplitter(f *testing.F) {
+	f.Add("a\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call> b", 7)
+	f.Add("<tool_call><tool_call>{\"name\":\"g\"}</tool_call></tool_call>", 3)
+	f.Add("<tool_ca", 1)
+	f.Fuzz(func(t *testing.T, text string, at int) {
+		content, calls := SplitToolCalls(qwenSyntax, text)
+		if at < 0 {
+			at = -at
+		}
+		at %= len(text) + 1
+		s := NewToolSplitter(qwenSyntax)
+		a, c1 := s.Feed(text[:at])
+		b, c2 := s.Feed(text[at:])
+		c, c3 := s.Flush()
+		if a+b+c != content || !reflect.DeepEqual(append(append(c1, c2...), c3...), calls) {
+			t.Errorf("%q split at %d: %q %v, whole %q %v", text, at, a+b+c, append(append(c1, c2...), c3...), content, calls)
+		}
+		if len(calls) == 0 && content != text {
+			t.Errorf("%q: no calls, content %q", text, content)
+		}
+		for _, fc := range calls {
+			if !json.Valid([]byte(fc.Arguments)) || fc.Name == "" {
+				t.Errorf("%q: call %+v", text, fc)
+			}
+		}
+	})
 }
