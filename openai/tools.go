@@ -152,9 +152,10 @@ func parseCall(inner string) (FunctionCall, error) {
 // ToolSyntax all text is content.
 type ToolSplitter struct {
 	syn     ToolSyntax
-	buf     string
+	buf     []byte // appended to: a long block costs linear time
 	inBlock bool
 	sep     string // the whitespace before the block buf starts with
+	scanned int    // bytes of the block's body searched for Close
 	trim    bool   // drop whitespace at the start of buf (after a block)
 }
 
@@ -168,7 +169,7 @@ func (t *ToolSplitter) Syntax() ToolSyntax { return t.syn }
 
 // Feed adds text and returns the content and calls that are final now.
 func (t *ToolSplitter) Feed(text string) (content string, calls []FunctionCall) {
-	t.buf += text
+	t.buf = append(t.buf, text...)
 	return t.split(false)
 }
 
@@ -180,60 +181,70 @@ func (t *ToolSplitter) Flush() (content string, calls []FunctionCall) {
 
 func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
 	if t.syn.Open == "" {
-		out := t.buf
-		t.buf = ""
+		out := string(t.buf)
+		t.buf = t.buf[:0]
 		return out, nil
 	}
 	var out strings.Builder
 	var calls []FunctionCall
 	for {
 		if t.trim {
-			t.buf = strings.TrimLeftFunc(t.buf, unicode.IsSpace)
-			if t.buf == "" && !end {
+			t.buf = bytes.TrimLeftFunc(t.buf, unicode.IsSpace)
+			if len(t.buf) == 0 && !end {
 				break
 			}
 			t.trim = false
 		}
 		if t.inBlock {
+			// Only what came since the last search is searched again
+			// (with the tail a Close may have started in), so that a long
+			// block costs time in proportion to its length.
 			body := t.buf[len(t.syn.Open):]
-			i := strings.Index(body, t.syn.Close)
+			from := max(0, t.scanned-len(t.syn.Close)+1)
+			i := bytes.Index(body[from:], []byte(t.syn.Close))
+			if i >= 0 {
+				i += from
+			}
+			t.scanned = len(body)
 			if i < 0 {
 				if end {
-					out.WriteString(t.sep + t.buf)
-					t.buf, t.sep = "", ""
+					out.WriteString(t.sep)
+					out.Write(t.buf)
+					t.buf, t.sep = t.buf[:0], ""
 				}
 				break
 			}
 			block := t.buf[:len(t.syn.Open)+i+len(t.syn.Close)]
 			t.buf = t.buf[len(block):]
-			t.inBlock = false
-			if c, err := parseCall(body[:i]); err == nil {
+			t.inBlock, t.scanned = false, 0
+			if c, err := parseCall(string(body[:i])); err == nil {
 				calls = append(calls, c)
 				t.trim = true
 			} else {
-				out.WriteString(t.sep + block) // malformed: stays text
+				out.WriteString(t.sep) // malformed: stays text
+				out.Write(block)
 			}
 			t.sep = ""
 			continue
 		}
-		if i := strings.Index(t.buf, t.syn.Open); i >= 0 {
+		if i := bytes.Index(t.buf, []byte(t.syn.Open)); i >= 0 {
 			// The content before a block, without the whitespace that
 			// separates it from the block.
-			before := strings.TrimRightFunc(t.buf[:i], unicode.IsSpace)
-			out.WriteString(before)
-			t.sep = t.buf[len(before):i]
+			before := bytes.TrimRightFunc(t.buf[:i], unicode.IsSpace)
+			out.Write(before)
+			t.sep = string(t.buf[len(before):i])
 			t.buf = t.buf[i:]
 			t.inBlock = true
 			continue
 		}
 		if end {
-			out.WriteString(t.buf)
-			t.buf = ""
+			out.Write(t.buf)
+			t.buf = t.buf[:0]
 			break
 		}
 		keep := partialSuffix(t.buf, t.syn.Open)
-		final := strings.TrimRightFunc(t.buf[:len(t.buf)-keep], unicode.IsSpace)
-		out.WriteString(final)
+		final := bytes.TrimRightFunc(t.buf[:len(t.buf)-keep], unicode.IsSpace)
+		out.Write(final)
 		t.buf = t.buf[len(final):]
 		break
 	}
@@ -242,9 +253,9 @@ func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
 
 // partialSuffix is the length of the longest suffix of s that is a proper
 // prefix of marker.
-func partialSuffix(s, marker string) int {
+func partialSuffix(s []byte, marker string) int {
 	for n := min(len(s), len(marker)-1); n > 0; n-- {
-		if strings.HasSuffix(s, marker[:n]) {
+		if bytes.HasSuffix(s, []byte(marker[:n])) {
 			return n
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 )
@@ -134,6 +135,33 @@ func TestToolSplitterHoldsBack(t *testing.T) {
 	}
 	if got, calls := s.Feed("</tool_call>\n"); got != "" || len(calls) != 1 || calls[0].Name != "f" {
 		t.Fatalf("closing the block: %q %v", got, calls)
+	}
+}
+
+// TestToolSplitterLongBlock: a block that never closes, fed a byte at a
+// time, costs time in proportion to its length (1 MiB: well under a
+// second; searching or copying it all again per byte would take minutes).
+func TestToolSplitterLongBlock(t *testing.T) {
+	s := NewToolSplitter(qwenSyntax)
+	start := time.Now()
+	if c, _ := s.Feed("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": \""); c != "" {
+		t.Fatalf("content %q", c)
+	}
+	const n = 1 << 20
+	for i := range n {
+		if i%4096 == 0 && time.Since(start) > 10*time.Second {
+			t.Fatalf("%v for the first %d bytes of a block", time.Since(start), i)
+		}
+		if c, calls := s.Feed("</tool_cal"[:1+len(s.buf)%9]); c != "" || calls != nil {
+			t.Fatalf("content %q calls %v inside the block", c, calls)
+		}
+	}
+	c, _ := s.Flush()
+	if !strings.HasPrefix(c, "<tool_call>") || len(c) < n {
+		t.Errorf("the unclosed block: %d bytes of content", len(c))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("%v for a block of %d bytes", d, len(c))
 	}
 }
 
