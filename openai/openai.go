@@ -98,6 +98,9 @@ type Params struct {
 	// chat template takes them.
 	Messages []json.RawMessage
 	Tools    []json.RawMessage
+	// NoTools is tool_choice "none": the tools are in the prompt, but the
+	// output is text, tool-call blocks included.
+	NoTools bool
 	// Completions: the prompt as text or as token ids (exactly one is set).
 	Prompt       *string
 	PromptTokens []int
@@ -294,6 +297,8 @@ func ParseChat(body []byte) (*Params, *Error) {
 	}
 	if tc := strings.TrimSpace(string(c.ToolChoice)); tc != "" && tc != "null" && tc != `"auto"` && tc != `"none"` {
 		return nil, badParam("tool_choice", `%s: only "auto" and "none" are supported (the template offers the tools; the model decides)`, tc)
+	} else if tc == `"none"` {
+		p.NoTools = true
 	}
 	return p, nil
 }
@@ -316,6 +321,21 @@ func message(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	if role == "developer" {
 		m["role"] = json.RawMessage(`"system"`)
+	}
+	if tc, ok := m["tool_calls"]; ok && string(tc) != "null" {
+		if role != "assistant" {
+			return nil, fmt.Errorf("tool_calls: only an assistant message has them, not a %s message", role)
+		}
+		calls, err := historyCalls(tc)
+		if err != nil {
+			return nil, err
+		}
+		m["tool_calls"] = calls
+	}
+	if c := m["content"]; role == "assistant" && (len(c) == 0 || string(c) == "null") {
+		// The API lets an assistant message that only calls tools have no
+		// content; templates take it as a string.
+		m["content"] = json.RawMessage(`""`)
 	}
 	if c, ok := m["content"]; ok && len(c) > 0 && c[0] == '[' {
 		var parts []struct {
@@ -341,6 +361,42 @@ func message(raw json.RawMessage) (json.RawMessage, error) {
 		}
 	}
 	return json.Marshal(m)
+}
+
+// historyCalls checks an assistant message's tool_calls and gives each
+// call's arguments to the template as the JSON object they encode (the
+// API sends them as a string; templates print an object with tojson or
+// walk its items).
+func historyCalls(raw json.RawMessage) (json.RawMessage, error) {
+	var calls []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function *struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &calls); err != nil {
+		return nil, errors.New(`tool_calls: want an array of {"id", "type": "function", "function": {"name", "arguments"}}`)
+	}
+	out := make([]map[string]any, len(calls))
+	for j, c := range calls {
+		if c.Type != "function" || c.Function == nil || c.Function.Name == "" {
+			return nil, fmt.Errorf(`tool_calls[%d]: want {"id", "type": "function", "function": {"name", "arguments"}}`, j)
+		}
+		var args string
+		if err := json.Unmarshal(c.Function.Arguments, &args); err != nil {
+			return nil, fmt.Errorf("tool_calls[%d].function.arguments: want a string (the arguments as JSON)", j)
+		}
+		var obj json.RawMessage
+		if strings.TrimSpace(args) == "" {
+			obj = json.RawMessage("{}")
+		} else if err := json.Unmarshal([]byte(args), &obj); err != nil || bytes.TrimSpace(obj)[0] != '{' {
+			return nil, fmt.Errorf("tool_calls[%d].function.arguments: %.40q is not a JSON object", j, args)
+		}
+		out[j] = map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Function.Name, "arguments": obj}}
+	}
+	return json.Marshal(out)
 }
 
 // completionRequest is POST /v1/completions.
@@ -475,11 +531,13 @@ func Logprob(lp float32) float64 {
 	return float64(lp)
 }
 
-// ChatMessage is a response message.
+// ChatMessage is a response message. Content is null when the message
+// is only tool calls.
 type ChatMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChatChoice is a choice of a chat response.
@@ -505,8 +563,9 @@ type ChatCompletion struct {
 
 // ChatDelta is the delta of a chat chunk.
 type ChatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // ChunkChoice is a choice of a chat chunk.
@@ -574,6 +633,7 @@ type ModelList struct {
 
 // Finish reasons.
 const (
-	FinishStop   = "stop"
-	FinishLength = "length"
+	FinishStop      = "stop"
+	FinishLength    = "length"
+	FinishToolCalls = "tool_calls"
 )

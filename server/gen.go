@@ -211,7 +211,8 @@ type textOut struct {
 	hold    int
 	pending string
 	stopped bool
-	n       int // tokens added (no tokenizer: ids as text)
+	n       int      // tokens added (no tokenizer: ids as text)
+	script  []string // Server.script
 }
 
 func newTextOut(tok *tokenizer.Tokenizer, stops []string) *textOut {
@@ -230,7 +231,11 @@ func (t *textOut) add(id int) {
 	if t.stopped {
 		return
 	}
-	if t.dec == nil {
+	if t.script != nil {
+		if t.n < len(t.script) {
+			t.pending += t.script[t.n]
+		}
+	} else if t.dec == nil {
 		if t.n > 0 {
 			t.pending += " "
 		}
@@ -246,7 +251,11 @@ func (t *textOut) take(end bool) string {
 	if t.stopped {
 		return ""
 	}
-	if end && t.dec != nil {
+	if end && t.script != nil {
+		for ; t.n < len(t.script); t.n++ {
+			t.pending += t.script[t.n]
+		}
+	} else if end && t.dec != nil {
 		t.pending += t.dec.Flush()
 	}
 	first := -1
@@ -304,7 +313,13 @@ func tokenText(tok *tokenizer.Tokenizer, id int) string {
 	return s
 }
 
-func finishReason(res runner.Result, out *textOut) string {
+// finishReason is a choice's finish_reason: "tool_calls" once the
+// response made a call (as vLLM has it, even when max_tokens cut what
+// followed), else how the generation ended.
+func finishReason(res runner.Result, out *textOut, calls int) string {
+	if calls > 0 {
+		return openai.FinishToolCalls
+	}
 	if out.stopped || res.StopReason == engine.StopToken || res.StopReason == runner.StopSequence {
 		return openai.FinishStop
 	}
@@ -376,8 +391,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, st *state, cha
 	h.Set(HeaderMode, ledger.ModeExact)
 	h.Set(HeaderManifestRoot, st.root)
 	h.Set(HeaderAttestation, id)
+	out := newTextOut(st.r.Tok, p.Stop)
+	out.script = s.script
+	var syn openai.ToolSyntax
+	if chat && len(p.Tools) > 0 && !p.NoTools {
+		syn = st.tools
+	}
 	g := &gen{s: s, w: w, r: r, st: st, chat: chat, p: p, id: id, created: time.Now().Unix(), stream: stream,
-		out: newTextOut(st.r.Tok, p.Stop), seed: req.Gen.Seed, echo: echo, start: time.Now()}
+		out: out, tools: openai.NewToolSplitter(syn), seed: req.Gen.Seed, echo: echo, start: time.Now()}
 	if p.Stream {
 		g.streamed()
 	} else {
@@ -397,6 +418,8 @@ type gen struct {
 	created int64
 	stream  *runner.Stream
 	out     *textOut
+	tools   *openai.ToolSplitter
+	calls   int // tool calls sent
 	seed    uint64
 	echo    string
 	start   time.Time
@@ -478,16 +501,21 @@ func (g *gen) whole() {
 	h.Set(HeaderLogitsChain, tf.LogitsChain)
 	h.Set(HeaderRouting, tf.Routing)
 	usage := openai.NewUsage(res.PromptTokens, len(res.Tokens))
-	reason := finishReason(res, g.out)
 	var b []byte
 	if g.chat {
-		c := openai.ChatChoice{Message: openai.ChatMessage{Role: "assistant", Content: text}, FinishReason: reason}
+		content, fcs := openai.SplitToolCalls(g.tools.Syntax(), text)
+		msg := openai.ChatMessage{Role: "assistant", Content: &content, ToolCalls: g.toolCalls(fcs)}
+		if len(fcs) > 0 && content == "" {
+			msg.Content = nil
+		}
+		c := openai.ChatChoice{Message: msg, FinishReason: finishReason(res, g.out, len(fcs))}
 		if g.p.Logprobs {
 			c.Logprobs = &openai.ChatLogprobs{Content: chatLogprobs(g.st.r.Tok, toks), Refusal: nil}
 		}
 		b, _ = jsonMarshal(openai.ChatCompletion{ID: g.id, Object: "chat.completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fingerprint(g.st), Choices: []openai.ChatChoice{c}, Usage: usage, Tarfa: tf})
 	} else {
+		reason := finishReason(res, g.out, 0)
 		c := openai.CompletionChoice{Text: g.echo + text, FinishReason: &reason}
 		if g.p.Logprobs {
 			c.Logprobs = completionLogprobs(g.st.r.Tok, toks, len(g.echo))
@@ -498,6 +526,27 @@ func (g *gen) whole() {
 	g.s.m.request(g.r, http.StatusOK)
 	g.s.log(g.r, http.StatusOK, "id", g.id, "prompt_tokens", res.PromptTokens, "completion_tokens", len(res.Tokens))
 	writeJSON(g.w, http.StatusOK, b)
+}
+
+// toolCalls gives calls their ids and places: call_<response id>_<n>,
+// counting on from the calls already sent.
+func (g *gen) toolCalls(fcs []openai.FunctionCall) []openai.ToolCall {
+	var out []openai.ToolCall
+	for _, fc := range fcs {
+		out = append(out, openai.ToolCall{ID: fmt.Sprintf("call_%s_%d", strings.TrimPrefix(g.id, "chatcmpl-"), g.calls), Type: "function", Function: fc})
+		g.calls++
+	}
+	return out
+}
+
+// toolDeltas is toolCalls as delta.tool_calls entries.
+func (g *gen) toolDeltas(fcs []openai.FunctionCall) []openai.ToolCallDelta {
+	first := g.calls
+	var out []openai.ToolCallDelta
+	for i, c := range g.toolCalls(fcs) {
+		out = append(out, openai.ToolCallDelta{Index: first + i, ID: c.ID, Type: c.Type, Function: c.Function})
+	}
+	return out
 }
 
 // fingerprint is system_fingerprint: the mode and the model root.
@@ -524,13 +573,13 @@ func (g *gen) streamed() {
 		return rc.Flush() == nil
 	}
 	fp := fingerprint(g.st)
-	chunk := func(text *string, lp []runner.Token, reason *string, tf *Tarfa) any {
+	chunk := func(text *string, calls []openai.ToolCallDelta, lp []runner.Token, reason *string, tf *Tarfa) any {
 		var ext any // no "tarfa": null on the chunks before the last
 		if tf != nil {
 			ext = tf
 		}
 		if g.chat {
-			c := openai.ChunkChoice{Delta: openai.ChatDelta{Content: text}, FinishReason: reason}
+			c := openai.ChunkChoice{Delta: openai.ChatDelta{Content: text, ToolCalls: calls}, FinishReason: reason}
 			if g.p.Logprobs && len(lp) > 0 {
 				c.Logprobs = &openai.ChatLogprobs{Content: chatLogprobs(g.st.r.Tok, lp)}
 			}
@@ -555,7 +604,7 @@ func (g *gen) streamed() {
 			return
 		}
 	} else if g.echo != "" {
-		if !send(chunk(&g.echo, nil, nil, nil)) {
+		if !send(chunk(&g.echo, nil, nil, nil, nil)) {
 			return
 		}
 	}
@@ -573,14 +622,20 @@ func (g *gen) streamed() {
 			g.out.add(t.ID)
 		}
 		text := g.out.take(false)
-		if text == "" && !g.p.Logprobs {
+		var calls []openai.ToolCallDelta
+		if g.chat {
+			var fcs []openai.FunctionCall
+			text, fcs = g.tools.Feed(text)
+			calls = g.toolDeltas(fcs)
+		}
+		if text == "" && len(calls) == 0 && !g.p.Logprobs {
 			continue
 		}
 		var tp *string
-		if text != "" || g.chat {
+		if text != "" || (g.chat && len(calls) == 0) {
 			tp = &text
 		}
-		if !send(chunk(tp, toks, nil, nil)) {
+		if !send(chunk(tp, calls, toks, nil, nil)) {
 			g.s.m.request(g.r, 499)
 			return
 		}
@@ -600,18 +655,29 @@ func (g *gen) streamed() {
 		send(json.RawMessage(e.Body()))
 		return
 	}
-	if text := g.out.take(true); text != "" {
-		if !send(chunk(&text, nil, nil, nil)) {
+	text := g.out.take(true)
+	var calls []openai.ToolCallDelta
+	if g.chat {
+		a, fcs := g.tools.Feed(text)
+		b, more := g.tools.Flush()
+		text, calls = a+b, g.toolDeltas(append(fcs, more...))
+	}
+	if text != "" || len(calls) > 0 {
+		var tp *string
+		if text != "" {
+			tp = &text
+		}
+		if !send(chunk(tp, calls, nil, nil, nil)) {
 			return
 		}
 	}
-	reason := finishReason(res, g.out)
+	reason := finishReason(res, g.out, g.calls)
 	var final any
 	if g.chat {
 		final = openai.ChatChunk{ID: g.id, Object: "chat.completion.chunk", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fp, Choices: []openai.ChunkChoice{{Delta: openai.ChatDelta{}, FinishReason: &reason}}, Tarfa: tf}
 	} else {
-		final = chunk(nil, nil, &reason, tf)
+		final = chunk(nil, nil, nil, &reason, tf)
 	}
 	if !send(final) {
 		return

@@ -93,6 +93,13 @@ type Server struct {
 	attMu   sync.Mutex
 	att     map[string][]byte
 	attList []string
+
+	// script, when set (by tests only), replaces the text of the tokens a
+	// request generates: the n-th token reads as script[n], and what is
+	// left of it comes at the end. The tokens, and all that is attested,
+	// are the model's; only the text the response is built from is
+	// scripted, so that tests can control what a noise model says.
+	script []string
 }
 
 // state is what Attach provides.
@@ -101,6 +108,9 @@ type state struct {
 	sched  *runner.Scheduler
 	attest runner.AttestOptions
 	root   string
+	// tools is how the model's chat template writes tool calls (zero: it
+	// writes none that can be parsed, and output is text).
+	tools openai.ToolSyntax
 }
 
 // New returns a server that is not ready yet (Attach).
@@ -140,7 +150,13 @@ func New(opt Options) (*Server, error) {
 // Attach makes the server ready: r's model, generating through sched;
 // a holds the build and host facts (and load time) of the signed reports.
 func (s *Server) Attach(r *runner.Runner, sched *runner.Scheduler, a runner.AttestOptions) {
-	s.state.Store(&state{r: r, sched: sched, attest: a, root: r.Checkpoint.Root().String()})
+	st := &state{r: r, sched: sched, attest: a, root: r.Checkpoint.Root().String()}
+	if r.Tok != nil {
+		if tpl, err := r.Tok.ChatTemplate(); err == nil {
+			st.tools, _ = openai.DeriveToolSyntax(tpl.RenderJSON)
+		}
+	}
+	s.state.Store(st)
 	_, bytes := r.Engine.Loaded()
 	s.m.verified.Add(float64(bytes))
 }

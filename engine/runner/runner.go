@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/golden"
@@ -58,6 +59,19 @@ type Options struct {
 	// Placement chooses where routed experts that are not resident on a
 	// device backend are computed. Results never depend on it.
 	Placement engine.Placement
+	// NewBackend, if set, makes the backend instead of engine.OpenBackend
+	// (Backend and VRAMBudget are then unused; tests give a simulated
+	// device).
+	NewBackend func() (backend.Backend, error)
+	// PinSlots chooses whether a backend that can pin host memory
+	// (backend.Pinner: cuda) pins the device slots of the Tier, so that an
+	// expert streamed into one is copied to the device from where it was
+	// read, with no staging copy. Nil: on for such a backend (off for cpu,
+	// which cannot pin); a slot that fails to pin stays ordinary memory
+	// (tier.Options.Pinner). True with a backend that cannot pin is an
+	// error. A Tier.Pinner set by the caller is kept. Results never depend
+	// on it.
+	PinSlots *bool
 	// ExpertCacheBytes bounds the verified-expert cache of the engine's
 	// default path (see engine.Options) when Tier is nil; 0 re-reads and
 	// re-hashes experts for every use.
@@ -96,7 +110,15 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 		}
 	}()
 	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes, Placement: opt.Placement}
-	be, err := engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget})
+	if opt.PinSlots != nil && *opt.PinSlots && opt.Tier == nil {
+		return nil, fmt.Errorf("runner: pinned device slots need a tier (Options.Tier): without one there are no slots to pin")
+	}
+	var be backend.Backend
+	if opt.NewBackend != nil {
+		be, err = opt.NewBackend()
+	} else {
+		be, err = engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +149,9 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 				}
 				return 0, nil
 			}
+		}
+		if to.Pinner, err = slotPinner(be, to.Pinner, opt.PinSlots); err != nil {
+			return nil, err
 		}
 		if h, err = tier.New(m, to); err != nil {
 			return nil, err
@@ -240,6 +265,24 @@ func (r *Runner) needTokenizer(what string) error {
 		return fmt.Errorf("%s needs a tokenizer, but %s has no tokenizer.json (give token ids instead)", what, r.Dir)
 	}
 	return nil
+}
+
+// slotPinner is the Pinner of the tier's device slots: the caller's, else
+// the backend's when it can pin and pin (Options.PinSlots) is not false.
+func slotPinner(be backend.Backend, set weights.Pinner, pin *bool) (weights.Pinner, error) {
+	if set != nil {
+		return set, nil
+	}
+	p, ok := be.(backend.Pinner)
+	switch {
+	case pin != nil && !*pin:
+		return nil, nil
+	case ok:
+		return p, nil
+	case pin != nil:
+		return nil, fmt.Errorf("runner: pinned device slots need a backend that can pin host memory, not %s", be.Name())
+	}
+	return nil, nil
 }
 
 // EncodeText encodes plain text (no chat template).

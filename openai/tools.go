@@ -1,0 +1,272 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// ToolSyntax is how a chat template writes an assistant's tool call: Open,
+// a JSON object {"name": …, "arguments": {…}}, Close (Qwen3 and the
+// Hermes-style templates: "<tool_call>", "</tool_call>"). The zero value
+// parses nothing.
+type ToolSyntax struct {
+	Open, Close string
+}
+
+// Probe values DeriveToolSyntax renders; unlikely in any template.
+const (
+	probeName = "tarfa_probe_fn"
+	probeArg  = "tarfa_probe_arg"
+)
+
+// maxMarker bounds a derived marker, so that a template that prints the
+// call inside a long run of text is not mistaken for one with a marker.
+const maxMarker = 64
+
+// DeriveToolSyntax finds a template's tool-call syntax by rendering an
+// assistant turn with one tool call and reading the markers around it:
+// render gets the JSON input of the template ({"messages": …}) and
+// returns its text. The call must be printed as a JSON object of its name
+// and arguments, between a start tag such as <tool_call> and its end tag
+// </tool_call>; ok is false for a template that prints calls any other
+// way (or not at all), and its output is then returned as plain text.
+func DeriveToolSyntax(render func(input []byte) (string, error)) (s ToolSyntax, ok bool) {
+	in := map[string]any{
+		"messages": []any{
+			map[string]any{"role": "user", "content": "q"},
+			map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+				"id": "call_0", "type": "function",
+				"function": map[string]any{"name": probeName, "arguments": map[string]any{probeArg: 1}},
+			}}},
+		},
+		"add_generation_prompt": false,
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return ToolSyntax{}, false
+	}
+	text, err := render(b)
+	if err != nil {
+		return ToolSyntax{}, false
+	}
+	at := strings.Index(text, probeName)
+	if at < 0 {
+		return ToolSyntax{}, false
+	}
+	start := strings.LastIndexByte(text[:at], '{')
+	if start < 0 {
+		return ToolSyntax{}, false
+	}
+	dec := json.NewDecoder(strings.NewReader(text[start:]))
+	var call struct {
+		Name      string         `json:"name"`
+		Arguments map[string]int `json:"arguments"`
+	}
+	if dec.Decode(&call) != nil || call.Name != probeName || call.Arguments[probeArg] != 1 {
+		return ToolSyntax{}, false
+	}
+	end := start + int(dec.InputOffset())
+	before := strings.TrimRightFunc(text[:start], unicode.IsSpace)
+	lt := strings.LastIndexByte(before, '<')
+	if lt < 0 || !strings.HasSuffix(before, ">") {
+		return ToolSyntax{}, false
+	}
+	open := before[lt:]
+	tag := strings.TrimSuffix(strings.TrimPrefix(open, "<"), ">")
+	if tag == "" || len(open) > maxMarker || strings.ContainsFunc(tag, func(r rune) bool { return unicode.IsSpace(r) || r == '<' || r == '>' || r == '/' }) {
+		return ToolSyntax{}, false
+	}
+	closing := "</" + tag + ">"
+	if !strings.HasPrefix(strings.TrimLeftFunc(text[end:], unicode.IsSpace), closing) {
+		return ToolSyntax{}, false
+	}
+	return ToolSyntax{Open: open, Close: closing}, true
+}
+
+// ToolCall is one entry of choices[].message.tool_calls.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is a tool call's function: its name and its arguments as a
+// JSON text (a string, as the API has it).
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolCallDelta is one entry of a chunk's delta.tool_calls: a call whole
+// (index, id, type, name and all its arguments), as Tarfa only sends calls
+// once their block is complete.
+type ToolCallDelta struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// parseCall parses the inside of a tool-call block: a JSON object with a
+// non-empty string "name" and an object "arguments" (absent or null: no
+// arguments), and nothing else after it.
+func parseCall(inner string) (FunctionCall, error) {
+	dec := json.NewDecoder(strings.NewReader(inner))
+	var c struct {
+		Name      *string         `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := dec.Decode(&c); err != nil {
+		return FunctionCall{}, err
+	}
+	if dec.More() {
+		return FunctionCall{}, errors.New("data after the call's JSON object")
+	}
+	if c.Name == nil || *c.Name == "" {
+		return FunctionCall{}, errors.New("no name")
+	}
+	args := bytes.TrimSpace(c.Arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	if args[0] != '{' {
+		return FunctionCall{}, fmt.Errorf("arguments %.20s…: want a JSON object", args)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, args); err != nil {
+		return FunctionCall{}, err
+	}
+	return FunctionCall{Name: *c.Name, Arguments: compact.String()}, nil
+}
+
+// ToolSplitter separates tool calls from a model's text as it comes: Feed
+// it the text in pieces, and it returns the content that is final so far
+// and the calls whose blocks are complete. Text that may still be the
+// start of a block is held back, as is whitespace that may turn out to
+// only separate content from a block (it is dropped then). A block that
+// does not parse, or is not closed by the end, stays text. With a zero
+// ToolSyntax all text is content.
+type ToolSplitter struct {
+	syn     ToolSyntax
+	buf     []byte // appended to: a long block costs linear time
+	inBlock bool
+	sep     string // the whitespace before the block buf starts with
+	scanned int    // bytes of the block's body searched for Close
+	trim    bool   // drop whitespace at the start of buf (after a block)
+}
+
+// NewToolSplitter returns a splitter for syn.
+func NewToolSplitter(syn ToolSyntax) *ToolSplitter {
+	return &ToolSplitter{syn: syn}
+}
+
+// Syntax is the splitter's tool-call syntax.
+func (t *ToolSplitter) Syntax() ToolSyntax { return t.syn }
+
+// Feed adds text and returns the content and calls that are final now.
+func (t *ToolSplitter) Feed(text string) (content string, calls []FunctionCall) {
+	t.buf = append(t.buf, text...)
+	return t.split(false)
+}
+
+// Flush ends the text: what is held back is returned as content (an
+// unclosed block as it is).
+func (t *ToolSplitter) Flush() (content string, calls []FunctionCall) {
+	return t.split(true)
+}
+
+func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
+	if t.syn.Open == "" {
+		out := string(t.buf)
+		t.buf = t.buf[:0]
+		return out, nil
+	}
+	var out strings.Builder
+	var calls []FunctionCall
+	for {
+		if t.trim {
+			t.buf = bytes.TrimLeftFunc(t.buf, unicode.IsSpace)
+			if len(t.buf) == 0 && !end {
+				break
+			}
+			t.trim = false
+		}
+		if t.inBlock {
+			// Only what came since the last search is searched again
+			// (with the tail a Close may have started in), so that a long
+			// block costs time in proportion to its length.
+			body := t.buf[len(t.syn.Open):]
+			from := max(0, t.scanned-len(t.syn.Close)+1)
+			i := bytes.Index(body[from:], []byte(t.syn.Close))
+			if i >= 0 {
+				i += from
+			}
+			t.scanned = len(body)
+			if i < 0 {
+				if end {
+					out.WriteString(t.sep)
+					out.Write(t.buf)
+					t.buf, t.sep = t.buf[:0], ""
+				}
+				break
+			}
+			block := t.buf[:len(t.syn.Open)+i+len(t.syn.Close)]
+			t.buf = t.buf[len(block):]
+			t.inBlock, t.scanned = false, 0
+			if c, err := parseCall(string(body[:i])); err == nil {
+				calls = append(calls, c)
+				t.trim = true
+			} else {
+				out.WriteString(t.sep) // malformed: stays text
+				out.Write(block)
+			}
+			t.sep = ""
+			continue
+		}
+		if i := bytes.Index(t.buf, []byte(t.syn.Open)); i >= 0 {
+			// The content before a block, without the whitespace that
+			// separates it from the block.
+			before := bytes.TrimRightFunc(t.buf[:i], unicode.IsSpace)
+			out.Write(before)
+			t.sep = string(t.buf[len(before):i])
+			t.buf = t.buf[i:]
+			t.inBlock = true
+			continue
+		}
+		if end {
+			out.Write(t.buf)
+			t.buf = t.buf[:0]
+			break
+		}
+		keep := partialSuffix(t.buf, t.syn.Open)
+		final := bytes.TrimRightFunc(t.buf[:len(t.buf)-keep], unicode.IsSpace)
+		out.Write(final)
+		t.buf = t.buf[len(final):]
+		break
+	}
+	return out.String(), calls
+}
+
+// partialSuffix is the length of the longest suffix of s that is a proper
+// prefix of marker.
+func partialSuffix(s []byte, marker string) int {
+	for n := min(len(s), len(marker)-1); n > 0; n-- {
+		if bytes.HasSuffix(s, []byte(marker[:n])) {
+			return n
+		}
+	}
+	return 0
+}
+
+// SplitToolCalls separates the tool calls from a whole text: the content
+// left and the calls, as a ToolSplitter fed all of text at once.
+func SplitToolCalls(syn ToolSyntax, text string) (content string, calls []FunctionCall) {
+	t := NewToolSplitter(syn)
+	a, c1 := t.Feed(text)
+	b, c2 := t.Flush()
+	return a + b, append(c1, c2...)
+}
