@@ -590,3 +590,28 @@ func TestHeatLedgerAndWarmStart(t *testing.T) {
 		t.Errorf("another model's heat: %v", err)
 	}
 }
+
+// TestLoadHeatRefusesBadFiles: a heat ledger with a negative count, or one
+// larger than any model's could be, is refused with an error naming it.
+func TestLoadHeatRefusesBadFiles(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	cache := t.TempDir()
+	heat, err := LoadHeat(cache, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heat.Counts[3] = -1
+	if err := heat.Save(cache); err != nil {
+		t.Fatal(err)
+	}
+	p := HeatPath(cache, ck.Root())
+	if _, err := LoadHeat(cache, ck); err == nil || !strings.Contains(err.Error(), p+": count 3 is -1") {
+		t.Errorf("negative count: %v", err)
+	}
+	if err := os.Truncate(p, maxHeatFile+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadHeat(cache, ck); err == nil || !strings.Contains(err.Error(), "more than the heat ledger limit") {
+		t.Errorf("oversized file: %v", err)
+	}
+}

@@ -54,6 +54,7 @@ func TestFlagsCheckedFirstInTheUsersWords(t *testing.T) {
 		{[]string{"run", "--model", missing, "x", "--threads", "-3"}, "--threads -3: want 0 (all cores) to 256"},
 		{[]string{"run", "--model", missing, "x", "--threads", "1000"}, "--threads 1000: want 0 (all cores) to 256"},
 		{[]string{"run", "--model", missing, "x", "--ram-budget", "-5"}, "--ram-budget \"-5\": want a size in bytes"},
+		{[]string{"run", "--model", missing, "x", "--ram-budget", "5000000TiB"}, "--ram-budget \"5000000TiB\": want a size in bytes from 0 to 4 EiB"},
 		{[]string{"run", "--model", missing, "x", "--device-budget", "0"}, "--device-budget 0: want at least one expert"},
 		{[]string{"run", "--model", missing, "x", "--policy", "belady"}, "--policy \"belady\": want one of"},
 		{[]string{"run", "--model", missing, "x", "--readers", "-1"}, "--readers -1: want 1 to"},

@@ -115,7 +115,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			part, _ := policy.ParsePartition(o.partition)
 			direct, _ := directMode(o.direct)
 			backends, _ := o.backendConfigs()
-			update, finish := byteProgress(cmd.ErrOrStderr(), "bench decode (figures)")
+			update, finish := itemProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
 				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, Direct: direct,
 				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, LedgerPairs: o.ledgerPairs, NoDrop: o.noDrop, Progress: update,

@@ -91,9 +91,8 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			if o.cacheMiB < 0 {
 				cache = -1
 			}
-			// The progress helper counts bytes: here one "byte" is one cell
-			// (one thread count in one round).
-			update, finish := byteProgress(cmd.ErrOrStderr(), "bench engine (cells)")
+			// One cell is one thread count in one round.
+			update, finish := itemProgress(cmd.ErrOrStderr(), "bench engine (cells)")
 			res, err := enginebench.Run(cmd.Context(), dir, enginebench.Options{Threads: o.threads, PromptTokens: o.prompt,
 				DecodeTokens: o.decode, ExpertCacheBytes: cache, Repeat: o.repeat,
 				MinDuration: time.Duration(o.minSeconds * float64(time.Second)), Progress: update})

@@ -25,6 +25,23 @@ func showProgress(w io.Writer) bool {
 // byteProgress returns a progress callback drawing a bytes bar with rate and
 // ETA on w, or a no-op when w is not a terminal.
 func byteProgress(w io.Writer, desc string) (update func(done, total int64), finish func()) {
+	return barProgress(w, desc, true)
+}
+
+// itemProgress is byteProgress for steps counted in items (figures, cells).
+func itemProgress(w io.Writer, desc string) (update func(done, total int64), finish func()) {
+	return barProgress(w, desc, false)
+}
+
+// countProgress is itemProgress with int counts (prompts).
+func countProgress(w io.Writer, desc string) (update func(done, total int), finish func()) {
+	u, finish := itemProgress(w, desc)
+	return func(done, total int) { u(int64(done), int64(total)) }, finish
+}
+
+// barProgress is byteProgress and itemProgress: a bar of bytes (with
+// bytes true) or of items.
+func barProgress(w io.Writer, desc string, bytes bool) (update func(done, total int64), finish func()) {
 	if !showProgress(w) {
 		return func(int64, int64) {}, func() {}
 	}
@@ -39,7 +56,7 @@ func byteProgress(w io.Writer, desc string) (update func(done, total int64), fin
 			bar = progressbar.NewOptions64(total,
 				progressbar.OptionSetWriter(w),
 				progressbar.OptionSetDescription(desc),
-				progressbar.OptionShowBytes(true),
+				progressbar.OptionShowBytes(bytes),
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetPredictTime(true),
 				progressbar.OptionThrottle(100*time.Millisecond),
@@ -49,39 +66,6 @@ func byteProgress(w io.Writer, desc string) (update func(done, total int64), fin
 			bar.ChangeMax64(total) // the work can grow (convert: a kept file that fails re-verification)
 		}
 		bar.Set64(done)
-	}
-	finish = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if bar != nil {
-			bar.Finish()
-		}
-	}
-	return update, finish
-}
-
-// countProgress is byteProgress for steps counted in items (prompts).
-func countProgress(w io.Writer, desc string) (update func(done, total int), finish func()) {
-	if !showProgress(w) {
-		return func(int, int) {}, func() {}
-	}
-	var (
-		mu  sync.Mutex
-		bar *progressbar.ProgressBar
-	)
-	update = func(done, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if bar == nil {
-			bar = progressbar.NewOptions(total,
-				progressbar.OptionSetWriter(w),
-				progressbar.OptionSetDescription(desc),
-				progressbar.OptionShowCount(),
-				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionThrottle(100*time.Millisecond),
-				progressbar.OptionClearOnFinish())
-		}
-		bar.Set(done)
 	}
 	finish = func() {
 		mu.Lock()

@@ -495,6 +495,9 @@ func TestCacheErrors(t *testing.T) {
 		{2, Global, "heat", Options{Heat: []float64{1, 1, 1, math.NaN(), 1, 1, 1, 1}}, "heat of layer 0 expert 3 is NaN"},
 		{2, Global, "heat", Options{Heat: []float64{1}}, "heat ledger has 1 entries"},
 		{2, Global, "lfu-decay", Options{HalfLifeTokens: -1}, "HalfLifeTokens -1"},
+		{2, Global, "lru", Options{StepsPerToken: -1}, "StepsPerToken -1 is negative"},
+		{2, Global, "lru", Options{PriorWeight: -1}, "PriorWeight -1: want a positive finite number"},
+		{2, Global, "heat", Options{Heat: []float64{1, 1, 1, 1, 1, -1, 1, 1}}, "heat of layer 1 expert 1 is -1"},
 		{2, Partition(7), "lru", Options{}, "unknown partition"},
 	} {
 		if _, err := NewCache(d, tc.capacity, tc.part, tc.name, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {

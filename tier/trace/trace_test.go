@@ -349,3 +349,33 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderAndSizeChecks: a measured header with a generator or a model
+// root that is no digest, a token of the wrong number of layers, and a
+// synthetic trace over MaxSynthesize experts are refused.
+func TestHeaderAndSizeChecks(t *testing.T) {
+	h := Header{Format: Format, Version: Version, ModelRoot: root, Layers: 2, Experts: 4, TopK: 2, Source: Measured}
+	withGen := h
+	g := zipf(1, 0.3)
+	withGen.Generator = &g
+	badRoot := h
+	badRoot.ModelRoot = "abc"
+	for _, c := range []struct {
+		h    Header
+		want string
+	}{{withGen, "a measured trace has no generator"}, {badRoot, "model_root:"}} {
+		if _, err := NewWriter(io.Discard, c.h); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.h, err, c.want)
+		}
+	}
+	tr, err := New(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Append([][]int{{0, 1}}); err == nil || !strings.Contains(err.Error(), "token 0 has 1 layers, want 2") {
+		t.Errorf("short token: %v", err)
+	}
+	if _, err := Synthesize(zipf(1, 0.3), 1024, 4, 4, 1<<16+1); err == nil || !strings.Contains(err.Error(), "experts in all") {
+		t.Errorf("oversized synthetic trace: %v", err)
+	}
+}
