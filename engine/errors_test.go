@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -318,4 +320,31 @@ func TestBatchStepErrors(t *testing.T) {
 	if _, err := b.Step(ctx, []*Session{s0, s1}, [][]int{{1}, {2}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// badRouter is a backend whose Route names an expert out of range.
+type badRouter struct{ backend.Backend }
+
+type badRouterQueue struct{ backend.Queue }
+
+func (b badRouter) NewQueue() (backend.Queue, error) {
+	q, err := b.Backend.NewQueue()
+	return badRouterQueue{q}, err
+}
+
+func (q badRouterQueue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
+	q.Queue.Route(idx, w, logits, T, E, k, renorm)
+	idx[len(idx)-1] = int32(E)
+}
+
+// TestEngineRefusesARouteOutOfRange: a backend's router cannot make the
+// engine evaluate an expert the layer does not have.
+func TestEngineRefusesARouteOutOfRange(t *testing.T) {
+	cfg, w := synth(t, 1)
+	m, err := loadMem(t, w, Options{Backend: badRouter{cpu.New(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.NewSession().Forward([]int{1, 2}, false)
+	wantErr(t, err, fmt.Sprintf("router chose expert %d of %d", cfg.Experts, cfg.Experts))
 }
