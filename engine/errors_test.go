@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/engine/cpu"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
@@ -248,4 +252,99 @@ func TestLoadStopsWhenCancelled(t *testing.T) {
 	if nt, _ := ck.Served(); nt != 0 {
 		t.Errorf("a cancelled load read %d tensors", nt)
 	}
+}
+
+// stray delivers, before the experts it was asked for, one that no token
+// was routed to.
+type stray struct{ ck *weights.Checkpoint }
+
+func (s *stray) Stream(ctx context.Context, layer int, experts []int, c ExpertConsumer) error {
+	e := 0
+	for slices.Contains(experts, e) {
+		e++
+	}
+	for _, e := range append([]int{e}, experts...) {
+		ve, err := s.ck.Expert(layer, e)
+		if err != nil {
+			return err
+		}
+		if err := c.Consume(e, ve, ledger.TierStorage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestEngineRefusesAnExpertNoTokenWasRoutedTo: an expert source cannot slip
+// in an expert the step did not route to.
+func TestEngineRefusesAnExpertNoTokenWasRoutedTo(t *testing.T) {
+	_, w := synth(t, 1)
+	ck := w.open(t)
+	m, err := Load(ck, Options{Experts: &stray{ck: ck}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.NewSession().Forward([]int{1}, false)
+	wantErr(t, err, "the expert source delivered expert", "which no token was routed to")
+}
+
+// TestBatchStepErrors: a batch step names what is wrong with its sessions.
+func TestBatchStepErrors(t *testing.T) {
+	_, w := synth(t, 1)
+	m, err := loadMem(t, w, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := loadMem(t, w, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s0, s1 := m.NewSession(), m.NewSession()
+	ctx := context.Background()
+	_, err = b.Step(ctx, nil, nil)
+	wantErr(t, err, "batch step of 0 sessions with 0 token lists")
+	_, err = b.Step(ctx, []*Session{s0, s1}, [][]int{{1}})
+	wantErr(t, err, "batch step of 2 sessions with 1 token lists")
+	_, err = b.Step(ctx, []*Session{s0, other.NewSession()}, [][]int{{1}, {2}})
+	wantErr(t, err, "session 1 belongs to another model")
+	_, err = b.Step(ctx, []*Session{s0, s1, s0}, [][]int{{1}, {2}, {3}})
+	wantErr(t, err, "session 2 is also session 0")
+	_, err = b.Step(ctx, []*Session{s0, s1}, [][]int{{1}, nil})
+	wantErr(t, err, "batch step, session 1")
+	// The sessions are untouched by the refused steps.
+	if _, err := b.Step(ctx, []*Session{s0, s1}, [][]int{{1}, {2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// badRouter is a backend whose Route names an expert out of range.
+type badRouter struct{ backend.Backend }
+
+type badRouterQueue struct{ backend.Queue }
+
+func (b badRouter) NewQueue() (backend.Queue, error) {
+	q, err := b.Backend.NewQueue()
+	return badRouterQueue{q}, err
+}
+
+func (q badRouterQueue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
+	q.Queue.Route(idx, w, logits, T, E, k, renorm)
+	idx[len(idx)-1] = int32(E)
+}
+
+// TestEngineRefusesARouteOutOfRange: a backend's router cannot make the
+// engine evaluate an expert the layer does not have.
+func TestEngineRefusesARouteOutOfRange(t *testing.T) {
+	cfg, w := synth(t, 1)
+	m, err := loadMem(t, w, Options{Backend: badRouter{cpu.New(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.NewSession().Forward([]int{1, 2}, false)
+	wantErr(t, err, fmt.Sprintf("router chose expert %d of %d", cfg.Experts, cfg.Experts))
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -170,5 +171,58 @@ func TestExpertArrivalOrderDoesNotMatter(t *testing.T) {
 		m2, _ := Load(ck, Options{Experts: &shuffled{ck: ck, rng: rand.New(rand.NewPCG(1, 1)), dup: true}})
 		_, err = m2.NewSession().Forward(toks[:4], false)
 		wantErr(t, err, "experts evaluated, want top-k")
+	}
+}
+
+// TestLedgerInBatch: sessions batched with others (one of them without a
+// ledger) record the same routing and the same expert token counts as
+// when run alone.
+func TestLedgerInBatch(t *testing.T) {
+	_, w := synth(t, 1)
+	ck := w.open(t)
+	m, err := Load(ck, Options{ExpertCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int{{1, 2, 3}, {9, 8}, {4, 4, 4, 4}}
+	newLedger := func() *ledger.Ledger { return ledger.New(ck.Root(), m.cfg.Layers, m.cfg.TopK, ledger.ModeExact) }
+	tokens := func(s ledger.Summary) map[ledger.ExpertKey]int64 {
+		n := map[ledger.ExpertKey]int64{}
+		for _, u := range s.Experts {
+			n[ledger.ExpertKey{Layer: u.Layer, Expert: u.Expert}] = u.Tokens
+		}
+		return n
+	}
+	b, err := m.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sess := make([]*Session, len(prompts))
+	for i := range sess {
+		sess[i] = m.NewSession()
+		if i != 1 {
+			sess[i].SetLedger(newLedger())
+		}
+	}
+	if _, err := b.Step(context.Background(), sess, prompts); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range prompts {
+		if i == 1 {
+			continue
+		}
+		s := m.NewSession()
+		s.SetLedger(newLedger())
+		if _, err := s.Forward(p, false); err != nil {
+			t.Fatal(err)
+		}
+		got, want := sess[i].Ledger().Summary(), s.Ledger().Summary()
+		if got.RoutingDigest != want.RoutingDigest || got.RoutingEntries != want.RoutingEntries {
+			t.Errorf("prompt %d in a batch: routing %s (%d entries), alone %s (%d)", i, got.RoutingDigest, got.RoutingEntries, want.RoutingDigest, want.RoutingEntries)
+		}
+		if g, w := tokens(got), tokens(want); !maps.Equal(g, w) {
+			t.Errorf("prompt %d in a batch: expert tokens %v, alone %v", i, g, w)
+		}
 	}
 }

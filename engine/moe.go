@@ -25,10 +25,18 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	logits := w.buf(&w.logits, T*E)
 	wts := w.buf(&w.wts, T*k)
 	idx := grow(&w.idx, T*k)
-	wH := grow(&w.wH, T*k)
 	q.MatMul(logits, L.router, x, T)
 	q.Route(idx, wts, logits, T, E, k, c.NormTopKProb)
-	q.Read(wH, wts)
+	// The combine weights come back to the host only for a ledger.
+	ledgered := false
+	for _, sg := range segs {
+		ledgered = ledgered || sg.s.ledger != nil
+	}
+	var wH []float32
+	if ledgered {
+		wH = grow(&w.wH, T*k)
+		q.Read(wH, wts)
+	}
 	hinter, hinting := m.experts.(Hinter)
 	if hinting {
 		w.hintRoute(L, x, T)
@@ -41,9 +49,11 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	if err := w.sync(); err != nil {
 		return err
 	}
-	for _, sg := range segs {
-		r0, r1 := sg.row0, sg.row0+sg.n
-		sg.s.ledger.Route(L.index, idx[r0*k:r1*k], wH[r0*k:r1*k], k)
+	if ledgered {
+		for _, sg := range segs {
+			r0, r1 := sg.row0, sg.row0+sg.n
+			sg.s.ledger.Route(L.index, idx[r0*k:r1*k], wH[r0*k:r1*k], k)
+		}
 	}
 	if hinting {
 		w.hint(hinter, L, segs)
@@ -95,7 +105,7 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	}
 	w.need = need
 	u := &w.use
-	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split}
+	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered}
 	// Experts resident in the device's memory first: no bytes to move.
 	stream := w.stream[:0]
 	for _, e := range need {
@@ -150,6 +160,7 @@ type moeUse struct {
 	perTok       []int
 	k, H, I      int
 	split        bool // experts may be placed on the host
+	ledgered     bool // some segment's session has a ledger
 }
 
 func (u *moeUse) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) error {
@@ -245,6 +256,9 @@ func (u *moeUse) done(e int) {
 // account records one use of expert e in the ledgers of the segments whose
 // rows were routed to it (the bytes hashed for it go to the first one).
 func (u *moeUse) account(e int, digest jnf.Digest, tier ledger.Tier, hashed int64) {
+	if !u.ledgered {
+		return
+	}
 	a, b := u.start[e], u.start[e+1]
 	if len(u.segs) == 1 {
 		u.segs[0].s.ledger.UseExpert(u.L.index, e, digest, tier, b-a, hashed)

@@ -98,8 +98,11 @@ func (autoPlacer) onHost(st *placeState, bytes int64, n int) bool {
 // weight byte per row computed.
 type placeState struct {
 	hostPerByteRow float64 // seconds; 0 until measured
-	devicePerByte  float64 // seconds per byte to move to the device (0: unknown)
 }
+
+// devicePerByte is the assumed time to move one weight byte to the device:
+// a PCIe 4.0 x16 link with pinned buffers (not measured).
+const devicePerByte = 1 / 25e9
 
 // hostCost is the expected host time for an expert of bytes evaluated for n
 // rows: the rows share each weight load, so the cost grows slowly with n.
@@ -111,11 +114,7 @@ func (st *placeState) hostCost(bytes int64, n int) float64 {
 }
 
 func (st *placeState) deviceCost(bytes int64, n int) float64 {
-	per := st.devicePerByte
-	if per == 0 {
-		per = 1 / 25e9 // a PCIe 4.0 x16 link with pinned buffers
-	}
-	return float64(per * float64(bytes))
+	return float64(devicePerByte * float64(bytes))
 }
 
 // The products below are rounded explicitly, as everywhere in the engine

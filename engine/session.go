@@ -255,7 +255,7 @@ type work struct {
 	hq                          *cpu.Queue  // the host's queue (experts placed on the CPU)
 	x3                          backend.Expert
 	use                         moeUse
-	segPairs, segSeen           []int
+	segPairs                    []int
 	placeStats                  placeState
 }
 
