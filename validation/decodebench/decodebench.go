@@ -901,10 +901,16 @@ func (b *bench) calibrate() error {
 		} else {
 			dense = 0 // one MoE layer: the cross gap holds its non-expert work and the token's
 		}
-		samples = append(samples, sim.Sample{Phase: sim.PhaseDense, Count: max(p.intraN, 1), Seconds: dense * float64(max(p.intraN, 1))})
+		// A phase measured as no time at all (the per-token gap can be
+		// shorter than the layer gap it is reduced by) gives the fit
+		// nothing: it keeps its default rather than failing the run.
+		if dense > 0 {
+			samples = append(samples, sim.Sample{Phase: sim.PhaseDense, Count: max(p.intraN, 1), Seconds: dense * float64(max(p.intraN, 1))})
+		}
 		if p.crossN > 0 {
-			tok := math.Max(0, p.cross.Seconds()/float64(p.crossN)-dense)
-			samples = append(samples, sim.Sample{Phase: sim.PhaseToken, Count: p.crossN, Seconds: tok * float64(p.crossN)})
+			if tok := p.cross.Seconds()/float64(p.crossN) - dense; tok > 0 {
+				samples = append(samples, sim.Sample{Phase: sim.PhaseToken, Count: p.crossN, Seconds: tok * float64(p.crossN)})
+			}
 		}
 	}
 	fitted, fits, err := sim.Calibrate(hw, samples)
