@@ -155,8 +155,11 @@ type ToolSplitter struct {
 	buf     []byte // appended to: a long block costs linear time
 	inBlock bool
 	sep     string // the whitespace before the block buf starts with
-	scanned int    // bytes of the block's body searched for Close
-	trim    bool   // drop whitespace at the start of buf (after a block)
+	// scanned is, in a block, the bytes of its body searched for Close;
+	// out of one, the bytes of buf searched for Open, of which the first
+	// ws are whitespace held back.
+	scanned, ws int
+	trim        bool // drop whitespace at the start of buf (after a block)
 }
 
 // NewToolSplitter returns a splitter for syn.
@@ -190,6 +193,7 @@ func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
 	for {
 		if t.trim {
 			t.buf = bytes.TrimLeftFunc(t.buf, unicode.IsSpace)
+			t.scanned, t.ws = 0, 0
 			if len(t.buf) == 0 && !end {
 				break
 			}
@@ -227,28 +231,47 @@ func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
 			t.sep = ""
 			continue
 		}
-		if i := bytes.Index(t.buf, []byte(t.syn.Open)); i >= 0 {
+		// As in a block, only what is new is searched (and trimmed), so
+		// that a long run of whitespace held back costs linear time.
+		from := max(0, t.scanned-len(t.syn.Open)+1)
+		if i := bytes.Index(t.buf[from:], []byte(t.syn.Open)); i >= 0 {
+			i += from
 			// The content before a block, without the whitespace that
 			// separates it from the block.
-			before := bytes.TrimRightFunc(t.buf[:i], unicode.IsSpace)
+			before := t.trimSpace(t.buf[:i])
 			out.Write(before)
 			t.sep = string(t.buf[len(before):i])
 			t.buf = t.buf[i:]
-			t.inBlock = true
+			t.inBlock, t.scanned, t.ws = true, 0, 0
 			continue
 		}
 		if end {
 			out.Write(t.buf)
-			t.buf = t.buf[:0]
+			t.buf, t.scanned, t.ws = t.buf[:0], 0, 0
 			break
 		}
 		keep := partialSuffix(t.buf, t.syn.Open)
-		final := bytes.TrimRightFunc(t.buf[:len(t.buf)-keep], unicode.IsSpace)
+		held := t.buf[:len(t.buf)-keep]
+		final := t.trimSpace(held)
 		out.Write(final)
 		t.buf = t.buf[len(final):]
+		t.scanned, t.ws = len(t.buf), len(held)-len(final)
 		break
 	}
 	return out.String(), calls
+}
+
+// trimSpace is b (a prefix of buf) without its trailing whitespace; the
+// first t.ws bytes of buf are known to be whitespace and are not read again.
+func (t *ToolSplitter) trimSpace(b []byte) []byte {
+	if len(b) <= t.ws {
+		return b[:0]
+	}
+	rest := bytes.TrimRightFunc(b[t.ws:], unicode.IsSpace)
+	if len(rest) == 0 {
+		return b[:0]
+	}
+	return b[:t.ws+len(rest)]
 }
 
 // partialSuffix is the length of the longest suffix of s that is a proper

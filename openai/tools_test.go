@@ -165,6 +165,35 @@ func TestToolSplitterLongBlock(t *testing.T) {
 	}
 }
 
+// TestToolSplitterLongWhitespace: a long run of whitespace, held back
+// as it may only separate content from a block, fed a token at a time,
+// costs time in proportion to its length (300 KiB: well under a second;
+// searching or trimming it all again per token takes minutes).
+func TestToolSplitterLongWhitespace(t *testing.T) {
+	s := NewToolSplitter(qwenSyntax)
+	start := time.Now()
+	if c, _ := s.Feed("text"); c != "text" {
+		t.Fatalf("content %q", c)
+	}
+	ws := []string{" ", "\n", "\t", "\u3000", "    "}
+	const n = 1 << 17
+	for i := range n {
+		if i%1024 == 0 && time.Since(start) > 10*time.Second {
+			t.Fatalf("%v for the first %d pieces of whitespace", time.Since(start), i)
+		}
+		if c, calls := s.Feed(ws[i%len(ws)]); c != "" || calls != nil {
+			t.Fatalf("content %.40q calls %v in whitespace", c, calls)
+		}
+	}
+	c, calls := s.Feed(`<tool_call>{"name": "f"}</tool_call>`)
+	if c != "" || len(calls) != 1 || calls[0].Name != "f" {
+		t.Errorf("the block after the whitespace: %d bytes of content %.40q, calls %v", len(c), c, calls)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("%v for %d pieces of whitespace", d, n)
+	}
+}
+
 func TestParseChatToolHistory(t *testing.T) {
 	body := `{"model":"m","messages":[{"role":"user","content":"weather?"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},` +

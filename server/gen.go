@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -209,7 +210,7 @@ type textOut struct {
 	dec     *tokenizer.StreamDecoder
 	stops   []string
 	hold    int
-	pending string
+	pending []byte // appended to: a long response costs linear time
 	stopped bool
 	n       int      // tokens added (no tokenizer: ids as text)
 	script  []string // Server.script
@@ -233,15 +234,15 @@ func (t *textOut) add(id int) {
 	}
 	if t.script != nil {
 		if t.n < len(t.script) {
-			t.pending += t.script[t.n]
+			t.pending = append(t.pending, t.script[t.n]...)
 		}
 	} else if t.dec == nil {
 		if t.n > 0 {
-			t.pending += " "
+			t.pending = append(t.pending, ' ')
 		}
-		t.pending += strconv.Itoa(id)
+		t.pending = strconv.AppendInt(t.pending, int64(id), 10)
 	} else if s, err := t.dec.Next(id); err == nil {
-		t.pending += s
+		t.pending = append(t.pending, s...)
 	}
 	t.n++
 }
@@ -253,20 +254,20 @@ func (t *textOut) take(end bool) string {
 	}
 	if end && t.script != nil {
 		for ; t.n < len(t.script); t.n++ {
-			t.pending += t.script[t.n]
+			t.pending = append(t.pending, t.script[t.n]...)
 		}
 	} else if end && t.dec != nil {
-		t.pending += t.dec.Flush()
+		t.pending = append(t.pending, t.dec.Flush()...)
 	}
 	first := -1
 	for _, s := range t.stops {
-		if i := strings.Index(t.pending, s); i >= 0 && (first < 0 || i < first) {
+		if i := bytes.Index(t.pending, []byte(s)); i >= 0 && (first < 0 || i < first) {
 			first = i
 		}
 	}
 	if first >= 0 {
-		out := t.pending[:first]
-		t.pending, t.stopped = "", true
+		out := string(t.pending[:first])
+		t.pending, t.stopped = nil, true
 		return out
 	}
 	cut := len(t.pending)
@@ -279,7 +280,7 @@ func (t *textOut) take(end bool) string {
 			return ""
 		}
 	}
-	out := t.pending[:cut]
+	out := string(t.pending[:cut])
 	t.pending = t.pending[cut:]
 	return out
 }

@@ -296,32 +296,26 @@ func (r *Runner) EncodeText(text string) ([]int, error) {
 // EncodeChat renders messages with the model's chat template (generation
 // prompt added) and encodes the result.
 func (r *Runner) EncodeChat(messages json.RawMessage, enableThinking *bool) ([]int, string, error) {
-	if err := r.needTokenizer("a chat prompt"); err != nil {
-		return nil, "", err
-	}
-	tpl, err := r.Tok.ChatTemplate()
-	if err != nil {
-		return nil, "", err
-	}
 	in := map[string]any{"messages": messages, "add_generation_prompt": true}
 	if enableThinking != nil {
 		in["enable_thinking"] = *enableThinking
 	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return nil, "", err
-	}
-	text, err := tpl.RenderJSON(b)
-	if err != nil {
-		return nil, "", err
-	}
-	return r.Tok.Encode(text), text, nil
+	return r.encodeChat(in)
 }
 
 // EncodeChatTools is EncodeChat with tool schemas passed to the template
 // (its "tools" variable). A template that never reads "tools" cannot
 // offer them: tools for it are an error rather than silently dropped.
 func (r *Runner) EncodeChatTools(messages []json.RawMessage, tools []json.RawMessage) ([]int, string, error) {
+	in := map[string]any{"messages": messages, "add_generation_prompt": true}
+	if len(tools) > 0 {
+		in["tools"] = tools
+	}
+	return r.encodeChat(in)
+}
+
+// encodeChat renders the chat template's input in and encodes the text.
+func (r *Runner) encodeChat(in map[string]any) ([]int, string, error) {
 	if err := r.needTokenizer("a chat prompt"); err != nil {
 		return nil, "", err
 	}
@@ -329,12 +323,8 @@ func (r *Runner) EncodeChatTools(messages []json.RawMessage, tools []json.RawMes
 	if err != nil {
 		return nil, "", err
 	}
-	in := map[string]any{"messages": messages, "add_generation_prompt": true}
-	if len(tools) > 0 {
-		if !strings.Contains(tpl.Source(), "tools") {
-			return nil, "", fmt.Errorf("%s: the model's chat template does not read \"tools\": it cannot offer tools", r.Dir)
-		}
-		in["tools"] = tools
+	if _, ok := in["tools"]; ok && !strings.Contains(tpl.Source(), "tools") {
+		return nil, "", fmt.Errorf("%s: the model's chat template does not read \"tools\": it cannot offer tools", r.Dir)
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
