@@ -15,31 +15,37 @@
 #     TestCUDAPinnedSlots (decodebench.test): the tier's device slots pinned
 #     by the backend, experts copied from them with no staging copy, the
 #     same logits as the cpu backend (≈ 30 s; both never ran on a GPU yet).
-#     PIN=1 makes step 3 pin the slots too (--pin-slots).
 #  2. synth --preset real --layers 4 (Qwen3.5-122B-A10B shapes, one
-#     full-attention layer; HF ≈ 22 GB) and convert (JNF ≈ 23 GB; the disk
-#     has 64 GiB, so the HF copy is kept for the peer; ≈ 3 min for both).
-#  3. bench decode: raw / verified / hash figures, then decode (cold and warm,
-#     RAM tier 27% of the routed experts, as 64 GB is of the full model) on
-#     cuda under --vram-budget 16GiB and 12GiB and on cpu, every figure next
-#     to the others in each round, page cache dropped; --repeat 2 when the
-#     time allows (≈ 130 s a round), else 1. JSON and text into $OUT, and the
-#     charts drawn next to the JSON by the charts binary built by prepare.sh.
-#  4. The transformers + accelerate peer (peer.py: resident, cpu_offload,
-#     disk_offload) on the same HF checkpoint while time remains (each mode
-#     needs minutes: expect resident at most; peer.sh is the full peer run).
-#     The JNF copy is deleted first (disk_offload writes its own copy).
+#     full-attention layer; HF ≈ 22 GB) and convert (JNF ≈ 23 GB; ≈ 3 min
+#     for both; the HF copy is deleted after the convert).
+#  3. bench decode, one round a process (a round cut short by the time left
+#     loses only itself), up to three rounds while the time allows: raw /
+#     verified / hash figures, then decode (cold and warm, RAM tier 27% of
+#     the routed experts, as 64 GB is of the full model) on cuda under
+#     --vram-budget 16GiB and 12GiB and on cpu, every figure next to the
+#     others, page cache dropped; the ledger's cost (--ledger-pairs 4, every
+#     routed expert resident, first backend). Rounds after the first pin the
+#     device slots (--pin-slots) when TestCUDAPinnedSlots passed (PIN=0: never).
+#     JSON and text into $OUT, and the charts drawn next to the JSON by the
+#     charts binary built by prepare.sh.
+# The transformers + accelerate peer is peer.sh, a call of its own.
 # For a dry run on a machine without a GPU (the script's logic, tiny shapes):
 #	SYNTH="--preset tiny --layers 4" BACKENDS=cpu VRAM= LIMIT=300 OUT=/tmp/o \
 #	    bash .dev/cuda/bench.sh   # with the binaries of prepare.sh
-# Output in $OUT: env.txt, counters.log, synth.json, convert.log,
-# decode.json, decode.txt, decode.err, decode-*.png, peer.jsonl, peer-*.err.
+# Output in $OUT/results.tgz: env.txt, counters.log, synth.json, convert.log,
+# decodeN.json, decodeN.txt, decodeN.err, decodeN-*.png for round N.
 set -o pipefail
 export PYTHONUNBUFFERED=1 TARFA_TEST_DISALLOW_SKIP=1
 dev=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$dev/../.." && pwd)
 T=$dev/tarfa
+. "$dev/unpack.sh"
 : "${OUT:?OUT=a directory for the results}"
+# At most 8 files come back from a device call: the results are written to
+# a folder of their own and packed into $OUT/results.tgz on exit.
+back=$OUT
+OUT=$(mktemp -d /tmp/bench-results.XXXX)
+trap 'tar -C "$OUT" -czf "$back/results.tgz" . && tail -c 2000 "$OUT"/decode*.txt 2>/dev/null' EXIT
 LIMIT=${LIMIT:-540}
 SYNTH=${SYNTH:---preset real --layers 4}
 BACKENDS=${BACKENDS:-cuda,cpu}
@@ -78,31 +84,37 @@ at "synth"
 timeout $(($(left) - 150)) "$T" convert "$B/hf" --out "$B/jnf" > "$OUT/convert.log" 2>&1 || { echo "convert failed"; tail -3 "$OUT/convert.log"; exit 1; }
 tail -1 "$OUT/convert.log"
 du -sb "$B/hf" "$B/jnf"
+rm -rf "$B/hf"
 at "convert"
 
-# 3. bench decode: cuda at 16 and 12 GiB and cpu, 27% of the experts in RAM.
-rounds=1
-[ "$(left)" -gt 330 ] && rounds=2
-timeout $(($(left) - 15)) "$T" bench decode "$B/jnf" --backend "$BACKENDS" ${VRAM:+--vram-budget "$VRAM"} --ram-fraction 0.27 \
-	--repeat $rounds --decode-tokens 8 --ledger=false ${PIN:+--pin-slots} --json > "$OUT/decode.json" 2> "$OUT/decode.err"
-echo "bench decode ($rounds rounds) rc=$?"
-tail -3 "$OUT/decode.err"
-at "bench decode"
-if [ -s "$OUT/decode.json" ]; then
-	"$dev/charts" "$OUT/decode.json"
-	# The text form of the same result (the JSON is the record).
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(d["name"], "s/token", d["seconds_per_token"]["median"], "storage B/token", d["storage_bytes_per_token"]["median"], "h2d GB/s", d.get("h2d_gbps"), "GPU busy", d.get("gpu_busy",{}).get("median"), "device/host experts per token", d.get("experts_on_device_per_token",{}).get("median"), d.get("experts_on_host_per_token",{}).get("median")) for d in r["decode"]]' "$OUT/decode.json" | tee "$OUT/decode.txt"
-fi
-
-# 4. The peer, while time remains.
-rm -rf "$B/jnf"
-for mode in resident cpu_offload disk_offload; do
-	[ "$(left)" -gt 90 ] || { echo "no time left for peer $mode"; break; }
-	timeout $(($(left) - 10)) python3 "$root/validation/cudarun/peer.py" "$B/hf" $mode 4 "$B/offload" 2> "$OUT/peer-$mode.err" | tee -a "$OUT/peer.jsonl"
-	echo "peer $mode rc=$?"
-	tail -2 "$OUT/peer-$mode.err"
-	rm -rf "$B/offload"
-	at "peer $mode"
+# 3. bench decode: cuda at 16 and 12 GiB and cpu, 27% of the experts in RAM,
+# and the ledger's cost (--ledger-pairs, every routed expert resident, on the
+# first backend). One round a process, so that a round cut short by the time
+# left loses only itself: the first without pinned slots, the second (when
+# time allows and TestCUDAPinnedSlots passed) with --pin-slots.
+pinned=
+grep -q -- "--- PASS: TestCUDAPinnedSlots" "$OUT/counters.log" 2>/dev/null && pinned=--pin-slots
+[ "${PIN:-1}" = 0 ] && pinned=
+n=0
+for extra in "" "$pinned" "$pinned"; do
+	n=$((n + 1))
+	if [ $n -gt 1 ]; then
+		[ -n "$took" ] && [ "$(left)" -gt $((took + took / 4 + 20)) ] || { echo "no time left for bench decode round $n"; break; }
+	fi
+	t0=$(date +%s)
+	timeout $(($(left) - 10)) "$T" bench decode "$B/jnf" --backend "$BACKENDS" ${VRAM:+--vram-budget "$VRAM"} --ram-fraction 0.27 \
+		--repeat 1 --decode-tokens 8 --ledger --ledger-pairs 4 $extra --json > "$OUT/decode$n.json" 2> "$OUT/decode$n.err"
+	rc=$?
+	took=$(($(date +%s) - t0))
+	echo "bench decode round $n [$extra] rc=$rc in $took s"
+	tail -3 "$OUT/decode$n.err"
+	[ $rc -eq 0 ] || took=
+	at "bench decode $n"
+	if [ -s "$OUT/decode$n.json" ]; then
+		"$dev/charts" "$OUT/decode$n.json"
+		# The text form of the same result (the JSON is the record).
+		python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(d["name"], "s/token", d["seconds_per_token"]["median"], "storage B/token", d["storage_bytes_per_token"]["median"], "h2d GB/s", d.get("h2d_gbps"), "GPU busy", d.get("gpu_busy",{}).get("median"), "device/host experts per token", d.get("experts_on_device_per_token",{}).get("median"), d.get("experts_on_host_per_token",{}).get("median")) for d in r["decode"]]' "$OUT/decode$n.json" | tee "$OUT/decode$n.txt"
+	fi
 done
 rm -rf "$B"
 at "done"

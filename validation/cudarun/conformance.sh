@@ -4,6 +4,7 @@
 # under several placements and budgets. Logs go to $OUT.
 set -o pipefail
 cd "$(dirname "$0")"
+. ./unpack.sh
 root=$(cd ../.. && pwd)
 export TARFA_TEST_DISALLOW_SKIP=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader

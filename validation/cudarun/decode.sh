@@ -5,6 +5,7 @@
 # dropped before each run, and the raw O_DIRECT bandwidth of a layer file.
 set -o pipefail
 cd "$(dirname "$0")"
+. ./unpack.sh
 export TARFA_TEST_DISALLOW_SKIP=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 echo "== bench: synth --preset real --layers 2"

@@ -24,7 +24,7 @@ go test -c -tags cuda -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/d
 go build -ldflags="-s -w" -o "$dev/charts" ./reports/cmd/charts
 go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
 go build -o "$dev/tarfa-cpu" ./cmd/tarfa
-cp validation/cudarun/conformance.sh validation/cudarun/decode.sh validation/cudarun/bench.sh "$dev/"
+cp validation/cudarun/conformance.sh validation/cudarun/decode.sh validation/cudarun/bench.sh validation/cudarun/peer.sh validation/cudarun/unpack.sh "$dev/"
 # The PTX tests read the kernel sources from kernels/ beside the test binary.
 mkdir -p "$dev/kernels"
 cp engine/cuda/kernels/*.cu engine/cuda/kernels/*.cuh engine/cuda/kernels/gen.sh "$dev/kernels/"
@@ -36,6 +36,9 @@ for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long; do
 done
 rm -rf golden-default
 ./tarfa-cpu golden record --prompts "$root/validation/cudarun/prompts.jsonl" --out golden-default
-# The converted models are made again on the device (the tree that travels is limited).
+# The converted models are made again on the device, and the binaries travel
+# compressed (the tree that travels is limited to 64 MiB: the repository is
+# about 30 MB of it): each script unpacks them first (unpack.sh).
 rm -rf jnf-* tarfa-cpu
+gzip -9f cuda.test engine.test decodebench.test charts tarfa
 du -sh "$dev"
