@@ -308,9 +308,6 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 		if c.Name == "" {
 			c.Name = "cpu"
 		}
-		if c.Name != "cpu" && c.Placement == "" {
-			c.Placement = "auto"
-		}
 		opt.Backends[i] = c
 	}
 	b.opt.Backends = opt.Backends

@@ -115,7 +115,9 @@ func TestRunRefuses(t *testing.T) {
 // decode step must do on the default model: every routed expert use (top-k
 // per MoE layer and token) computed on the backend, each streamed one
 // copied whole to the (simulated) device when the placement puts it there,
-// none copied when it puts it on the host or on the CPU backend.
+// none copied when it puts it on the host or on the CPU backend; and the
+// placement a device backend gets when none is given (auto) is one the
+// engine accepts.
 func TestRunCounters(t *testing.T) {
 	dir := defaultModel(t)
 	for _, c := range []struct {
@@ -123,7 +125,7 @@ func TestRunCounters(t *testing.T) {
 		place engine.Placement
 		dev   bool
 		pin   bool
-	}{{"cpu", "", false, false}, {"device", engine.PlaceDevice, true, false}, {"device-pinned", engine.PlaceDevice, true, true}, {"host", engine.PlaceHost, true, false}} {
+	}{{"cpu", "", false, false}, {"device", engine.PlaceDevice, true, false}, {"device-pinned", engine.PlaceDevice, true, true}, {"host", engine.PlaceHost, true, false}, {"device-auto", engine.PlaceAuto, true, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			// A RAM tier of one expert: most reads stream through the
 			// device slots.
@@ -147,6 +149,11 @@ func TestRunCounters(t *testing.T) {
 					if onHost != 0 || d.ExpertsResidentPerToken.Median != 0 {
 						t.Errorf("%s: placement device, no slots: %v on the host, %v resident", d.Name, onHost, d.ExpertsResidentPerToken.Median)
 					}
+				}
+				if c.place == engine.PlaceAuto && c.dev {
+					// No device slots: each expert auto puts on the
+					// device is copied to it whole.
+					wantCopied = onBackend * float64(res.ExpertBytes)
 				}
 				if c.place == engine.PlaceHost && onHost != uses {
 					t.Errorf("%s: placement host: %v of %v on the host", d.Name, onHost, uses)
