@@ -24,7 +24,8 @@
 #     the routed experts, as 64 GB is of the full model) on cuda under
 #     --vram-budget 16GiB and 12GiB and on cpu, every figure next to the
 #     others, page cache dropped; the ledger's cost (--ledger-pairs 4, every
-#     routed expert resident, first backend). Rounds after the first pin the
+#     routed expert resident, on the first backend: cpu, which the simulator
+#     is calibrated on too). Rounds after the first pin the
 #     device slots (--pin-slots) when TestCUDAPinnedSlots passed (PIN=0: never).
 #     JSON and text into $OUT, and the charts drawn next to the JSON by the
 #     charts binary built by prepare.sh.
@@ -48,7 +49,7 @@ OUT=$(mktemp -d /tmp/bench-results.XXXX)
 trap 'tar -C "$OUT" -czf "$back/results.tgz" . && tail -c 2000 "$OUT"/decode*.txt 2>/dev/null' EXIT
 LIMIT=${LIMIT:-540}
 SYNTH=${SYNTH:---preset real --layers 4}
-BACKENDS=${BACKENDS:-cuda,cpu}
+BACKENDS=${BACKENDS:-cpu,cuda}
 VRAM=${VRAM-16GiB,12GiB}
 s0=$(date +%s)
 left() { echo $((LIMIT - ($(date +%s) - s0))); }

@@ -164,6 +164,12 @@ type Decode struct {
 	Predicted benchrun.Summary `json:"predicted_seconds_per_token"`
 	Error     float64          `json:"prediction_error"`
 	Within    bool             `json:"within_tolerance"`
+	// NotPredicted says why a decode has no prediction: the simulator is
+	// calibrated on the first backend's resident decodes and replays the
+	// experts streamed through the hierarchy, so a decode on another
+	// backend, or one whose device held experts in its own memory (they
+	// never reach the hierarchy), is measured but not predicted.
+	NotPredicted string `json:"not_predicted,omitempty"`
 	// PredictedStorageBytesPerToken, PredictedHitRate and PredictedBound
 	// are what the simulator's own RAM tier did with the trace (median over
 	// rounds; the bound of the last): where they differ from the measured
@@ -722,6 +728,16 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			d.PrefetchUseful += after.PrefetchUseful - atPrefill.PrefetchUseful
 			d.PrefetchWasted += after.PrefetchWasted - atPrefill.PrefetchWasted
 			tokens, hints := mm.src.stop()
+			if d.Backend.Label() != b.opt.Backends[0].Label() {
+				d.NotPredicted = "the simulator is calibrated on " + b.opt.Backends[0].Label()
+				return nil
+			}
+			if dh := post.eng.ExpertDeviceHits - pre.eng.ExpertDeviceHits; dh > 0 {
+				// The streams then hold fewer than top-k experts a layer:
+				// no trace of the routing.
+				d.NotPredicted = fmt.Sprintf("%d expert uses came from the device's own memory, which the simulator's hierarchy does not model", dh)
+				return nil
+			}
 			tr, err := b.trace(tokens)
 			if err != nil {
 				return err

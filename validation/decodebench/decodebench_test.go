@@ -192,3 +192,39 @@ func TestRunCounters(t *testing.T) {
 		})
 	}
 }
+
+// TestRunDeviceCache runs a device backend that keeps routed experts in its
+// own memory next to the cpu backend: those uses never reach the hierarchy,
+// so the device's decodes are measured but not predicted (their streams
+// hold fewer than top-k experts a layer), and the cpu decodes, on the
+// backend the simulator is calibrated on, are predicted.
+func TestRunDeviceCache(t *testing.T) {
+	dir := defaultModel(t)
+	opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.25}, DecodeTokens: 6, Repeat: 1, NoDrop: true, Ledger: true,
+		Backends: []Backend{{Name: "cpu"}, {Name: "fake-device", New: func() (backend.Backend, error) { return backendtest.NewDevice(1, 64), nil }}}}
+	res, err := Run(context.Background(), dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpu, dev int
+	for _, d := range res.Decode {
+		switch d.Backend.Name {
+		case "cpu":
+			cpu++
+			if d.NotPredicted != "" || d.Predicted.N != 1 {
+				t.Errorf("%s: not predicted (%q), %+v", d.Name, d.NotPredicted, d.Predicted)
+			}
+		default:
+			dev++
+			if d.NotPredicted == "" || d.Predicted.N != 0 {
+				t.Errorf("%s: predicted %+v, want none", d.Name, d.Predicted)
+			}
+			if d.Warm && d.ExpertsResidentPerToken.Median == 0 {
+				t.Errorf("%s: warm, 64 device slots, no expert resident on the device", d.Name)
+			}
+		}
+	}
+	if cpu != 2 || dev != 2 {
+		t.Errorf("%d cpu and %d device decodes, want 2 and 2", cpu, dev)
+	}
+}
