@@ -31,7 +31,7 @@ var toolScript = []string{"Let me", " check.\n\n<tool", "_call>\n{\"name\": \"ge
 // attested tokens are the model's, as for any response.
 func TestChatToolCalls(t *testing.T) {
 	f := newFixture(t, Options{}, runner.SchedOptions{})
-	if st := f.srv.state.Load(); st.tools != (oai.ToolSyntax{Open: "<tool_call>", Close: "</tool_call>"}) {
+	if st := f.srv.state.Load(); st.tools != (oai.ToolSyntax{Open: "<tool_call>", Close: "</tool_call>", Format: oai.ToolJSON}) {
 		t.Fatalf("the test model's template: tool syntax %+v", st.tools)
 	}
 	f.srv.script = toolScript
