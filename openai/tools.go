@@ -26,6 +26,7 @@ const (
 	ToolXML
 )
 
+// String names the format: "json", "xml" or "none".
 func (f ToolFormat) String() string {
 	switch f {
 	case ToolJSON:
