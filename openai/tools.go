@@ -9,18 +9,53 @@ import (
 	"unicode"
 )
 
+// ToolFormat is how a chat template writes one call between its markers.
+type ToolFormat uint8
+
+// Tool-call formats. The zero ToolFormat is none: nothing is parsed.
+const (
+	// ToolJSON is a JSON object of the call's name and arguments,
+	// {"name": …, "arguments": {…}} (Qwen3 and the Hermes-style
+	// templates).
+	ToolJSON ToolFormat = iota + 1
+	// ToolXML is the XML-parameter form of Qwen3.5 and Qwen3-Coder: the
+	// name as <function=NAME>, then each argument as <parameter=KEY>, a
+	// newline, its value as text, a newline and </parameter>, and last
+	// </function>. Values are text: the request's tool schemas say which
+	// are numbers, booleans, objects, … (see SplitToolCalls).
+	ToolXML
+)
+
+// String names the format: "json", "xml" or "none".
+func (f ToolFormat) String() string {
+	switch f {
+	case ToolJSON:
+		return "json"
+	case ToolXML:
+		return "xml"
+	}
+	return "none"
+}
+
 // ToolSyntax is how a chat template writes an assistant's tool call: Open,
-// a JSON object {"name": …, "arguments": {…}}, Close (Qwen3 and the
-// Hermes-style templates: "<tool_call>", "</tool_call>"). The zero value
-// parses nothing.
+// the call in Format, Close (Qwen3 and Qwen3.5: "<tool_call>",
+// "</tool_call>"). The zero value parses nothing.
 type ToolSyntax struct {
 	Open, Close string
+	Format      ToolFormat
+}
+
+// parses reports whether s is a syntax calls are parsed in.
+func (s ToolSyntax) parses() bool {
+	return s.Open != "" && s.Close != "" && (s.Format == ToolJSON || s.Format == ToolXML)
 }
 
 // Probe values DeriveToolSyntax renders; unlikely in any template.
 const (
 	probeName = "tarfa_probe_fn"
-	probeArg  = "tarfa_probe_arg"
+	probeArg  = "tarfa_probe_arg" // the integer 1
+	probeStr  = "tarfa_probe_str" // probeText
+	probeText = "tarfa probe\ntext"
 )
 
 // maxMarker bounds a derived marker, so that a template that prints the
@@ -28,19 +63,22 @@ const (
 const maxMarker = 64
 
 // DeriveToolSyntax finds a template's tool-call syntax by rendering an
-// assistant turn with one tool call and reading the markers around it:
+// assistant turn with one tool call and reading how it was written:
 // render gets the JSON input of the template ({"messages": …}) and
-// returns its text. The call must be printed as a JSON object of its name
-// and arguments, between a start tag such as <tool_call> and its end tag
-// </tool_call>; ok is false for a template that prints calls any other
-// way (or not at all), and its output is then returned as plain text.
+// returns its text. The call must be printed in one of the ToolFormats
+// (its arguments, an integer and a string of two lines, intact: the
+// string as text in the XML form), between a start tag such as
+// <tool_call> and its end tag </tool_call>; ok is false for a template
+// that prints calls any other way (or not at all), and its output is then
+// returned as plain text. The format is chosen by what the template
+// writes, never by the model's name.
 func DeriveToolSyntax(render func(input []byte) (string, error)) (s ToolSyntax, ok bool) {
 	in := map[string]any{
 		"messages": []any{
 			map[string]any{"role": "user", "content": "q"},
 			map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
 				"id": "call_0", "type": "function",
-				"function": map[string]any{"name": probeName, "arguments": map[string]any{probeArg: 1}},
+				"function": map[string]any{"name": probeName, "arguments": map[string]any{probeArg: 1, probeStr: probeText}},
 			}}},
 		},
 		"add_generation_prompt": false,
@@ -57,19 +95,16 @@ func DeriveToolSyntax(render func(input []byte) (string, error)) (s ToolSyntax, 
 	if at < 0 {
 		return ToolSyntax{}, false
 	}
-	start := strings.LastIndexByte(text[:at], '{')
-	if start < 0 {
+	// The call's extent [start, end) in one of the formats.
+	var start, end int
+	var format ToolFormat
+	if s, e, ok := jsonProbe(text, at); ok {
+		start, end, format = s, e, ToolJSON
+	} else if s, e, ok := xmlProbe(text, at); ok {
+		start, end, format = s, e, ToolXML
+	} else {
 		return ToolSyntax{}, false
 	}
-	dec := json.NewDecoder(strings.NewReader(text[start:]))
-	var call struct {
-		Name      string         `json:"name"`
-		Arguments map[string]int `json:"arguments"`
-	}
-	if dec.Decode(&call) != nil || call.Name != probeName || call.Arguments[probeArg] != 1 {
-		return ToolSyntax{}, false
-	}
-	end := start + int(dec.InputOffset())
 	before := strings.TrimRightFunc(text[:start], unicode.IsSpace)
 	lt := strings.LastIndexByte(before, '<')
 	if lt < 0 || !strings.HasSuffix(before, ">") {
@@ -84,7 +119,47 @@ func DeriveToolSyntax(render func(input []byte) (string, error)) (s ToolSyntax, 
 	if !strings.HasPrefix(strings.TrimLeftFunc(text[end:], unicode.IsSpace), closing) {
 		return ToolSyntax{}, false
 	}
-	return ToolSyntax{Open: open, Close: closing}, true
+	return ToolSyntax{Open: open, Close: closing, Format: format}, true
+}
+
+// jsonProbe finds the probe call, whose name is at text[at:], printed as a
+// JSON object, and returns its extent.
+func jsonProbe(text string, at int) (start, end int, ok bool) {
+	start = strings.LastIndexByte(text[:at], '{')
+	if start < 0 {
+		return 0, 0, false
+	}
+	dec := json.NewDecoder(strings.NewReader(text[start:]))
+	var call struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			N *int    `json:"tarfa_probe_arg"`
+			S *string `json:"tarfa_probe_str"`
+		} `json:"arguments"`
+	}
+	if dec.Decode(&call) != nil || call.Name != probeName || call.Arguments.N == nil || *call.Arguments.N != 1 ||
+		call.Arguments.S == nil || *call.Arguments.S != probeText {
+		return 0, 0, false
+	}
+	return start, start + int(dec.InputOffset()), true
+}
+
+// xmlProbe finds the probe call, whose name is at text[at:], printed in
+// the XML-parameter form, and returns its extent.
+func xmlProbe(text string, at int) (start, end int, ok bool) {
+	start = at - len(xmlFunction)
+	if start < 0 || text[start:at] != xmlFunction {
+		return 0, 0, false
+	}
+	name, params, n, err := scanXMLFunction(text[start:])
+	if err != nil || name != probeName || len(params) != 2 {
+		return 0, 0, false
+	}
+	got := map[string]string{params[0].key: params[0].value, params[1].key: params[1].value}
+	if got[probeArg] != "1" || got[probeStr] != probeText {
+		return 0, 0, false
+	}
+	return start, start + n, true
 }
 
 // ToolCall is one entry of choices[].message.tool_calls.
@@ -147,12 +222,19 @@ func parseCall(inner string) (FunctionCall, error) {
 // it the text in pieces, and it returns the content that is final so far
 // and the calls whose blocks are complete. Text that may still be the
 // start of a block is held back, as is whitespace that may turn out to
-// only separate content from a block (it is dropped then). A block that
-// does not parse, or is not closed by the end, stays text. With a zero
-// ToolSyntax all text is content.
+// only separate content from a block (it is dropped then). A block ends at
+// the first Close after its Open; one that does not parse, or is not
+// closed by the end, stays text, as it is. With a zero ToolSyntax all text
+// is content.
+//
+// Calls are returned as the model wrote them, in either format, whether or
+// not the request offered a tool of that name: the client decides what to
+// do with a call it cannot serve (in the XML form, such a call's values
+// are strings, as no schema says otherwise).
 type ToolSplitter struct {
 	syn     ToolSyntax
-	buf     []byte // appended to: a long block costs linear time
+	types   toolTypes // ToolXML: the parameter types of the request's tools
+	buf     []byte    // appended to: a long block costs linear time
 	inBlock bool
 	sep     string // the whitespace before the block buf starts with
 	// scanned is, in a block, the bytes of its body searched for Close;
@@ -162,9 +244,16 @@ type ToolSplitter struct {
 	trim        bool // drop whitespace at the start of buf (after a block)
 }
 
-// NewToolSplitter returns a splitter for syn.
-func NewToolSplitter(syn ToolSyntax) *ToolSplitter {
-	return &ToolSplitter{syn: syn}
+// NewToolSplitter returns a splitter for syn. tools are the request's
+// tools ({"type": "function", "function": {"name", "parameters"}}): in the
+// XML form, their parameters' JSON schema types convert the values the
+// model writes as text (see SplitToolCalls).
+func NewToolSplitter(syn ToolSyntax, tools []json.RawMessage) *ToolSplitter {
+	t := &ToolSplitter{syn: syn}
+	if syn.Format == ToolXML {
+		t.types = paramTypes(tools)
+	}
+	return t
 }
 
 // Syntax is the splitter's tool-call syntax.
@@ -183,7 +272,7 @@ func (t *ToolSplitter) Flush() (content string, calls []FunctionCall) {
 }
 
 func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
-	if t.syn.Open == "" {
+	if !t.syn.parses() {
 		out := string(t.buf)
 		t.buf = t.buf[:0]
 		return out, nil
@@ -221,7 +310,7 @@ func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
 			block := t.buf[:len(t.syn.Open)+i+len(t.syn.Close)]
 			t.buf = t.buf[len(block):]
 			t.inBlock, t.scanned = false, 0
-			if c, err := parseCall(string(body[:i])); err == nil {
+			if c, err := t.parse(string(body[:i])); err == nil {
 				calls = append(calls, c)
 				t.trim = true
 			} else {
@@ -261,6 +350,14 @@ func (t *ToolSplitter) split(end bool) (string, []FunctionCall) {
 	return out.String(), calls
 }
 
+// parse parses the inside of a block.
+func (t *ToolSplitter) parse(inner string) (FunctionCall, error) {
+	if t.syn.Format == ToolXML {
+		return parseXMLCall(inner, t.types)
+	}
+	return parseCall(inner)
+}
+
 // trimSpace is b (a prefix of buf) without its trailing whitespace; the
 // first t.ws bytes of buf are known to be whitespace and are not read again.
 func (t *ToolSplitter) trimSpace(b []byte) []byte {
@@ -287,8 +384,30 @@ func partialSuffix(s []byte, marker string) int {
 
 // SplitToolCalls separates the tool calls from a whole text: the content
 // left and the calls, as a ToolSplitter fed all of text at once.
-func SplitToolCalls(syn ToolSyntax, text string) (content string, calls []FunctionCall) {
-	t := NewToolSplitter(syn)
+//
+// In the XML form, a call's arguments become a JSON object of its
+// parameters in the order written; a parameter written twice makes the
+// block text. Each value is the text between <parameter=KEY> and
+// </parameter> less one newline at each end (those the format adds); it
+// ends at the first </parameter> followed, past whitespace, by the next
+// <parameter= or by </function>. The value is converted by the JSON
+// schema type that the request's tools declare for that parameter
+// ("type", a name or a list of names, or the types of "anyOf" / "oneOf"):
+//   - "string" (or no schema, an unknown tool or parameter): the text as
+//     it is;
+//   - "null": null for null or None (any case);
+//   - "boolean": true or false, in any case (Qwen3.5's template writes
+//     Python's True and False);
+//   - "integer", "number": the text (less surrounding whitespace) when it
+//     is a JSON integer or number;
+//   - "object", "array": the text when it is a JSON object or array.
+//
+// With several types, null is tried first, then string (which takes the
+// text as it is), then the others in the order above. A value that is
+// none of its types stays a string: the arguments are what the model
+// wrote, not a guess.
+func SplitToolCalls(syn ToolSyntax, tools []json.RawMessage, text string) (content string, calls []FunctionCall) {
+	t := NewToolSplitter(syn, tools)
 	a, c1 := t.Feed(text)
 	b, c2 := t.Flush()
 	return a + b, append(c1, c2...)

@@ -33,10 +33,10 @@ func TestDeriveToolSyntax(t *testing.T) {
 		want ToolSyntax
 		ok   bool
 	}{
-		{"qwen3 fixture", qwen3, ToolSyntax{"<tool_call>", "</tool_call>"}, true},
+		{"qwen3 fixture", qwen3, ToolSyntax{"<tool_call>", "</tool_call>", ToolJSON}, true},
 		{"another tag", template(t, strings.Replace(loop, "%s",
 			`<function_call> {"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}} </function_call>`, 1)),
-			ToolSyntax{"<function_call>", "</function_call>"}, true},
+			ToolSyntax{"<function_call>", "</function_call>", ToolJSON}, true},
 		{"no markers", template(t, strings.Replace(loop, "%s",
 			`{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}`, 1)), ToolSyntax{}, false},
 		{"a list after a bracket tag", template(t, strings.Replace(loop, "%s",
@@ -51,6 +51,8 @@ func TestDeriveToolSyntax(t *testing.T) {
 			`<call 1>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</call 1>`, 1)), ToolSyntax{}, false},
 		{"a tag too long for a marker", template(t, strings.Replace(loop, "%s",
 			`<`+strings.Repeat("t", maxMarker)+`>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</`+strings.Repeat("t", maxMarker)+`>`, 1)), ToolSyntax{}, false},
+		{"a string argument left out", template(t, strings.Replace(loop, "%s",
+			`<tool_call>{"name": "{{ c.function.name }}", "arguments": {"tarfa_probe_arg": {{ c.function.arguments.tarfa_probe_arg }}}}</tool_call>`, 1)), ToolSyntax{}, false},
 		{"name only", template(t, strings.Replace(loop, "%s",
 			`<tool_call>{"name": "{{ c.function.name }}"}</tool_call>`, 1)), ToolSyntax{}, false},
 		{"calls not rendered", template(t, `{%- for m in messages %}{{ m.content }}{%- endfor %}`), ToolSyntax{}, false},
@@ -62,7 +64,7 @@ func TestDeriveToolSyntax(t *testing.T) {
 	}
 }
 
-var qwenSyntax = ToolSyntax{"<tool_call>", "</tool_call>"}
+var qwenSyntax = ToolSyntax{"<tool_call>", "</tool_call>", ToolJSON}
 
 func TestSplitToolCalls(t *testing.T) {
 	call := func(name, args string) FunctionCall { return FunctionCall{Name: name, Arguments: args} }
@@ -84,43 +86,48 @@ func TestSplitToolCalls(t *testing.T) {
 		{"ok <tool_call>{\"name\": \"a\"}", "ok <tool_call>{\"name\": \"a\"}", nil},
 		{"a <tool_ca", "a <tool_ca", nil},
 	} {
-		content, calls := SplitToolCalls(qwenSyntax, tc.text)
-		if content != tc.content || !reflect.DeepEqual(calls, tc.calls) {
-			t.Errorf("%q: content %q calls %v, want %q %v", tc.text, content, calls, tc.content, tc.calls)
-		}
-		// Streamed in pieces of every size, the same result, and no
-		// content before it is final.
-		for size := 1; size <= len(tc.text); size++ {
-			s := NewToolSplitter(qwenSyntax)
-			var got strings.Builder
-			var gotCalls []FunctionCall
-			for i := 0; i < len(tc.text); i += size {
-				c, fc := s.Feed(tc.text[i:min(i+size, len(tc.text))])
-				got.WriteString(c)
-				gotCalls = append(gotCalls, fc...)
-				if !strings.HasPrefix(tc.content, got.String()) {
-					t.Fatalf("%q in pieces of %d: content so far %q is not a prefix of %q", tc.text, size, got.String(), tc.content)
-				}
-			}
-			c, fc := s.Flush()
-			got.WriteString(c)
-			gotCalls = append(gotCalls, fc...)
-			if got.String() != tc.content || !reflect.DeepEqual(gotCalls, tc.calls) {
-				t.Errorf("%q in pieces of %d: content %q calls %v, want %q %v", tc.text, size, got.String(), gotCalls, tc.content, tc.calls)
-			}
-		}
+		checkSplit(t, qwenSyntax, nil, tc.text, tc.content, tc.calls)
 	}
 	// Without a syntax, all is text.
 	text := "<tool_call>{\"name\": \"a\"}</tool_call>"
-	if content, calls := SplitToolCalls(ToolSyntax{}, text); content != text || calls != nil {
+	if content, calls := SplitToolCalls(ToolSyntax{}, nil, text); content != text || calls != nil {
 		t.Errorf("zero syntax: %q %v", content, calls)
+	}
+}
+
+// checkSplit checks that text splits into content and calls, whole and
+// streamed in pieces of every size, with no content sent before it is
+// final.
+func checkSplit(t *testing.T, syn ToolSyntax, tools []json.RawMessage, text, content string, calls []FunctionCall) {
+	t.Helper()
+	if c, fc := SplitToolCalls(syn, tools, text); c != content || !reflect.DeepEqual(fc, calls) {
+		t.Errorf("%q: content %q calls %v, want %q %v", text, c, fc, content, calls)
+	}
+	for size := 1; size <= len(text); size++ {
+		s := NewToolSplitter(syn, tools)
+		var got strings.Builder
+		var gotCalls []FunctionCall
+		for i := 0; i < len(text); i += size {
+			c, fc := s.Feed(text[i:min(i+size, len(text))])
+			got.WriteString(c)
+			gotCalls = append(gotCalls, fc...)
+			if !strings.HasPrefix(content, got.String()) {
+				t.Fatalf("%q in pieces of %d: content so far %q is not a prefix of %q", text, size, got.String(), content)
+			}
+		}
+		c, fc := s.Flush()
+		got.WriteString(c)
+		gotCalls = append(gotCalls, fc...)
+		if got.String() != content || !reflect.DeepEqual(gotCalls, calls) {
+			t.Errorf("%q in pieces of %d: content %q calls %v, want %q %v", text, size, got.String(), gotCalls, content, calls)
+		}
 	}
 }
 
 // TestToolSplitterHoldsBack: text that may start a block is not sent
 // until it is known not to.
 func TestToolSplitterHoldsBack(t *testing.T) {
-	s := NewToolSplitter(qwenSyntax)
+	s := NewToolSplitter(qwenSyntax, nil)
 	for _, step := range []struct{ in, out string }{
 		{"Hello", "Hello"},
 		{" <tool", ""},
@@ -142,7 +149,7 @@ func TestToolSplitterHoldsBack(t *testing.T) {
 // time, costs time in proportion to its length (1 MiB: well under a
 // second; searching or copying it all again per byte would take minutes).
 func TestToolSplitterLongBlock(t *testing.T) {
-	s := NewToolSplitter(qwenSyntax)
+	s := NewToolSplitter(qwenSyntax, nil)
 	start := time.Now()
 	if c, _ := s.Feed("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": \""); c != "" {
 		t.Fatalf("content %q", c)
@@ -170,7 +177,7 @@ func TestToolSplitterLongBlock(t *testing.T) {
 // costs time in proportion to its length (300 KiB: well under a second;
 // searching or trimming it all again per token takes minutes).
 func TestToolSplitterLongWhitespace(t *testing.T) {
-	s := NewToolSplitter(qwenSyntax)
+	s := NewToolSplitter(qwenSyntax, nil)
 	start := time.Now()
 	if c, _ := s.Feed("text"); c != "text" {
 		t.Fatalf("content %q", c)
@@ -262,12 +269,12 @@ func FuzzToolSplitter(f *testing.F) {
 	f.Add("<tool_call><tool_call>{\"name\":\"g\"}</tool_call></tool_call>", 3)
 	f.Add("<tool_ca", 1)
 	f.Fuzz(func(t *testing.T, text string, at int) {
-		content, calls := SplitToolCalls(qwenSyntax, text)
+		content, calls := SplitToolCalls(qwenSyntax, nil, text)
 		if at < 0 {
 			at = -at
 		}
 		at %= len(text) + 1
-		s := NewToolSplitter(qwenSyntax)
+		s := NewToolSplitter(qwenSyntax, nil)
 		a, c1 := s.Feed(text[:at])
 		b, c2 := s.Feed(text[at:])
 		c, c3 := s.Flush()

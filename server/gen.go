@@ -399,7 +399,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, st *state, cha
 		syn = st.tools
 	}
 	g := &gen{s: s, w: w, r: r, st: st, chat: chat, p: p, id: id, created: time.Now().Unix(), stream: stream,
-		out: out, tools: openai.NewToolSplitter(syn), seed: req.Gen.Seed, echo: echo, start: time.Now()}
+		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, start: time.Now()}
 	if p.Stream {
 		g.streamed()
 	} else {
@@ -504,7 +504,9 @@ func (g *gen) whole() {
 	usage := openai.NewUsage(res.PromptTokens, len(res.Tokens))
 	var b []byte
 	if g.chat {
-		content, fcs := openai.SplitToolCalls(g.tools.Syntax(), text)
+		content, fcs := g.tools.Feed(text)
+		rest, more := g.tools.Flush()
+		content, fcs = content+rest, append(fcs, more...)
 		msg := openai.ChatMessage{Role: "assistant", Content: &content, ToolCalls: g.toolCalls(fcs)}
 		if len(fcs) > 0 && content == "" {
 			msg.Content = nil

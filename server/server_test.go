@@ -71,7 +71,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, opt Options, sopt runner.SchedOptions) *fixture {
 	t.Helper()
-	r, err := runner.Open(context.Background(), testModel(t), runner.Options{Threads: 2})
+	return newFixtureDir(t, testModel(t), opt, sopt)
+}
+
+// newFixtureDir is newFixture serving the model in dir.
+func newFixtureDir(t *testing.T, dir string, opt Options, sopt runner.SchedOptions) *fixture {
+	t.Helper()
+	r, err := runner.Open(context.Background(), dir, runner.Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
