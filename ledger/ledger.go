@@ -263,6 +263,11 @@ func (l *Ledger) Step(logits []float32, token int) {
 	l.steps++
 }
 
+// logitsChain is the head of the logits chain.
+func (l *Ledger) logitsChain() [32]byte {
+	return l.chain
+}
+
 // Time adds d to a named phase ("load", "prefill", "decode").
 func (l *Ledger) Time(phase string, d time.Duration) {
 	if l == nil {
@@ -311,10 +316,11 @@ func (s *Summary) KExact() bool {
 
 // Summary returns the ledger's content so far.
 func (l *Ledger) Summary() Summary {
+	chain := l.logitsChain()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Summary{Mode: l.mode, TopK: l.topK, PromptTokens: append([]int{}, l.prompt...), Generated: append([]int{}, l.generated...),
-		LogitsChain: hex.EncodeToString(l.chain[:]), Steps: l.steps, RoutingDigest: hex.EncodeToString(l.routeHead[:]),
+		LogitsChain: hex.EncodeToString(chain[:]), Steps: l.steps, RoutingDigest: hex.EncodeToString(l.routeHead[:]),
 		RoutingEntries: l.routed, BytesHashed: map[jnf.Alg]int64{}, Tensors: l.tensors, Timings: map[string]float64{},
 		Wall: time.Since(l.start).Seconds(), KPerLayer: []LayerK{}, Experts: []ExpertUse{}}
 	for layer, m := range l.kCount {
