@@ -62,7 +62,7 @@ func BenchmarkDecodeToken(b *testing.B) {
 	for b.Loop() {
 		d.token()
 	}
-	d.l.logitsChain()
+	d.l.transcript()
 }
 
 // spinSink keeps spin's loop from being optimised away.
@@ -108,7 +108,7 @@ func BenchmarkDecodeTokenOverlapped(b *testing.B) {
 		t1 := time.Now()
 		d.token()
 		spin(n)
-		d.l.logitsChain()
+		d.l.transcript()
 		t2 := time.Now()
 		alone += t1.Sub(t0)
 		with += t2.Sub(t1)

@@ -69,9 +69,12 @@ type ExpertUse struct {
 }
 
 // Ledger records one generation. It is safe for concurrent use (a backend
-// may report expert fetches from several goroutines), but routing must be
-// reported by one goroutine, chunk by chunk.
+// may report expert fetches from several goroutines, and Summary may be
+// called from any goroutine at any time), but routing must be reported by
+// one goroutine, chunk by chunk, and so must the transcript (Prompt, Step).
 type Ledger struct {
+	// mu guards the fields below up to chainMu, but for route and chunk,
+	// which only the goroutine reporting routing touches.
 	mu sync.Mutex
 
 	root   [32]byte
@@ -91,13 +94,14 @@ type Ledger struct {
 	kCount    []map[int]int64
 	chunk     *pendingChunk
 
-	// transcript and logits chain
+	timings map[string]time.Duration
+
+	// The transcript and the logits chain, guarded by chainMu (Step holds
+	// it while it hashes, not mu).
+	chainMu   sync.Mutex
 	prompt    []int
 	generated []int
 	chain     [32]byte
-	steps     int
-
-	timings map[string]time.Duration
 
 	// onRoute, if set, sees every committed routing entry (SetRouteObserver).
 	onRoute func(pos, layer int, experts []int32)
@@ -183,21 +187,21 @@ func (l *Ledger) EndChunk() {
 				b = binary.LittleEndian.AppendUint32(b, uint32(pl.idx[t*pl.k+s]))
 				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(pl.w[t*pl.k+s]))
 			}
+			l.mu.Lock() // Summary reads routeHead, routed and kCount
 			l.route.Reset()
 			l.route.Write(l.routeHead[:])
 			l.route.Write(b)
 			l.route.Sum(l.routeHead[:0])
 			l.routed++
-			if l.onRoute != nil {
-				l.onRoute(c.pos0+t, pl.layer, pl.idx[t*pl.k:(t+1)*pl.k])
-			}
 			if pl.layer >= 0 && pl.layer < len(l.kCount) {
-				l.mu.Lock()
 				if l.kCount[pl.layer] == nil {
 					l.kCount[pl.layer] = map[int]int64{}
 				}
 				l.kCount[pl.layer][pl.k]++
-				l.mu.Unlock()
+			}
+			l.mu.Unlock()
+			if l.onRoute != nil {
+				l.onRoute(c.pos0+t, pl.layer, pl.idx[t*pl.k:(t+1)*pl.k])
 			}
 		}
 	}
@@ -248,6 +252,8 @@ func (l *Ledger) Prompt(tokens []int) {
 	if l == nil {
 		return
 	}
+	l.chainMu.Lock()
+	defer l.chainMu.Unlock()
 	l.prompt = append([]int(nil), tokens...)
 	l.chain = golden.ChainStart(l.root, tokens)
 }
@@ -258,14 +264,18 @@ func (l *Ledger) Step(logits []float32, token int) {
 	if l == nil {
 		return
 	}
+	l.chainMu.Lock()
+	defer l.chainMu.Unlock()
 	l.chain = golden.ChainNext(l.chain, logits)
 	l.generated = append(l.generated, token)
-	l.steps++
 }
 
-// logitsChain is the head of the logits chain.
-func (l *Ledger) logitsChain() [32]byte {
-	return l.chain
+// transcript is the prompt, the generated tokens and the head of the
+// logits chain over them.
+func (l *Ledger) transcript() (prompt, generated []int, chain [32]byte) {
+	l.chainMu.Lock()
+	defer l.chainMu.Unlock()
+	return append([]int{}, l.prompt...), append([]int{}, l.generated...), l.chain
 }
 
 // Time adds d to a named phase ("load", "prefill", "decode").
@@ -316,11 +326,11 @@ func (s *Summary) KExact() bool {
 
 // Summary returns the ledger's content so far.
 func (l *Ledger) Summary() Summary {
-	chain := l.logitsChain()
+	prompt, generated, chain := l.transcript()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Summary{Mode: l.mode, TopK: l.topK, PromptTokens: append([]int{}, l.prompt...), Generated: append([]int{}, l.generated...),
-		LogitsChain: hex.EncodeToString(chain[:]), Steps: l.steps, RoutingDigest: hex.EncodeToString(l.routeHead[:]),
+	s := Summary{Mode: l.mode, TopK: l.topK, PromptTokens: prompt, Generated: generated,
+		LogitsChain: hex.EncodeToString(chain[:]), Steps: len(generated), RoutingDigest: hex.EncodeToString(l.routeHead[:]),
 		RoutingEntries: l.routed, BytesHashed: map[jnf.Alg]int64{}, Tensors: l.tensors, Timings: map[string]float64{},
 		Wall: time.Since(l.start).Seconds(), KPerLayer: []LayerK{}, Experts: []ExpertUse{}}
 	for layer, m := range l.kCount {

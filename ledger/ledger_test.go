@@ -144,3 +144,68 @@ func TestRouteObserverSeesTheChainOrder(t *testing.T) {
 		}
 	}
 }
+
+// chainHeads is golden's synchronous chain over rows after prompt, as hex
+// heads: heads[j] after j steps (heads[0] the start).
+func chainHeads(prompt []int, rows [][]float32) []string {
+	c := golden.ChainStart(testRoot().Sum, prompt)
+	heads := []string{hex.EncodeToString(c[:])}
+	for _, r := range rows {
+		c = golden.ChainNext(c, r)
+		heads = append(heads, hex.EncodeToString(c[:]))
+	}
+	return heads
+}
+
+// testRows is n rows of m distinct logits.
+func testRows(n, m int) [][]float32 {
+	rows := make([][]float32, n)
+	for j := range rows {
+		rows[j] = make([]float32, m)
+		for i := range rows[j] {
+			rows[j][i] = float32(j*m+i) * 0.001
+		}
+	}
+	return rows
+}
+
+// TestSummaryDuringSteps: Summary called from another goroutine while
+// Steps run sees a consistent transcript: the chain head of exactly the
+// steps it reports (never a step counted whose hash is still pending).
+// Run it with -race.
+func TestSummaryDuringSteps(t *testing.T) {
+	const steps, vocab = 200, 1 << 12
+	prompt := []int{5}
+	rows := testRows(steps, vocab)
+	want := chainHeads(prompt, rows)
+	l := New(testRoot(), 2, 1, ModeExact)
+	l.Prompt(prompt)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for j, r := range rows {
+			l.BeginChunk(len(prompt)+j, 1)
+			l.Route(j%2, []int32{int32(j)}, []float32{1}, 1)
+			l.EndChunk()
+			l.Step(r, j)
+		}
+	}()
+	seen := 0
+	for s := l.Summary(); ; s = l.Summary() {
+		if s.Steps > steps || s.LogitsChain != want[s.Steps] || len(s.Generated) != s.Steps {
+			t.Fatalf("Summary after %d steps (%d generated): chain %s, golden %s", s.Steps, len(s.Generated), s.LogitsChain, want[min(s.Steps, steps)])
+		}
+		if s.Steps > 0 && s.Steps < steps {
+			seen++
+		}
+		select {
+		case <-done:
+			if s := l.Summary(); s.Steps != steps || s.LogitsChain != want[steps] || s.RoutingEntries != steps {
+				t.Fatalf("at the end: %d steps, chain %s (golden %s), %d routing entries", s.Steps, s.LogitsChain, want[steps], s.RoutingEntries)
+			}
+			t.Logf("%d summaries taken between steps", seen)
+			return
+		default:
+		}
+	}
+}
