@@ -72,6 +72,11 @@ type ExpertUse struct {
 // may report expert fetches from several goroutines, and Summary may be
 // called from any goroutine at any time), but routing must be reported by
 // one goroutine, chunk by chunk, and so must the transcript (Prompt, Step).
+//
+// Step hashes its logits into the chain on a goroutine of its own, off the
+// caller's critical path; at most one such hash is in flight per ledger,
+// and whatever reads or extends the chain (the next Step, Prompt, Summary)
+// waits for it first.
 type Ledger struct {
 	// mu guards the fields below up to chainMu, but for route and chunk,
 	// which only the goroutine reporting routing touches.
@@ -96,12 +101,16 @@ type Ledger struct {
 
 	timings map[string]time.Duration
 
-	// The transcript and the logits chain, guarded by chainMu (Step holds
-	// it while it hashes, not mu).
+	// The transcript and the logits chain. chainMu guards them; Step locks
+	// it and hands it to the goroutine that hashes the step's logits, which
+	// unlocks it once chain includes them, so whoever locks it next waits
+	// for that hash (and only for it: the rest of the ledger stays under
+	// mu).
 	chainMu   sync.Mutex
 	prompt    []int
 	generated []int
 	chain     [32]byte
+	logits    []float32 // Step's copy of its logits, for the pending hash
 
 	// onRoute, if set, sees every committed routing entry (SetRouteObserver).
 	onRoute func(pos, layer int, experts []int32)
@@ -247,7 +256,8 @@ func (l *Ledger) Hashed(alg jnf.Alg, n int64, tensors int) {
 	l.mu.Unlock()
 }
 
-// Prompt records the prompt tokens and starts the logits chain.
+// Prompt records the prompt tokens and starts the logits chain (after the
+// pending step's hash, if any).
 func (l *Ledger) Prompt(tokens []int) {
 	if l == nil {
 		return
@@ -259,19 +269,25 @@ func (l *Ledger) Prompt(tokens []int) {
 }
 
 // Step records one generation step: the logits the token was chosen from
-// and the token.
+// and the token. It copies logits (the caller may reuse the slice as soon
+// as Step returns) and hashes the copy into the chain on a new goroutine,
+// which ends with the hash; it first waits for the previous step's hash,
+// so one logits-sized buffer serves every step.
 func (l *Ledger) Step(logits []float32, token int) {
 	if l == nil {
 		return
 	}
-	l.chainMu.Lock()
-	defer l.chainMu.Unlock()
-	l.chain = golden.ChainNext(l.chain, logits)
+	l.chainMu.Lock() // unlocked by the hash below
 	l.generated = append(l.generated, token)
+	l.logits = append(l.logits[:0], logits...)
+	go func() {
+		l.chain = golden.ChainNext(l.chain, l.logits)
+		l.chainMu.Unlock()
+	}()
 }
 
 // transcript is the prompt, the generated tokens and the head of the
-// logits chain over them.
+// logits chain over them, once the pending step's hash is done.
 func (l *Ledger) transcript() (prompt, generated []int, chain [32]byte) {
 	l.chainMu.Lock()
 	defer l.chainMu.Unlock()
@@ -324,7 +340,8 @@ func (s *Summary) KExact() bool {
 	return true
 }
 
-// Summary returns the ledger's content so far.
+// Summary returns the ledger's content so far. It waits for the pending
+// step's hash, if any (see Step).
 func (l *Ledger) Summary() Summary {
 	prompt, generated, chain := l.transcript()
 	l.mu.Lock()

@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"encoding/hex"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -122,6 +124,8 @@ func TestExpertUse(t *testing.T) {
 	nl.UseExpert(0, 0, d, TierRAM, 1, 0) // a nil ledger records nothing, and does not crash
 	nl.BeginChunk(0, 1)
 	nl.EndChunk()
+	nl.Prompt([]int{1})
+	nl.Step([]float32{1}, 0)
 }
 
 func TestRouteObserverSeesTheChainOrder(t *testing.T) {
@@ -169,6 +173,38 @@ func testRows(n, m int) [][]float32 {
 	return rows
 }
 
+// TestStepCopiesLogits: a caller reuses its logits slice as soon as Step
+// returns (the engine's next forward pass writes into it); the chain is
+// still golden's over the logits each Step was given, whatever Step
+// still has to hash when it returns.
+func TestStepCopiesLogits(t *testing.T) {
+	const steps, vocab = 20, 1 << 16
+	prompt := []int{2, 7, 1, 8}
+	rows := testRows(steps, vocab)
+	want := chainHeads(prompt, rows)
+	l := New(testRoot(), 1, 1, ModeExact)
+	l.Prompt(prompt)
+	buf := make([]float32, vocab)
+	for j, r := range rows {
+		copy(buf, r)
+		l.Step(buf, j)
+		// Overwrite at once, the end first: a hash still reading buf
+		// from the start sees the new values.
+		for i := len(buf) - 1; i >= 0; i-- {
+			buf[i] = -1
+		}
+	}
+	if s := l.Summary(); s.LogitsChain != want[steps] || s.Steps != steps {
+		t.Errorf("after %d steps: chain %s (%d steps), golden %s", steps, s.LogitsChain, s.Steps, want[steps])
+	}
+	// Prompt restarts the chain after the pending step's hash.
+	l.Step(rows[0], 0)
+	l.Prompt(prompt)
+	if s := l.Summary(); s.LogitsChain != want[0] {
+		t.Errorf("after Prompt: chain %s, want the start %s", s.LogitsChain, want[0])
+	}
+}
+
 // TestSummaryDuringSteps: Summary called from another goroutine while
 // Steps run sees a consistent transcript: the chain head of exactly the
 // steps it reports (never a step counted whose hash is still pending).
@@ -207,5 +243,24 @@ func TestSummaryDuringSteps(t *testing.T) {
 			return
 		default:
 		}
+	}
+}
+
+// TestStepLeavesNoGoroutine: a ledger dropped with a hash pending leaves
+// no goroutine behind once the hash is done.
+func TestStepLeavesNoGoroutine(t *testing.T) {
+	base := runtime.NumGoroutine()
+	row := testRows(1, 1<<16)[0]
+	for range 50 {
+		l := New(testRoot(), 1, 1, ModeExact)
+		l.Prompt([]int{1})
+		l.Step(row, 0)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after 50 dropped ledgers, %d before", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
