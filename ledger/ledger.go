@@ -69,9 +69,17 @@ type ExpertUse struct {
 }
 
 // Ledger records one generation. It is safe for concurrent use (a backend
-// may report expert fetches from several goroutines), but routing must be
-// reported by one goroutine, chunk by chunk.
+// may report expert fetches from several goroutines, and Summary may be
+// called from any goroutine at any time), but routing must be reported by
+// one goroutine, chunk by chunk, and so must the transcript (Prompt, Step).
+//
+// Step hashes its logits into the chain on a goroutine of its own, off the
+// caller's critical path; at most one such hash is in flight per ledger,
+// and whatever reads or extends the chain (the next Step, Prompt, Summary)
+// waits for it first.
 type Ledger struct {
+	// mu guards the fields below up to chainMu, but for route and chunk,
+	// which only the goroutine reporting routing touches.
 	mu sync.Mutex
 
 	root   [32]byte
@@ -91,13 +99,18 @@ type Ledger struct {
 	kCount    []map[int]int64
 	chunk     *pendingChunk
 
-	// transcript and logits chain
+	timings map[string]time.Duration
+
+	// The transcript and the logits chain. chainMu guards them; Step locks
+	// it and hands it to the goroutine that hashes the step's logits, which
+	// unlocks it once chain includes them, so whoever locks it next waits
+	// for that hash (and only for it: the rest of the ledger stays under
+	// mu).
+	chainMu   sync.Mutex
 	prompt    []int
 	generated []int
 	chain     [32]byte
-	steps     int
-
-	timings map[string]time.Duration
+	logits    []float32 // Step's copy of its logits, for the pending hash
 
 	// onRoute, if set, sees every committed routing entry (SetRouteObserver).
 	onRoute func(pos, layer int, experts []int32)
@@ -183,21 +196,21 @@ func (l *Ledger) EndChunk() {
 				b = binary.LittleEndian.AppendUint32(b, uint32(pl.idx[t*pl.k+s]))
 				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(pl.w[t*pl.k+s]))
 			}
+			l.mu.Lock() // Summary reads routeHead, routed and kCount
 			l.route.Reset()
 			l.route.Write(l.routeHead[:])
 			l.route.Write(b)
 			l.route.Sum(l.routeHead[:0])
 			l.routed++
-			if l.onRoute != nil {
-				l.onRoute(c.pos0+t, pl.layer, pl.idx[t*pl.k:(t+1)*pl.k])
-			}
 			if pl.layer >= 0 && pl.layer < len(l.kCount) {
-				l.mu.Lock()
 				if l.kCount[pl.layer] == nil {
 					l.kCount[pl.layer] = map[int]int64{}
 				}
 				l.kCount[pl.layer][pl.k]++
-				l.mu.Unlock()
+			}
+			l.mu.Unlock()
+			if l.onRoute != nil {
+				l.onRoute(c.pos0+t, pl.layer, pl.idx[t*pl.k:(t+1)*pl.k])
 			}
 		}
 	}
@@ -243,24 +256,42 @@ func (l *Ledger) Hashed(alg jnf.Alg, n int64, tensors int) {
 	l.mu.Unlock()
 }
 
-// Prompt records the prompt tokens and starts the logits chain.
+// Prompt records the prompt tokens and starts the logits chain (after the
+// pending step's hash, if any).
 func (l *Ledger) Prompt(tokens []int) {
 	if l == nil {
 		return
 	}
+	l.chainMu.Lock()
+	defer l.chainMu.Unlock()
 	l.prompt = append([]int(nil), tokens...)
 	l.chain = golden.ChainStart(l.root, tokens)
 }
 
 // Step records one generation step: the logits the token was chosen from
-// and the token.
+// and the token. It copies logits (the caller may reuse the slice as soon
+// as Step returns) and hashes the copy into the chain on a new goroutine,
+// which ends with the hash; it first waits for the previous step's hash,
+// so one logits-sized buffer serves every step.
 func (l *Ledger) Step(logits []float32, token int) {
 	if l == nil {
 		return
 	}
-	l.chain = golden.ChainNext(l.chain, logits)
+	l.chainMu.Lock() // unlocked by the hash below
 	l.generated = append(l.generated, token)
-	l.steps++
+	l.logits = append(l.logits[:0], logits...)
+	go func() {
+		l.chain = golden.ChainNext(l.chain, l.logits)
+		l.chainMu.Unlock()
+	}()
+}
+
+// transcript is the prompt, the generated tokens and the head of the
+// logits chain over them, once the pending step's hash is done.
+func (l *Ledger) transcript() (prompt, generated []int, chain [32]byte) {
+	l.chainMu.Lock()
+	defer l.chainMu.Unlock()
+	return append([]int{}, l.prompt...), append([]int{}, l.generated...), l.chain
 }
 
 // Time adds d to a named phase ("load", "prefill", "decode").
@@ -309,12 +340,14 @@ func (s *Summary) KExact() bool {
 	return true
 }
 
-// Summary returns the ledger's content so far.
+// Summary returns the ledger's content so far. It waits for the pending
+// step's hash, if any (see Step).
 func (l *Ledger) Summary() Summary {
+	prompt, generated, chain := l.transcript()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Summary{Mode: l.mode, TopK: l.topK, PromptTokens: append([]int{}, l.prompt...), Generated: append([]int{}, l.generated...),
-		LogitsChain: hex.EncodeToString(l.chain[:]), Steps: l.steps, RoutingDigest: hex.EncodeToString(l.routeHead[:]),
+	s := Summary{Mode: l.mode, TopK: l.topK, PromptTokens: prompt, Generated: generated,
+		LogitsChain: hex.EncodeToString(chain[:]), Steps: len(generated), RoutingDigest: hex.EncodeToString(l.routeHead[:]),
 		RoutingEntries: l.routed, BytesHashed: map[jnf.Alg]int64{}, Tensors: l.tensors, Timings: map[string]float64{},
 		Wall: time.Since(l.start).Seconds(), KPerLayer: []LayerK{}, Experts: []ExpertUse{}}
 	for layer, m := range l.kCount {

@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"encoding/hex"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -122,6 +124,8 @@ func TestExpertUse(t *testing.T) {
 	nl.UseExpert(0, 0, d, TierRAM, 1, 0) // a nil ledger records nothing, and does not crash
 	nl.BeginChunk(0, 1)
 	nl.EndChunk()
+	nl.Prompt([]int{1})
+	nl.Step([]float32{1}, 0)
 }
 
 func TestRouteObserverSeesTheChainOrder(t *testing.T) {
@@ -142,5 +146,121 @@ func TestRouteObserverSeesTheChainOrder(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("entry %d: %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+// chainHeads is golden's synchronous chain over rows after prompt, as hex
+// heads: heads[j] after j steps (heads[0] the start).
+func chainHeads(prompt []int, rows [][]float32) []string {
+	c := golden.ChainStart(testRoot().Sum, prompt)
+	heads := []string{hex.EncodeToString(c[:])}
+	for _, r := range rows {
+		c = golden.ChainNext(c, r)
+		heads = append(heads, hex.EncodeToString(c[:]))
+	}
+	return heads
+}
+
+// testRows is n rows of m distinct logits.
+func testRows(n, m int) [][]float32 {
+	rows := make([][]float32, n)
+	for j := range rows {
+		rows[j] = make([]float32, m)
+		for i := range rows[j] {
+			rows[j][i] = float32(j*m+i) * 0.001
+		}
+	}
+	return rows
+}
+
+// TestStepCopiesLogits: a caller reuses its logits slice as soon as Step
+// returns (the engine's next forward pass writes into it); the chain is
+// still golden's over the logits each Step was given, whatever Step
+// still has to hash when it returns.
+func TestStepCopiesLogits(t *testing.T) {
+	const steps, vocab = 20, 1 << 16
+	prompt := []int{2, 7, 1, 8}
+	rows := testRows(steps, vocab)
+	want := chainHeads(prompt, rows)
+	l := New(testRoot(), 1, 1, ModeExact)
+	l.Prompt(prompt)
+	buf := make([]float32, vocab)
+	for j, r := range rows {
+		copy(buf, r)
+		l.Step(buf, j)
+		// Overwrite at once, the end first: a hash still reading buf
+		// from the start sees the new values.
+		for i := len(buf) - 1; i >= 0; i-- {
+			buf[i] = -1
+		}
+	}
+	if s := l.Summary(); s.LogitsChain != want[steps] || s.Steps != steps {
+		t.Errorf("after %d steps: chain %s (%d steps), golden %s", steps, s.LogitsChain, s.Steps, want[steps])
+	}
+	// Prompt restarts the chain after the pending step's hash.
+	l.Step(rows[0], 0)
+	l.Prompt(prompt)
+	if s := l.Summary(); s.LogitsChain != want[0] {
+		t.Errorf("after Prompt: chain %s, want the start %s", s.LogitsChain, want[0])
+	}
+}
+
+// TestSummaryDuringSteps: Summary called from another goroutine while
+// Steps run sees a consistent transcript: the chain head of exactly the
+// steps it reports (never a step counted whose hash is still pending).
+// Run it with -race.
+func TestSummaryDuringSteps(t *testing.T) {
+	const steps, vocab = 200, 1 << 12
+	prompt := []int{5}
+	rows := testRows(steps, vocab)
+	want := chainHeads(prompt, rows)
+	l := New(testRoot(), 2, 1, ModeExact)
+	l.Prompt(prompt)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for j, r := range rows {
+			l.BeginChunk(len(prompt)+j, 1)
+			l.Route(j%2, []int32{int32(j)}, []float32{1}, 1)
+			l.EndChunk()
+			l.Step(r, j)
+		}
+	}()
+	seen := 0
+	for s := l.Summary(); ; s = l.Summary() {
+		if s.Steps > steps || s.LogitsChain != want[s.Steps] || len(s.Generated) != s.Steps {
+			t.Fatalf("Summary after %d steps (%d generated): chain %s, golden %s", s.Steps, len(s.Generated), s.LogitsChain, want[min(s.Steps, steps)])
+		}
+		if s.Steps > 0 && s.Steps < steps {
+			seen++
+		}
+		select {
+		case <-done:
+			if s := l.Summary(); s.Steps != steps || s.LogitsChain != want[steps] || s.RoutingEntries != steps {
+				t.Fatalf("at the end: %d steps, chain %s (golden %s), %d routing entries", s.Steps, s.LogitsChain, want[steps], s.RoutingEntries)
+			}
+			t.Logf("%d summaries taken between steps", seen)
+			return
+		default:
+		}
+	}
+}
+
+// TestStepLeavesNoGoroutine: a ledger dropped with a hash pending leaves
+// no goroutine behind once the hash is done.
+func TestStepLeavesNoGoroutine(t *testing.T) {
+	base := runtime.NumGoroutine()
+	row := testRows(1, 1<<16)[0]
+	for range 50 {
+		l := New(testRoot(), 1, 1, ModeExact)
+		l.Prompt([]int{1})
+		l.Step(row, 0)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after 50 dropped ledgers, %d before", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
