@@ -25,7 +25,8 @@
 #     --vram-budget 16GiB and 12GiB and on cpu, every figure next to the
 #     others, page cache dropped; the ledger's cost (--ledger-pairs 4, every
 #     routed expert resident, on the first backend: cpu, which the simulator
-#     is calibrated on too). Rounds after the first pin the
+#     is calibrated on too; the third round reverses the order, so its ledger
+#     figure and calibration are cuda's). Rounds after the first pin the
 #     device slots (--pin-slots) when TestCUDAPinnedSlots passed (PIN=0: never).
 #     JSON and text into $OUT, and the charts drawn next to the JSON by the
 #     charts binary built by prepare.sh.
@@ -103,7 +104,11 @@ for extra in "" "$pinned" "$pinned"; do
 		[ -n "$took" ] && [ "$(left)" -gt $((took + took / 4 + 20)) ] || { echo "no time left for bench decode round $n"; break; }
 	fi
 	t0=$(date +%s)
-	timeout $(($(left) - 10)) "$T" bench decode "$B/jnf" --backend "$BACKENDS" ${VRAM:+--vram-budget "$VRAM"} --ram-fraction 0.27 \
+	# The third round puts the backends in reverse order, so the ledger's
+	# cost (measured on the first backend) is measured on cuda too.
+	order=$BACKENDS
+	[ $n -eq 3 ] && order=$(echo "$BACKENDS" | tr ',' '\n' | tac | paste -sd, -)
+	timeout $(($(left) - 10)) "$T" bench decode "$B/jnf" --backend "$order" ${VRAM:+--vram-budget "$VRAM"} --ram-fraction 0.27 \
 		--repeat 1 --decode-tokens 8 --ledger --ledger-pairs 4 $extra --json > "$OUT/decode$n.json" 2> "$OUT/decode$n.err"
 	rc=$?
 	took=$(($(date +%s) - t0))
