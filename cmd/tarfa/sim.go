@@ -201,8 +201,8 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 			if expertBytes <= 0 {
 				return fmt.Errorf("--expert-bytes %d: want positive", expertBytes)
 			}
-			if !policyKnown(name) {
-				return fmt.Errorf("--policy %q: want one of %s", name, strings.Join(policy.Names(), ", "))
+			if !policyKnown(name) || policy.NeedsRouting(name) {
+				return fmt.Errorf("--policy %q: want one of %s (oracle, a measuring device, is for tarfa sim policies)", name, strings.Join(simPolicies(), ", "))
 			}
 			pt, err := policy.ParsePartition(part)
 			if err != nil {
@@ -292,7 +292,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.Float64Var(&ramRes, "ram-reserved-gib", 8, "host RAM not available to the RAM tier, GiB")
 	fs.Float64Var(&vramGiB, "vram-gib", 16, "device memory, GiB (0: no device, experts on the CPU)")
 	fs.Float64Var(&vramRes, "vram-reserved-gib", 11.5, "device memory not available to expert slots (dense weights, KV cache, workspace), GiB")
-	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(simPolicies(), ", "))
 	fs.StringVar(&part, "partition", "global", "capacity split: global or per-layer")
 	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
 	fs.Float64Var(&prefetch, "prefetch", 0, "prefetch, 0 to 1: with a device, the fraction of a layer's I/O issued during the previous layer; without one (--vram-gib 0), a predictor naming that fraction of the next layer's experts")
@@ -304,6 +304,12 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 }
 
 func policyKnown(name string) bool { return slices.Contains(policy.Names(), name) }
+
+// simPolicies are the policies tarfa sim projects with: all but oracle,
+// which only tarfa sim policies runs.
+func simPolicies() []string {
+	return slices.DeleteFunc(policy.Names(), policy.NeedsRouting)
+}
 
 func checkSimHardware(h sim.Hardware) error {
 	for _, f := range []struct {
@@ -412,7 +418,12 @@ capacity and partitioning) and their ratio. belady-global is Belady with one
 global capacity: the bound for every partitioning. Hits are counted after
 --warmup tokens. With a heat ledger (--heat; for a synthetic trace the default
 is "previous", another run of the same synthetic model) heat also runs as
-heat+ledger, and static runs (it needs one).
+heat+ledger, and static runs (it needs one). On a synthetic trace oracle
+runs too: an online policy given the trace's generator (its weights, reuse,
+shift and popularity order), which evicts the expert least likely to be
+used at its layer's next step — a measuring device for what an online
+policy can reach, not a policy for a real model; a measured trace has no
+generator.
 
 ` + exitStatuses,
 		Args: cobra.NoArgs,
@@ -468,6 +479,17 @@ heat+ledger, and static runs (it needs one).
 			var vs []sim.Variant
 			for _, n := range list {
 				switch {
+				case policy.NeedsRouting(n):
+					if tr.Header.Source != trace.Synthetic && names == "all" {
+						continue
+					}
+					r, err := sim.RoutingOf(tr)
+					if err != nil {
+						return fmt.Errorf("--policies %s: %w", n, err)
+					}
+					o := base
+					o.Routing = r
+					vs = append(vs, sim.Variant{Label: n, Policy: n, Options: o})
 				case policy.NeedsHeat(n) && heat == nil:
 					if names != "all" {
 						return fmt.Errorf("--policies %s needs --heat (the heat ledger)", n)

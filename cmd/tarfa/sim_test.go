@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,7 @@ func TestSimFlagErrors(t *testing.T) {
 		{simArgs(append(syn, "--gpu-expert-us", "NaN")...), "--gpu-expert-us NaN"},
 		{simArgs(append(syn, "--expert-bytes", "0")...), "--expert-bytes 0"},
 		{simArgs(append(syn, "--policy", "fifo")...), `--policy "fifo": want one of`},
+		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, static (oracle, a measuring device, is for tarfa sim policies)`},
 		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
 		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
 		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},
@@ -173,7 +175,7 @@ func TestSimPolicies(t *testing.T) {
 			t.Errorf("row %+v", r)
 		}
 	}
-	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2"} {
+	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2", "oracle"} {
 		if !labels[l] {
 			t.Errorf("no row for %s", l)
 		}
@@ -185,6 +187,24 @@ func TestSimPolicies(t *testing.T) {
 		"--layers", "4", "--experts", "32", "--top-k", "2", "--capacities", "50", "--partitions", "per-layer", "--policies", "lru,belady")
 	if err != nil || !strings.Contains(text, "× belady") || !strings.Contains(text, "trace: synthetic zipf(") {
 		t.Errorf("text: %v\n%s", err, text)
+	}
+	// A measured trace has no generator: all policies but oracle (and
+	// static, without a ledger) run; oracle alone is refused.
+	m := filepath.Join(t.TempDir(), "m.jsonl")
+	lines := `{"format":"tarfa-routing-trace","version":1,"model_root":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","layers":1,"experts":4,"top_k":1,"source":"measured"}` + "\n"
+	for tok, e := range []int{0, 1, 0, 2, 0} {
+		lines += fmt.Sprintf(`{"token":%d,"layer":0,"experts":[%d]}`+"\n", tok, e)
+	}
+	if err := os.WriteFile(m, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text, err = runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global")
+	if err != nil || !strings.Contains(text, "heat") || strings.Contains(text, "oracle") {
+		t.Errorf("measured trace, all policies: %v\n%s", err, text)
+	}
+	if _, err := runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global", "--policies", "heat,oracle"); err == nil ||
+		!strings.Contains(err.Error(), "--policies oracle: sim: the oracle policy needs the generator of a synthetic trace; this trace's source is measured") {
+		t.Errorf("measured trace, --policies oracle: %v", err)
 	}
 	for _, tc := range []struct {
 		args []string
