@@ -377,27 +377,38 @@ func (p *oracle) epochOf(token int64) int {
 // the layer's next run, given its last set.
 func (p *oracle) predict(l int) {
 	E := p.d.Experts
-	out := p.p[l*E : (l+1)*E]
 	target := max(p.token(p.now), 0) // the layer has not run yet
 	if p.e[l] != math.MinInt64 {
 		target = p.token(p.e[l]) + 1
 	}
 	te := p.epochOf(target)
-	set := p.sets[l]
+	known := te <= p.epoch && te < len(p.perm)
 	p.dirty[l] = false
-	p.guess[l] = te > p.epoch || te >= len(p.perm) || p.e[l] == math.MinInt64
-	if te > p.epoch || te >= len(p.perm) {
-		// The order of the target epoch is not known yet: by symmetry every
-		// candidate not kept is equally likely to be drawn.
-		notIn := p.exchangeable(len(set))
-		in := p.rho
+	p.guess[l] = !known || p.e[l] == math.MinInt64
+	p.next(l, p.sets[l], te, known, p.p[l*E:(l+1)*E])
+}
+
+// next sets out[x], for each expert x of layer l, to the probability of
+// its use at the layer's next run, given its last set (dense indices) and
+// the epoch te of that run, whose order is known or not.
+func (p *oracle) next(l int, set []int32, te int, known bool, out []float64) {
+	E := p.d.Experts
+	in := p.in
+	clear(in)
+	for _, i := range set {
+		in[int(i)-l*E] = true
+	}
+	if !known {
+		// By symmetry every candidate not kept is equally likely to be
+		// drawn.
+		notIn, inP := p.exchangeable(len(set)), p.rho
 		if len(set) > 0 {
-			in += (1 - p.rho) * p.exchangeable(len(set)-1)
+			inP += (1 - p.rho) * p.exchangeable(len(set)-1)
 		}
 		for x := range out {
 			out[x] = notIn
-			if len(set) > 0 && p.mark[l*E+x] == p.e[l] {
-				out[x] = in
+			if in[x] {
+				out[x] = inP
 			}
 		}
 		return
@@ -409,19 +420,49 @@ func (p *oracle) predict(l int) {
 		}
 		return
 	}
-	in := p.inSet(l)
 	p.probabilities(perm, in, out)
 }
 
-// inSet marks layer l's last set in a scratch slice by local expert.
-func (p *oracle) inSet(l int) []bool {
-	E := p.d.Experts
-	in := p.in[:E]
-	clear(in)
-	for _, i := range p.sets[l] {
-		in[int(i)-l*E] = true
+// Predictor computes the oracle policy's probabilities outside a tier (for
+// the bound of sim.OnlineBound).
+type Predictor struct {
+	o   *oracle
+	set []int32
+}
+
+// NewPredictor returns the oracle's probabilities for a model of shape d
+// routed by r.
+func NewPredictor(d Dims, r *Routing) (*Predictor, error) {
+	o, err := newOracle(d, Options{StepsPerToken: d.Layers, Routing: r})
+	if err != nil {
+		return nil, err
 	}
-	return in
+	return &Predictor{o: o, set: make([]int32, 0, d.Experts)}, nil
+}
+
+// Next sets out[e], for each expert e of layer, to the probability that the
+// layer uses e at token+1 given that it used the experts of set at token
+// (token −1 and no set: the first token), the popularity order of token+1's
+// epoch known: a little more than the oracle policy knows just before an
+// epoch starts.
+func (p *Predictor) Next(layer, token int, set []int32, out []float64) error {
+	o, d := p.o, p.o.d
+	if layer < 0 || layer >= d.Layers || token < -1 || len(out) != d.Experts {
+		return fmt.Errorf("policy: prediction for layer %d after token %d into %d values: want a layer below %d, a token from −1, %d values", layer, token, len(out), d.Layers, d.Experts)
+	}
+	p.set = p.set[:0]
+	seen := o.in
+	clear(seen)
+	for _, e := range set {
+		if e < 0 || int(e) >= d.Experts || seen[e] {
+			return fmt.Errorf("policy: prediction for layer %d: expert %d of the set is out of range (%d experts) or repeated", layer, e, d.Experts)
+		}
+		seen[e] = true
+		p.set = append(p.set, int32(d.Index(ExpertID{Layer: layer, Expert: int(e)})))
+	}
+	te := o.epochOf(int64(token + 1))
+	o.next(layer, p.set, te, te < len(o.perm), out)
+	return nil
 }
 
 // exchangeable is the probability that a given candidate not kept is drawn
