@@ -305,6 +305,13 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 
 func policyKnown(name string) bool { return slices.Contains(policy.Names(), name) }
 
+// simBound is an online bound beside Belady's hit rate.
+type simBound struct {
+	sim.BoundRow
+	Belady   float64 `json:"belady_hit_rate"`
+	OfBelady float64 `json:"of_belady"`
+}
+
 // simPolicies are the policies tarfa sim projects with: all but oracle,
 // which only tarfa sim policies runs.
 func simPolicies() []string {
@@ -423,7 +430,9 @@ runs too: an online policy given the trace's generator (its weights, reuse,
 shift and popularity order), which evicts the expert least likely to be
 used at its layer's next step — a measuring device for what an online
 policy can reach, not a policy for a real model; a measured trace has no
-generator.
+generator. With oracle comes the online bound: the most hits any online
+policy can expect on the trace, even one that knows the generator (package
+tier/sim, OnlineBound).
 
 ` + exitStatuses,
 		Args: cobra.NoArgs,
@@ -477,6 +486,7 @@ generator.
 			}
 			base := policy.Options{HalfLifeTokens: halfLife}
 			var vs []sim.Variant
+			var routing *policy.Routing
 			for _, n := range list {
 				switch {
 				case policy.NeedsRouting(n):
@@ -488,7 +498,7 @@ generator.
 						return fmt.Errorf("--policies %s: %w", n, err)
 					}
 					o := base
-					o.Routing = r
+					o.Routing, routing = r, r
 					vs = append(vs, sim.Variant{Label: n, Policy: n, Options: o})
 				case policy.NeedsHeat(n) && heat == nil:
 					if names != "all" {
@@ -509,23 +519,50 @@ generator.
 			if err != nil {
 				return err
 			}
+			var bounds []simBound
+			if routing != nil {
+				bs, err := sim.OnlineBound(tr, routing, fracs, pts, skip)
+				if err != nil {
+					return err
+				}
+				for _, b := range bs {
+					sb := simBound{BoundRow: b}
+					for _, r := range rows {
+						if r.Partition == b.Partition && r.Capacity == b.Capacity && r.Belady > 0 {
+							sb.Belady, sb.OfBelady = r.Belady, b.HitRate/r.Belady
+						}
+					}
+					bounds = append(bounds, sb)
+				}
+			}
 			out := struct {
-				Trace string           `json:"trace"`
-				Stats trace.Stats      `json:"trace_stats"`
-				Heat  string           `json:"heat,omitempty"`
-				Rows  []sim.CompareRow `json:"rows"`
-			}{h.Label(), tr.Stats(), tf.heat, rows}
+				Trace  string           `json:"trace"`
+				Stats  trace.Stats      `json:"trace_stats"`
+				Heat   string           `json:"heat,omitempty"`
+				Rows   []sim.CompareRow `json:"rows"`
+				Bounds []simBound       `json:"online_bounds,omitempty"`
+			}{h.Label(), tr.Stats(), tf.heat, rows, bounds}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "trace: %s, %d tokens (reuse %.1f%%, hottest expert %.1f%%, 90%% in %.0f%% of experts)\n",
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "trace: %s, %d tokens (reuse %.1f%%, hottest expert %.1f%%, 90%% in %.0f%% of experts)\n",
 				out.Trace, tr.Tokens(), 100*out.Stats.Reuse, 100*out.Stats.TopShare, 100*out.Stats.Coverage90)
 			var tab [][]string
 			for _, r := range rows {
 				tab = append(tab, []string{r.Partition, fmt.Sprintf("%.3g%%", 100*r.Fraction), strconv.Itoa(r.Capacity), r.Label,
 					fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.Belady), fmt.Sprintf("%.3f", r.OfBelady), fmt.Sprintf("%.3f", r.BeladyGlobal)})
 			}
-			return reports.Table(cmd.OutOrStdout(), []string{"partition", "capacity", "experts", "policy", "hit rate", "belady", "× belady", "belady-global"}, tab)
+			if err := reports.Table(w, []string{"partition", "capacity", "experts", "policy", "hit rate", "belady", "× belady", "belady-global"}, tab); err != nil || bounds == nil {
+				return err
+			}
+			fmt.Fprintln(w, "\nonline bound: no online policy, even one that knows the generator, can expect more hits (sim.OnlineBound)")
+			tab = nil
+			for _, b := range bounds {
+				tab = append(tab, []string{b.Partition, fmt.Sprintf("%.3g%%", 100*b.Fraction), strconv.Itoa(b.Capacity),
+					fmt.Sprintf("%.3f", b.HitRate), fmt.Sprintf("%.3f", b.Belady), fmt.Sprintf("%.3f", b.OfBelady)})
+			}
+			return reports.Table(w, []string{"partition", "capacity", "experts", "online bound", "belady", "× belady"}, tab)
 		},
 	}
 	fs := cmd.Flags()

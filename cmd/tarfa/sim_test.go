@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,6 +165,13 @@ func TestSimPolicies(t *testing.T) {
 			Belady    float64 `json:"belady_hit_rate"`
 			OfBelady  float64 `json:"of_belady"`
 		} `json:"rows"`
+		Bounds []struct {
+			Partition string  `json:"partition"`
+			Capacity  int     `json:"capacity"`
+			HitRate   float64 `json:"hit_rate"`
+			Belady    float64 `json:"belady_hit_rate"`
+			OfBelady  float64 `json:"of_belady"`
+		} `json:"online_bounds"`
 	}
 	if err := json.Unmarshal([]byte(js), &out); err != nil {
 		t.Fatal(err)
@@ -183,6 +191,20 @@ func TestSimPolicies(t *testing.T) {
 	if len(out.Rows) != 2*2*len(labels) || out.Heat != "previous" || !strings.HasPrefix(out.Trace, "synthetic ") {
 		t.Errorf("%d rows, heat %q, trace %q", len(out.Rows), out.Heat, out.Trace)
 	}
+	// The online bound of each capacity, beside Belady's.
+	if len(out.Bounds) != 4 {
+		t.Errorf("%d online bounds, want 4", len(out.Bounds))
+	}
+	for _, b := range out.Bounds {
+		for _, r := range out.Rows {
+			if r.Partition == b.Partition && r.Capacity == b.Capacity && (b.Belady != r.Belady || r.Label == "oracle" && !(b.HitRate > r.HitRate-0.05 && b.HitRate <= 1)) {
+				t.Errorf("bound %+v, row %+v", b, r)
+			}
+		}
+		if b.Belady == 0 || math.Abs(b.OfBelady-b.HitRate/b.Belady) > 1e-9 {
+			t.Errorf("bound %+v", b)
+		}
+	}
 	text, err := runCLI(t, "", "sim", "policies", "--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "60", "--warmup", "10",
 		"--layers", "4", "--experts", "32", "--top-k", "2", "--capacities", "50", "--partitions", "per-layer", "--policies", "lru,belady")
 	if err != nil || !strings.Contains(text, "× belady") || !strings.Contains(text, "trace: synthetic zipf(") {
@@ -199,7 +221,7 @@ func TestSimPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	text, err = runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global")
-	if err != nil || !strings.Contains(text, "heat") || strings.Contains(text, "oracle") {
+	if err != nil || !strings.Contains(text, "heat") || strings.Contains(text, "oracle") || strings.Contains(text, "online bound") {
 		t.Errorf("measured trace, all policies: %v\n%s", err, text)
 	}
 	if _, err := runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global", "--policies", "heat,oracle"); err == nil ||

@@ -360,6 +360,97 @@ func TestOracle(t *testing.T) {
 	}
 }
 
+// The online bound is above every online policy on the same trace (up to
+// noise) and below Belady where reuse makes the future worth knowing; on
+// uniform routing it is the fraction held (one token's overhang more), and
+// without reuse it is what A0 reaches.
+func TestOnlineBound(t *testing.T) {
+	fracs, parts := []float64{0.1, 0.3}, []policy.Partition{policy.Global, policy.PerLayer}
+	check := func(spec string) (map[string]CompareRow, map[string]BoundRow) {
+		t.Helper()
+		tr := synth(t, spec, 4, 64, 4, 1500)
+		r, err := RoutingOf(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs := []Variant{{Label: "oracle", Policy: "oracle", Options: policy.Options{Routing: r}}}
+		for _, n := range []string{"lru", "leaststale", "lfu", "lfu-decay", "heat", "lru2"} {
+			vs = append(vs, Variant{Label: n, Policy: n})
+		}
+		rows, err := Compare(tr, fracs, parts, vs, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bounds, err := OnlineBound(tr, r, fracs, parts, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bounds) != 4 {
+			t.Fatalf("%d bounds", len(bounds))
+		}
+		b := map[string]BoundRow{}
+		for _, x := range bounds {
+			b[fmt.Sprintf("%s %.2f", x.Partition, x.Fraction)] = x
+		}
+		m := map[string]CompareRow{}
+		for _, row := range rows {
+			k := fmt.Sprintf("%s %.2f", row.Partition, row.Fraction)
+			m[row.Label+" "+k] = row
+			if x := b[k]; row.HitRate > x.HitRate+0.01 || x.Capacity != row.Capacity {
+				t.Errorf("%s, %s %s: hit rate %.4f above the online bound %.4f (capacity %d, %d)", spec, row.Label, k, row.HitRate, x.HitRate, row.Capacity, x.Capacity)
+			}
+		}
+		return m, b
+	}
+	m, b := check("zipf:s=1,reuse=0.5")
+	for k, x := range b {
+		if o := m["oracle "+k]; x.HitRate > o.HitRate+0.03 {
+			t.Errorf("reuse, %s: bound %.4f far above the oracle %.4f", k, x.HitRate, o.HitRate)
+		}
+	}
+	_, b = check("zipf:s=0,reuse=0")
+	for k, x := range b {
+		want := float64(x.Capacity) / 256 * 1401 / 1400 // global: the capacity, one token more
+		if x.Partition == "per-layer" {
+			want = float64(x.Capacity) / 256 // per layer: exactly
+		}
+		if math.Abs(x.HitRate-want) > 1e-4 {
+			t.Errorf("uniform, %s: bound %.5f, want %.5f", k, x.HitRate, want)
+		}
+	}
+	m, b = check("zipf:s=1,reuse=0")
+	for _, k := range []string{"per-layer 0.10", "per-layer 0.30"} {
+		if x, o := b[k], m["oracle "+k]; math.Abs(x.HitRate-o.HitRate) > 0.02 {
+			t.Errorf("no reuse, %s: bound %.4f, oracle (A0) %.4f", k, x.HitRate, o.HitRate)
+		}
+	}
+	tr := synth(t, "zipf:s=1,reuse=0.5", 4, 64, 4, 50)
+	r, err := RoutingOf(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := *r
+	wrong.TopK = 3
+	for _, tc := range []struct {
+		r     *policy.Routing
+		fracs []float64
+		parts []policy.Partition
+		skip  int
+		want  string
+	}{
+		{r, fracs, parts, 50, "skip 50 tokens of a trace of 50"},
+		{r, fracs, parts, -1, "skip -1"},
+		{&wrong, fracs, parts, 0, "routing of top-3 for a trace of top-4"},
+		{r, []float64{0}, parts, 0, "capacity fraction 0"},
+		{r, []float64{0.05}, []policy.Partition{policy.PerLayer}, 0, "13 experts (per-layer) cannot hold a layer's top-4 experts at once"},
+		{r, fracs, []policy.Partition{7}, 0, "unknown partition"},
+	} {
+		if _, err := OnlineBound(tr, tc.r, tc.fracs, tc.parts, tc.skip); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc, err, tc.want)
+		}
+	}
+}
+
 // A heat ledger from another run of the same model warms the tier: the first
 // tokens after a start hit far more often than from cold.
 func TestWarmStart(t *testing.T) {
