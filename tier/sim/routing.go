@@ -93,6 +93,7 @@ func OnlineBound(tr *trace.Trace, r *policy.Routing, fractions []float64, parts 
 			}
 		}
 	}
+	perLayerToo := slices.Contains(parts, policy.PerLayer)
 	pred, err := policy.NewPredictor(d, r)
 	if err != nil {
 		return nil, err
@@ -117,6 +118,9 @@ func OnlineBound(tr *trace.Trace, r *policy.Routing, fractions []float64, parts 
 			}
 			for _, q := range out {
 				all = append(all, float32(q))
+			}
+			if !perLayerToo {
+				continue
 			}
 			// Per layer: all of the last set, and the largest of the rest.
 			clear(in)

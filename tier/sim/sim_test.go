@@ -429,6 +429,10 @@ func TestOnlineBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A capacity too small to split per layer is fine for a global one.
+	if b, err := OnlineBound(tr, r, []float64{0.05}, []policy.Partition{policy.Global}, 0); err != nil || len(b) != 1 || b[0].Capacity != 13 {
+		t.Errorf("global 5%%: %+v, %v", b, err)
+	}
 	wrong := *r
 	wrong.TopK = 3
 	for _, tc := range []struct {
