@@ -10,6 +10,12 @@ import (
 	"github.com/tarfa-ai/tarfa/tier/trace"
 )
 
+// MaxOracleWork bounds the trace the oracle policy and OnlineBound take:
+// tokens × layers × experts × top-k, the terms of their work (a layer's
+// probabilities cost about 0.25 ms for 256 experts, top-8; the largest
+// trace takes minutes a replay).
+const MaxOracleWork = 1 << 31
+
 // RoutingOf is the routing model of a synthetic trace, for the oracle
 // policy (policy.Options.Routing): its generator's reuse, shift, draw
 // weights and popularity order of every epoch, replayed from the header's
@@ -18,6 +24,9 @@ func RoutingOf(tr *trace.Trace) (*policy.Routing, error) {
 	h := tr.Header
 	if h.Source != trace.Synthetic || h.Generator == nil {
 		return nil, fmt.Errorf("sim: the oracle policy needs the generator of a synthetic trace; this trace's source is %s, it has none", h.Source)
+	}
+	if w := int64(tr.Tokens()) * int64(h.Layers) * int64(h.Experts) * int64(h.TopK); w > MaxOracleWork {
+		return nil, fmt.Errorf("sim: the oracle on %d tokens × %d layers × %d experts × top-%d: over the limit of %d", tr.Tokens(), h.Layers, h.Experts, h.TopK, int64(MaxOracleWork))
 	}
 	g := *h.Generator
 	pop, err := trace.PopularityOf(g, h.Layers, h.Experts, h.TopK, tr.Tokens())
@@ -99,7 +108,7 @@ func OnlineBound(tr *trace.Trace, r *policy.Routing, fractions []float64, parts 
 		return nil, err
 	}
 	n := T - skip
-	all := make([]float32, 0, n*d.N()) // the probabilities of every access counted
+	var all histogram // the probabilities of every access counted
 	// perLayer[i][l]: the per-layer bound's hits of layer l at capacity i.
 	perLayer := make([][]float64, len(caps))
 	for i := range perLayer {
@@ -117,7 +126,7 @@ func OnlineBound(tr *trace.Trace, r *policy.Routing, fractions []float64, parts 
 				return nil, err
 			}
 			for _, q := range out {
-				all = append(all, float32(q))
+				all.add(q)
 			}
 			if !perLayerToo {
 				continue
@@ -149,7 +158,6 @@ func OnlineBound(tr *trace.Trace, r *policy.Routing, fractions []float64, parts 
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b float32) int { return cmp.Compare(b, a) })
 	accesses := float64(n * L * k)
 	var rows []BoundRow
 	for _, part := range parts {
@@ -161,13 +169,44 @@ func OnlineBound(tr *trace.Trace, r *policy.Routing, fractions []float64, parts 
 					hits += h
 				}
 			default:
-				m := min(float64(c), float64(c-k)*float64(L)/float64(L-1)) * float64(n+1)
-				for _, q := range all[:min(len(all), int(m))] {
-					hits += float64(q)
-				}
+				hits = all.top(min(float64(c), float64(c-k)*float64(L)/float64(L-1)) * float64(n+1))
 			}
 			rows = append(rows, BoundRow{Partition: part.String(), Fraction: fractions[i], Capacity: c, HitRate: min(1, hits/accesses)})
 		}
 	}
 	return rows, nil
+}
+
+// histogram sums probabilities by value, so that the sum of the m largest
+// needs no list of them: 2^20 bins of [0, 1], the bin the sum falls in
+// taken at its mean (an error below m·2^−20).
+type histogram struct {
+	n   []int64
+	sum []float64
+}
+
+const histBins = 1 << 20
+
+func (h *histogram) add(q float64) {
+	if h.n == nil {
+		h.n, h.sum = make([]int64, histBins), make([]float64, histBins)
+	}
+	b := min(max(int(q*histBins), 0), histBins-1)
+	h.n[b]++
+	h.sum[b] += q
+}
+
+// top is the sum of the m largest values added (m may be fractional).
+func (h *histogram) top(m float64) float64 {
+	s := 0.0
+	for b := len(h.n) - 1; b >= 0 && m > 0; b-- {
+		if n := float64(h.n[b]); n <= m {
+			s += h.sum[b]
+			m -= n
+		} else {
+			s += m * h.sum[b] / n
+			m = 0
+		}
+	}
+	return s
 }

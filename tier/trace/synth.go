@@ -199,6 +199,9 @@ type Popularity struct {
 	Ranks [][]int32
 }
 
+// MaxPopularity bounds a Popularity: epochs × layers × experts ranks.
+const MaxPopularity = 1 << 24
+
 // PopularityOf returns the popularity order of the trace
 // Synthesize(g, layers, experts, topK, tokens) draws. It replays the whole
 // draw: the orders after a shift come from the same random stream as the
@@ -213,7 +216,14 @@ func PopularityOf(g Generator, layers, experts, topK, tokens int) (*Popularity, 
 	if err := checkSize(layers, topK, tokens); err != nil {
 		return nil, err
 	}
-	p := &Popularity{}
+	epochs := 1
+	if g.Shift > 0 {
+		epochs = (tokens + g.Shift - 1) / g.Shift
+	}
+	if int64(epochs)*int64(layers)*int64(experts) > MaxPopularity {
+		return nil, fmt.Errorf("trace: popularity of %d epochs (%d tokens, shift %d) × %d layers × %d experts: over %d ranks", epochs, tokens, g.Shift, layers, experts, MaxPopularity)
+	}
+	p := &Popularity{Ranks: make([][]int32, 0, epochs)}
 	for _, w := range zipfWeights(g.S, experts) {
 		p.Weights = append(p.Weights, float64(w))
 	}

@@ -435,6 +435,7 @@ func TestPopularityOf(t *testing.T) {
 		{zipf(1, 0), L, E, E + 1, T, "top-65"},
 		{zipf(1, 0), 0, E, k, T, "0 layers"},
 		{zipf(1, 0), L, E, k, 0, "0 tokens"},
+		{Generator{Name: "zipf", S: 1, Shift: 1}, 64, 1024, 1, 257, "popularity of 257 epochs (257 tokens, shift 1) × 64 layers × 1024 experts: over 16777216 ranks"},
 	} {
 		if _, err := PopularityOf(tc.g, tc.layers, tc.experts, tc.k, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("PopularityOf(%v, %d, %d, %d, %d): %v, want %q", tc.g, tc.layers, tc.experts, tc.k, tc.n, err, tc.want)
