@@ -57,6 +57,7 @@ func TestFlagsCheckedFirstInTheUsersWords(t *testing.T) {
 		{[]string{"run", "--model", missing, "x", "--ram-budget", "5000000TiB"}, "--ram-budget \"5000000TiB\": want a size in bytes from 0 to 4 EiB"},
 		{[]string{"run", "--model", missing, "x", "--device-budget", "0"}, "--device-budget 0: want at least one expert"},
 		{[]string{"run", "--model", missing, "x", "--policy", "belady"}, "--policy \"belady\": want one of"},
+		{[]string{"run", "--model", missing, "x", "--policy", "oracle"}, "--policy \"oracle\": want one of"},
 		{[]string{"run", "--model", missing, "x", "--readers", "-1"}, "--readers -1: want 1 to"},
 		{[]string{"run", "--model", missing, "x", "--scrub", "10ms"}, "--scrub: scrub schedule \"10ms\": a pass every 10ms is more often than every 1s"},
 		{[]string{"run", "--model", missing, "x", "--scrub", "on"}, `--scrub: scrub schedule "on": "on" is not "use" or a duration`},

@@ -41,6 +41,7 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--ledger-pairs", "0"}, "--ledger-pairs 0: want 1 to 100"},
 		{[]string{"bench", "decode", "--decode-tokens", "1"}, "--decode-tokens 1: want 2 to"},
 		{[]string{"bench", "decode", "--policy", "belady"}, `--policy "belady": want one of`},
+		{[]string{"bench", "decode", "--policy", "oracle"}, `--policy "oracle": want one of`},
 		{[]string{"bench", "decode", "--direct", "maybe"}, `--direct "maybe": want auto, on or off`},
 		{[]string{"bench", "decode", "--partition", "x"}, `--partition "x": want global or per-layer`},
 		{[]string{"bench", "decode", "--backend", "tpu"}, `--backend "tpu": want cpu or cuda`},

@@ -201,8 +201,8 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 			if expertBytes <= 0 {
 				return fmt.Errorf("--expert-bytes %d: want positive", expertBytes)
 			}
-			if !policyKnown(name) {
-				return fmt.Errorf("--policy %q: want one of %s", name, strings.Join(policy.Names(), ", "))
+			if !policyKnown(name) || policy.NeedsRouting(name) {
+				return fmt.Errorf("--policy %q: want one of %s (oracle, a measuring device, is for tarfa sim policies)", name, strings.Join(simPolicies(), ", "))
 			}
 			pt, err := policy.ParsePartition(part)
 			if err != nil {
@@ -292,7 +292,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.Float64Var(&ramRes, "ram-reserved-gib", 8, "host RAM not available to the RAM tier, GiB")
 	fs.Float64Var(&vramGiB, "vram-gib", 16, "device memory, GiB (0: no device, experts on the CPU)")
 	fs.Float64Var(&vramRes, "vram-reserved-gib", 11.5, "device memory not available to expert slots (dense weights, KV cache, workspace), GiB")
-	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(simPolicies(), ", "))
 	fs.StringVar(&part, "partition", "global", "capacity split: global or per-layer")
 	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
 	fs.Float64Var(&prefetch, "prefetch", 0, "prefetch, 0 to 1: with a device, the fraction of a layer's I/O issued during the previous layer; without one (--vram-gib 0), a predictor naming that fraction of the next layer's experts")
@@ -304,6 +304,19 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 }
 
 func policyKnown(name string) bool { return slices.Contains(policy.Names(), name) }
+
+// simBound is an online bound beside Belady's hit rate.
+type simBound struct {
+	sim.BoundRow
+	Belady   float64 `json:"belady_hit_rate"`
+	OfBelady float64 `json:"of_belady"`
+}
+
+// simPolicies are the policies tarfa sim projects with: all but oracle,
+// which only tarfa sim policies runs.
+func simPolicies() []string {
+	return slices.DeleteFunc(policy.Names(), policy.NeedsRouting)
+}
 
 func checkSimHardware(h sim.Hardware) error {
 	for _, f := range []struct {
@@ -412,7 +425,14 @@ capacity and partitioning) and their ratio. belady-global is Belady with one
 global capacity: the bound for every partitioning. Hits are counted after
 --warmup tokens. With a heat ledger (--heat; for a synthetic trace the default
 is "previous", another run of the same synthetic model) heat also runs as
-heat+ledger, and static runs (it needs one).
+heat+ledger, and static runs (it needs one). On a synthetic trace oracle
+runs too: an online policy given the trace's generator (its weights, reuse,
+shift and popularity order), which evicts the expert least likely to be
+used at its layer's next step — a measuring device for what an online
+policy can reach, not a policy for a real model; a measured trace has no
+generator. With oracle comes the online bound: the most hits any online
+policy can expect on the trace, even one that knows the generator (package
+tier/sim, OnlineBound).
 
 ` + exitStatuses,
 		Args: cobra.NoArgs,
@@ -466,8 +486,20 @@ heat+ledger, and static runs (it needs one).
 			}
 			base := policy.Options{HalfLifeTokens: halfLife}
 			var vs []sim.Variant
+			var routing *policy.Routing
 			for _, n := range list {
 				switch {
+				case policy.NeedsRouting(n):
+					if tr.Header.Source != trace.Synthetic && names == "all" {
+						continue
+					}
+					r, err := sim.RoutingOf(tr)
+					if err != nil {
+						return fmt.Errorf("--policies %s: %w", n, err)
+					}
+					o := base
+					o.Routing, routing = r, r
+					vs = append(vs, sim.Variant{Label: n, Policy: n, Options: o})
 				case policy.NeedsHeat(n) && heat == nil:
 					if names != "all" {
 						return fmt.Errorf("--policies %s needs --heat (the heat ledger)", n)
@@ -487,23 +519,50 @@ heat+ledger, and static runs (it needs one).
 			if err != nil {
 				return err
 			}
+			var bounds []simBound
+			if routing != nil {
+				bs, err := sim.OnlineBound(tr, routing, fracs, pts, skip)
+				if err != nil {
+					return err
+				}
+				for _, b := range bs {
+					sb := simBound{BoundRow: b}
+					for _, r := range rows {
+						if r.Partition == b.Partition && r.Capacity == b.Capacity && r.Belady > 0 {
+							sb.Belady, sb.OfBelady = r.Belady, b.HitRate/r.Belady
+						}
+					}
+					bounds = append(bounds, sb)
+				}
+			}
 			out := struct {
-				Trace string           `json:"trace"`
-				Stats trace.Stats      `json:"trace_stats"`
-				Heat  string           `json:"heat,omitempty"`
-				Rows  []sim.CompareRow `json:"rows"`
-			}{h.Label(), tr.Stats(), tf.heat, rows}
+				Trace  string           `json:"trace"`
+				Stats  trace.Stats      `json:"trace_stats"`
+				Heat   string           `json:"heat,omitempty"`
+				Rows   []sim.CompareRow `json:"rows"`
+				Bounds []simBound       `json:"online_bounds,omitempty"`
+			}{h.Label(), tr.Stats(), tf.heat, rows, bounds}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "trace: %s, %d tokens (reuse %.1f%%, hottest expert %.1f%%, 90%% in %.0f%% of experts)\n",
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "trace: %s, %d tokens (reuse %.1f%%, hottest expert %.1f%%, 90%% in %.0f%% of experts)\n",
 				out.Trace, tr.Tokens(), 100*out.Stats.Reuse, 100*out.Stats.TopShare, 100*out.Stats.Coverage90)
 			var tab [][]string
 			for _, r := range rows {
 				tab = append(tab, []string{r.Partition, fmt.Sprintf("%.3g%%", 100*r.Fraction), strconv.Itoa(r.Capacity), r.Label,
 					fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.Belady), fmt.Sprintf("%.3f", r.OfBelady), fmt.Sprintf("%.3f", r.BeladyGlobal)})
 			}
-			return reports.Table(cmd.OutOrStdout(), []string{"partition", "capacity", "experts", "policy", "hit rate", "belady", "× belady", "belady-global"}, tab)
+			if err := reports.Table(w, []string{"partition", "capacity", "experts", "policy", "hit rate", "belady", "× belady", "belady-global"}, tab); err != nil || bounds == nil {
+				return err
+			}
+			fmt.Fprintln(w, "\nonline bound: no online policy, even one that knows the generator, can expect more hits (sim.OnlineBound)")
+			tab = nil
+			for _, b := range bounds {
+				tab = append(tab, []string{b.Partition, fmt.Sprintf("%.3g%%", 100*b.Fraction), strconv.Itoa(b.Capacity),
+					fmt.Sprintf("%.3f", b.HitRate), fmt.Sprintf("%.3f", b.Belady), fmt.Sprintf("%.3f", b.OfBelady)})
+			}
+			return reports.Table(w, []string{"partition", "capacity", "experts", "online bound", "belady", "× belady"}, tab)
 		},
 	}
 	fs := cmd.Flags()

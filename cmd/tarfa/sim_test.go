@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +113,7 @@ func TestSimFlagErrors(t *testing.T) {
 		{simArgs(append(syn, "--gpu-expert-us", "NaN")...), "--gpu-expert-us NaN"},
 		{simArgs(append(syn, "--expert-bytes", "0")...), "--expert-bytes 0"},
 		{simArgs(append(syn, "--policy", "fifo")...), `--policy "fifo": want one of`},
+		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, static (oracle, a measuring device, is for tarfa sim policies)`},
 		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
 		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
 		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},
@@ -162,6 +165,13 @@ func TestSimPolicies(t *testing.T) {
 			Belady    float64 `json:"belady_hit_rate"`
 			OfBelady  float64 `json:"of_belady"`
 		} `json:"rows"`
+		Bounds []struct {
+			Partition string  `json:"partition"`
+			Capacity  int     `json:"capacity"`
+			HitRate   float64 `json:"hit_rate"`
+			Belady    float64 `json:"belady_hit_rate"`
+			OfBelady  float64 `json:"of_belady"`
+		} `json:"online_bounds"`
 	}
 	if err := json.Unmarshal([]byte(js), &out); err != nil {
 		t.Fatal(err)
@@ -173,7 +183,7 @@ func TestSimPolicies(t *testing.T) {
 			t.Errorf("row %+v", r)
 		}
 	}
-	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2"} {
+	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2", "oracle"} {
 		if !labels[l] {
 			t.Errorf("no row for %s", l)
 		}
@@ -181,10 +191,42 @@ func TestSimPolicies(t *testing.T) {
 	if len(out.Rows) != 2*2*len(labels) || out.Heat != "previous" || !strings.HasPrefix(out.Trace, "synthetic ") {
 		t.Errorf("%d rows, heat %q, trace %q", len(out.Rows), out.Heat, out.Trace)
 	}
+	// The online bound of each capacity, beside Belady's.
+	if len(out.Bounds) != 4 {
+		t.Errorf("%d online bounds, want 4", len(out.Bounds))
+	}
+	for _, b := range out.Bounds {
+		for _, r := range out.Rows {
+			if r.Partition == b.Partition && r.Capacity == b.Capacity && (b.Belady != r.Belady || r.Label == "oracle" && !(b.HitRate > r.HitRate-0.05 && b.HitRate <= 1)) {
+				t.Errorf("bound %+v, row %+v", b, r)
+			}
+		}
+		if b.Belady == 0 || math.Abs(b.OfBelady-b.HitRate/b.Belady) > 1e-9 {
+			t.Errorf("bound %+v", b)
+		}
+	}
 	text, err := runCLI(t, "", "sim", "policies", "--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "60", "--warmup", "10",
 		"--layers", "4", "--experts", "32", "--top-k", "2", "--capacities", "50", "--partitions", "per-layer", "--policies", "lru,belady")
 	if err != nil || !strings.Contains(text, "× belady") || !strings.Contains(text, "trace: synthetic zipf(") {
 		t.Errorf("text: %v\n%s", err, text)
+	}
+	// A measured trace has no generator: all policies but oracle (and
+	// static, without a ledger) run; oracle alone is refused.
+	m := filepath.Join(t.TempDir(), "m.jsonl")
+	lines := `{"format":"tarfa-routing-trace","version":1,"model_root":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","layers":1,"experts":4,"top_k":1,"source":"measured"}` + "\n"
+	for tok, e := range []int{0, 1, 0, 2, 0} {
+		lines += fmt.Sprintf(`{"token":%d,"layer":0,"experts":[%d]}`+"\n", tok, e)
+	}
+	if err := os.WriteFile(m, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text, err = runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global")
+	if err != nil || !strings.Contains(text, "heat") || strings.Contains(text, "oracle") || strings.Contains(text, "online bound") {
+		t.Errorf("measured trace, all policies: %v\n%s", err, text)
+	}
+	if _, err := runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global", "--policies", "heat,oracle"); err == nil ||
+		!strings.Contains(err.Error(), "--policies oracle: sim: the oracle policy needs the generator of a synthetic trace; this trace's source is measured") {
+		t.Errorf("measured trace, --policies oracle: %v", err)
 	}
 	for _, tc := range []struct {
 		args []string

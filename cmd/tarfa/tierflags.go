@@ -56,10 +56,13 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE (tier/trace format, source measured)")
 }
 
+// onlinePolicies are the policies a real model's tier can run: online,
+// needing no ledger, and no measuring device (oracle needs a synthetic
+// trace's generator).
 func onlinePolicies() []string {
 	var out []string
 	for _, n := range policy.Names() {
-		if policy.Online(n) && !policy.NeedsHeat(n) {
+		if policy.Online(n) && !policy.NeedsHeat(n) && !policy.Evaluation(n) {
 			out = append(out, n)
 		}
 	}

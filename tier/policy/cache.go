@@ -43,6 +43,14 @@ func ParsePartition(s string) (Partition, error) {
 // than the leases held at once.
 var ErrAllPinned = errors.New("every resident expert is pinned")
 
+// Announcer is implemented by policies that use the whole set of experts a
+// layer asks for at once (oracle): RequestSet announces every expert of the
+// set, resident or not, before it leases any. An announcement tells what
+// the running layer uses; the Touch of each use still follows.
+type Announcer interface {
+	Announce(id ExpertID, now int64)
+}
+
 // Outcome is what one Request did.
 type Outcome struct {
 	Hit     bool     // the expert was resident
@@ -60,7 +68,8 @@ type Cache struct {
 	part  Partition
 	name  string
 	pols  []Policy
-	orcl  []Oracle // nil entries for online policies
+	orcl  []Oracle    // nil entries for online policies
+	ann   []Announcer // nil entries for policies that take no announcements
 	caps  []int
 	pins  []int32 // per expert, model-wide dense index
 	total int
@@ -79,6 +88,11 @@ func NewCache(d Dims, capacity int, part Partition, name string, o Options) (*Ca
 	}
 	if NeedsHeat(name) || o.Heat != nil {
 		if err := checkHeat(d, o.Heat); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", name, err)
+		}
+	}
+	if NeedsRouting(name) {
+		if err := o.Routing.check(d); err != nil {
 			return nil, fmt.Errorf("policy %s: %w", name, err)
 		}
 	}
@@ -103,6 +117,9 @@ func NewCache(d Dims, capacity int, part Partition, name string, o Options) (*Ca
 			if o.Heat != nil {
 				lo.Heat = o.Heat[l*d.Experts : (l+1)*d.Experts]
 			}
+			if NeedsRouting(name) {
+				lo.Routing = o.Routing.layer(d, l)
+			}
 			p, err := New(name, ld, lo)
 			if err != nil {
 				return nil, err
@@ -123,6 +140,8 @@ func (c *Cache) add(p Policy, capacity int) {
 	c.pols = append(c.pols, p)
 	o, _ := p.(Oracle)
 	c.orcl = append(c.orcl, o)
+	a, _ := p.(Announcer)
+	c.ann = append(c.ann, a)
 	c.caps = append(c.caps, capacity)
 }
 
@@ -253,6 +272,14 @@ func (c *Cache) request(id ExpertID, now, next int64, oracle bool) (Outcome, err
 func (c *Cache) RequestSet(ids []ExpertID, now int64, next []int64, out []Outcome) error {
 	if len(out) != len(ids) || (next != nil && len(next) != len(ids)) {
 		return fmt.Errorf("policy: RequestSet of %d experts with %d outcomes and %d next uses", len(ids), len(out), len(next))
+	}
+	for _, id := range ids {
+		if err := c.check(id); err != nil {
+			return err
+		}
+		if a := c.ann[c.slot(id.Layer)]; a != nil {
+			a.Announce(c.local(id), now)
+		}
 	}
 	for pass := range 2 {
 		for i, id := range ids {

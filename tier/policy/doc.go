@@ -54,6 +54,15 @@
 //     use is furthest in the future. It needs the future ([Oracle]), so it
 //     is for evaluation only: the bound every online policy is measured
 //     against.
+//   - oracle: the online policy that knows the generator of a synthetic
+//     trace (Options.Routing: its weights, reuse, shift and current
+//     popularity order) and evicts the expert least likely to be used at
+//     its layer's next step, the probability computed from those parameters
+//     and the routing so far; ties go to the expert whose next use is
+//     furthest. Without reuse it is A0, the optimal online policy for
+//     independent references. It measures what an online policy can reach
+//     with the best information it could have (BENCHMARKS.md); no real
+//     model has a Routing, so it is for evaluation only ([Evaluation]).
 //
 // Which one is the default is chosen by measurement (BENCHMARKS.md, "Expert
 // cache policies against Belady"); see [Default].

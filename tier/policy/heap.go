@@ -42,6 +42,13 @@ func (x *ixheap) remove(i int32) {
 	}
 }
 
+// heapify restores the order after the keys of any members changed.
+func (x *ixheap) heapify() {
+	for j := len(x.h)/2 - 1; j >= 0; j-- {
+		x.down(j)
+	}
+}
+
 // fix restores the order after the key of member i changed.
 func (x *ixheap) fix(i int32) { x.fixAt(int(x.pos[i]) - 1) }
 

@@ -109,6 +109,9 @@ type Options struct {
 	// PriorWeight is how many accesses the heat ledger is worth to the
 	// expert of mean heat (heat policy; default DefaultPriorWeight).
 	PriorWeight float64
+	// Routing is the generator of a synthetic trace, which the oracle
+	// policy needs (and no other uses).
+	Routing *Routing
 }
 
 // Defaults of Options, chosen by measurement (BENCHMARKS.md).
@@ -142,6 +145,7 @@ var registry = map[string]constructor{
 	"lru2":       {true, func(d Dims, _ Options) (Policy, error) { return newLRU2(d), nil }},
 	"leaststale": {true, func(d Dims, _ Options) (Policy, error) { return newStale(d), nil }},
 	"belady":     {false, func(d Dims, _ Options) (Policy, error) { return newBelady(d), nil }},
+	"oracle":     {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o) }},
 }
 
 // Names lists the policies, sorted.
@@ -164,6 +168,15 @@ func UsesHeat(name string) bool { return name == "heat" || name == "static" }
 // Online reports whether the named policy can run without knowing the
 // future (every policy but belady).
 func Online(name string) bool { c, ok := registry[name]; return ok && c.online }
+
+// NeedsRouting reports whether the named policy needs Options.Routing, the
+// generator of a synthetic trace (oracle).
+func NeedsRouting(name string) bool { return name == "oracle" }
+
+// Evaluation reports whether the named policy is a measuring device rather
+// than a policy for a tier: belady needs the future, oracle the generator
+// of a synthetic trace. Neither can run on a real model's routing.
+func Evaluation(name string) bool { return name == "belady" || NeedsRouting(name) }
 
 // New returns the named policy for a tier of experts of shape d.
 func New(name string, d Dims, o Options) (Policy, error) {

@@ -121,11 +121,27 @@ func newCache(t *testing.T, d Dims, capacity int, part Partition, name string, o
 			o.Heat[i] = float64(d.N() - i) // hotter at low indices, like randomSteps
 		}
 	}
+	if NeedsRouting(name) && o.Routing == nil {
+		o.Routing = testRouting(d, min(4, d.Experts), 0.3, 1) // skewed like randomSteps, but not its model
+	}
 	c, err := NewCache(d, capacity, part, name, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// testRouting is a routing model for the oracle: weights (r+1)^−s, rank =
+// expert index in every layer, one epoch.
+func testRouting(d Dims, k int, reuse, s float64) *Routing {
+	r := &Routing{TopK: k, Reuse: reuse, Weights: make([]float64, d.Experts), Ranks: [][]int32{make([]int32, d.N())}}
+	for i := range r.Weights {
+		r.Weights[i] = math.Pow(float64(i+1), -s)
+	}
+	for i := range r.Ranks[0] {
+		r.Ranks[0][i] = int32(d.ID(i).Expert)
+	}
+	return r
 }
 
 // use requests and releases one expert at once and reports a hit.
@@ -591,6 +607,9 @@ func BenchmarkPolicies(b *testing.B) {
 	for _, name := range Names() {
 		b.Run(name, func(b *testing.B) {
 			o := Options{}
+			if NeedsRouting(name) {
+				o.Routing = testRouting(d, 8, 0.5, 1)
+			}
 			if UsesHeat(name) {
 				o.Heat = make([]float64, d.N())
 				for i := range o.Heat {

@@ -171,46 +171,122 @@ func Synthesize(g Generator, layers, experts, topK, tokens int) (*Trace, error) 
 	if err != nil {
 		return nil, err
 	}
-	if tokens < 1 || int64(tokens)*int64(layers)*int64(topK) > MaxSynthesize {
-		return nil, fmt.Errorf("trace: %d tokens × %d layers × top-%d: want 1 to %d experts in all", tokens, layers, topK, MaxSynthesize)
+	if err := checkSize(layers, topK, tokens); err != nil {
+		return nil, err
 	}
-	model := pcg{rand.NewPCG(g.Seed, 0x6d6f64656c)}  // "model"
-	stream := pcg{rand.NewPCG(g.Stream, 0x73747265)} // "stre"
+	t.experts = make([]int32, 0, tokens*layers*topK)
+	g.draw(layers, experts, topK, tokens, func(e int) { t.experts = append(t.experts, int32(e)) }, nil)
+	t.tokens = tokens
+	return t, nil
+}
 
-	// Weights by rank, fixed point: rank r weighs round(2^40 · r^−s) ≥ 1.
+func checkSize(layers, topK, tokens int) error {
+	if tokens < 1 || int64(tokens)*int64(layers)*int64(topK) > MaxSynthesize {
+		return fmt.Errorf("trace: %d tokens × %d layers × top-%d: want 1 to %d experts in all", tokens, layers, topK, MaxSynthesize)
+	}
+	return nil
+}
+
+// Popularity is the zipf generator's popularity order behind a synthetic
+// trace: what the routing is drawn from, which a trace only shows through
+// its samples.
+type Popularity struct {
+	// Weights[r] is the draw weight of the expert of rank r (0: the
+	// heaviest), the same in every layer: round(2^40 · (r+1)^−S), at least 1.
+	Weights []float64
+	// Ranks[i][l·experts + e] is the rank of expert e of layer l in epoch
+	// i: the tokens i·Shift to (i+1)·Shift − 1, or all tokens if Shift is 0.
+	Ranks [][]int32
+}
+
+// MaxPopularity bounds a Popularity: epochs × layers × experts ranks.
+const MaxPopularity = 1 << 24
+
+// PopularityOf returns the popularity order of the trace
+// Synthesize(g, layers, experts, topK, tokens) draws. It replays the whole
+// draw: the orders after a shift come from the same random stream as the
+// routing before it.
+func PopularityOf(g Generator, layers, experts, topK, tokens int) (*Popularity, error) {
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("trace: generator: %w", err)
+	}
+	if layers < 1 || layers > MaxLayers || experts < 1 || experts > MaxExperts || topK < 1 || topK > min(MaxTopK, experts) {
+		return nil, fmt.Errorf("trace: %d layers × %d experts, top-%d: want 1 to %d layers, 1 to %d experts, top-k 1 to min(%d, experts)", layers, experts, topK, MaxLayers, MaxExperts, MaxTopK)
+	}
+	if err := checkSize(layers, topK, tokens); err != nil {
+		return nil, err
+	}
+	epochs := 1
+	if g.Shift > 0 {
+		epochs = (tokens + g.Shift - 1) / g.Shift
+	}
+	if int64(epochs)*int64(layers)*int64(experts) > MaxPopularity {
+		return nil, fmt.Errorf("trace: popularity of %d epochs (%d tokens, shift %d) × %d layers × %d experts: over %d ranks", epochs, tokens, g.Shift, layers, experts, MaxPopularity)
+	}
+	p := &Popularity{Ranks: make([][]int32, 0, epochs)}
+	for _, w := range zipfWeights(g.S, experts) {
+		p.Weights = append(p.Weights, float64(w))
+	}
+	g.draw(layers, experts, topK, tokens, func(int) {}, func(rank [][]int32) {
+		r := make([]int32, 0, layers*experts)
+		for _, lr := range rank {
+			r = append(r, lr...)
+		}
+		p.Ranks = append(p.Ranks, r)
+	})
+	return p, nil
+}
+
+// zipfWeights are the draw weights by rank, fixed point: rank r weighs
+// round(2^40 · (r+1)^−s) ≥ 1.
+func zipfWeights(s float64, experts int) []uint64 {
 	w := make([]uint64, experts)
 	for r := range w {
-		w[r] = max(1, uint64(math.Round(math.Ldexp(math.Pow(float64(r+1), -g.S), 40))))
+		w[r] = max(1, uint64(math.Round(math.Ldexp(math.Pow(float64(r+1), -s), 40))))
 	}
+	return w
+}
+
+// draw runs the zipf generator (see Generator): emit gets every expert
+// drawn, in trace order; epoch, if not nil, the rank of every expert by
+// layer (rank[l][e]) at the start of each epoch.
+func (g *Generator) draw(layers, experts, topK, tokens int, emit func(e int), epoch func(rank [][]int32)) {
+	model := pcg{rand.NewPCG(g.Seed, 0x6d6f64656c)}  // "model"
+	stream := pcg{rand.NewPCG(g.Stream, 0x73747265)} // "stre"
+	w := zipfWeights(g.S, experts)
 	type layerState struct {
 		perm []int32 // rank → expert
-		rank []int32 // expert → rank
 		tree fenwick
 		prev []int
 	}
 	ls := make([]layerState, layers)
+	rank := make([][]int32, layers) // expert → rank
 	for l := range ls {
-		ls[l].perm, ls[l].rank = make([]int32, experts), make([]int32, experts)
+		ls[l].perm, rank[l] = make([]int32, experts), make([]int32, experts)
 		model.perm(ls[l].perm)
 		for r, e := range ls[l].perm {
-			ls[l].rank[e] = int32(r)
+			rank[l][e] = int32(r)
 		}
 		ls[l].tree = newFenwick(w)
 	}
-	t.experts = make([]int32, 0, tokens*layers*topK)
-	chosen := make([]bool, experts)
+	if epoch != nil {
+		epoch(rank)
+	}
 	set := make([]int, 0, topK)
 	for tok := range tokens {
 		if g.Shift > 0 && tok > 0 && tok%g.Shift == 0 {
 			for l := range ls {
 				stream.perm(ls[l].perm)
 				for r, e := range ls[l].perm {
-					ls[l].rank[e] = int32(r)
+					rank[l][e] = int32(r)
 				}
+			}
+			if epoch != nil {
+				epoch(rank)
 			}
 		}
 		for l := range ls {
-			s := &ls[l]
+			s, rk := &ls[l], rank[l]
 			set = set[:0]
 			for _, e := range s.prev {
 				if stream.float() < g.Reuse {
@@ -218,26 +294,21 @@ func Synthesize(g Generator, layers, experts, topK, tokens int) (*Trace, error) 
 				}
 			}
 			for _, e := range set {
-				chosen[e] = true
-				s.tree.add(int(s.rank[e]), -int64(w[s.rank[e]]))
+				s.tree.add(int(rk[e]), -int64(w[rk[e]]))
 			}
 			for len(set) < topK {
 				r := s.tree.find(stream.uint64n(s.tree.total))
 				e := int(s.perm[r])
 				set = append(set, e)
-				chosen[e] = true
 				s.tree.add(r, -int64(w[r]))
 			}
 			for _, e := range set {
-				chosen[e] = false
-				s.tree.add(int(s.rank[e]), int64(w[s.rank[e]]))
-				t.experts = append(t.experts, int32(e))
+				s.tree.add(int(rk[e]), int64(w[rk[e]]))
+				emit(e)
 			}
 			s.prev = append(s.prev[:0], set...)
 		}
-		t.tokens++
 	}
-	return t, nil
 }
 
 // pcg draws with fully specified arithmetic on a PCG source, so a trace

@@ -379,3 +379,66 @@ func TestHeaderAndSizeChecks(t *testing.T) {
 		t.Errorf("oversized synthetic trace: %v", err)
 	}
 }
+
+// PopularityOf gives the order each epoch's routing is drawn from: the
+// expert of rank 0 is the one a strongly skewed layer uses most in that
+// epoch, before and after every shift.
+func TestPopularityOf(t *testing.T) {
+	const L, E, k, T = 8, 64, 2, 400
+	g := zipf(2, 0.3)
+	g.Shift = 100
+	tr := synth(t, g, L, E, k, T)
+	p, err := PopularityOf(g, L, E, k, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ranks) != T/g.Shift || len(p.Weights) != E {
+		t.Fatalf("%d epochs, %d weights: want %d, %d", len(p.Ranks), len(p.Weights), T/g.Shift, E)
+	}
+	if p.Weights[0] != 1<<40 || p.Weights[2] != math.Round(math.Ldexp(1.0/9, 40)) {
+		t.Errorf("weights %v, %v: want 2^40 and round(2^40/9)", p.Weights[0], p.Weights[2])
+	}
+	for i, ranks := range p.Ranks {
+		for l := range L {
+			seen := make([]bool, E)
+			top := -1
+			for e, r := range ranks[l*E : (l+1)*E] {
+				if r < 0 || int(r) >= E || seen[r] {
+					t.Fatalf("epoch %d layer %d: ranks are not a permutation", i, l)
+				}
+				seen[r] = true
+				if r == 0 {
+					top = e
+				}
+			}
+			counts := make([]float64, E)
+			for tok := i * g.Shift; tok < (i+1)*g.Shift; tok++ {
+				for _, e := range tr.Step(tok, l) {
+					counts[e]++
+				}
+			}
+			if argmax(counts) != top {
+				t.Errorf("epoch %d layer %d: rank 0 is expert %d, the most used %d", i, l, top, argmax(counts))
+			}
+		}
+	}
+	g.Shift = 0
+	if p, err := PopularityOf(g, L, E, k, T); err != nil || len(p.Ranks) != 1 {
+		t.Errorf("no shift: %v, %v", p, err)
+	}
+	for _, tc := range []struct {
+		g                     Generator
+		layers, experts, k, n int
+		want                  string
+	}{
+		{zipf(5, 0), L, E, k, T, "generator: s 5"},
+		{zipf(1, 0), L, E, E + 1, T, "top-65"},
+		{zipf(1, 0), 0, E, k, T, "0 layers"},
+		{zipf(1, 0), L, E, k, 0, "0 tokens"},
+		{Generator{Name: "zipf", S: 1, Shift: 1}, 64, 1024, 1, 257, "popularity of 257 epochs (257 tokens, shift 1) × 64 layers × 1024 experts: over 16777216 ranks"},
+	} {
+		if _, err := PopularityOf(tc.g, tc.layers, tc.experts, tc.k, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("PopularityOf(%v, %d, %d, %d, %d): %v, want %q", tc.g, tc.layers, tc.experts, tc.k, tc.n, err, tc.want)
+		}
+	}
+}
