@@ -270,6 +270,8 @@ type Result struct {
 
 	Hardware    sim.Hardware `json:"calibrated_hardware"`
 	Fits        []sim.Fit    `json:"fits"`
+	// Unfitted are the phases the fit left at their defaults, and why.
+	Unfitted []Unfitted `json:"unfitted,omitempty"`
 	Digest      string       `json:"logits_digest"`
 	Identical   bool         `json:"bit_identical"`
 	Generations int          `json:"generations"`
@@ -880,6 +882,13 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 	return arms
 }
 
+// Unfitted is a simulator phase the calibration could not fit from the
+// measured figures (it keeps the hardware default).
+type Unfitted struct {
+	Phase  sim.Phase `json:"phase"`
+	Reason string    `json:"reason"`
+}
+
 // calibrate fits the simulator to the raw, hash and resident figures and
 // predicts every decode run from its own trace.
 func (b *bench) calibrate() error {
@@ -919,10 +928,15 @@ func (b *bench) calibrate() error {
 		// nothing: it keeps its default rather than failing the run.
 		if dense > 0 {
 			samples = append(samples, sim.Sample{Phase: sim.PhaseDense, Count: max(p.intraN, 1), Seconds: dense * float64(max(p.intraN, 1))})
+		} else {
+			res.Unfitted = append(res.Unfitted, Unfitted{sim.PhaseDense, "no gap between the Streams of one token was measured"})
 		}
 		if p.crossN > 0 {
 			if tok := p.cross.Seconds()/float64(p.crossN) - dense; tok > 0 {
 				samples = append(samples, sim.Sample{Phase: sim.PhaseToken, Count: p.crossN, Seconds: tok * float64(p.crossN)})
+			} else {
+				res.Unfitted = append(res.Unfitted, Unfitted{sim.PhaseToken, fmt.Sprintf("the gap between tokens (%.3g ms) was not longer than the gap between layers (%.3g ms)",
+					1e3*p.cross.Seconds()/float64(p.crossN), 1e3*dense)})
 			}
 		}
 	}

@@ -80,9 +80,19 @@ func TestRun(t *testing.T) {
 	for _, f := range res.Fits {
 		phases[f.Phase] = true
 	}
+	// On the tiny model the token's own work (its LM head, sampling) can
+	// measure shorter than a layer's under load: then the token phase is
+	// left out, and the result says why.
+	unfitted := map[sim.Phase]string{}
+	for _, u := range res.Unfitted {
+		unfitted[u.Phase] = u.Reason
+		if phases[u.Phase] {
+			t.Errorf("phase %s both fitted and unfitted (%s)", u.Phase, u.Reason)
+		}
+	}
 	for _, p := range []sim.Phase{sim.PhaseRead, sim.PhaseHash, sim.PhaseCPUExpert, sim.PhaseDense, sim.PhaseToken} {
-		if !phases[p] {
-			t.Errorf("calibration has no %s fit: %+v", p, res.Fits)
+		if !phases[p] && (p != sim.PhaseToken || unfitted[p] == "") {
+			t.Errorf("calibration has no %s fit: %+v, unfitted %+v", p, res.Fits, res.Unfitted)
 		}
 	}
 	if res.Hardware.QueueDepth != 3 || res.CacheDropped {
