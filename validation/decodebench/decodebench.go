@@ -268,13 +268,13 @@ type Result struct {
 	Decode        []*Decode        `json:"decode"`
 	Ledger        *LedgerFigure    `json:"ledger,omitempty"`
 
-	Hardware    sim.Hardware `json:"calibrated_hardware"`
-	Fits        []sim.Fit    `json:"fits"`
+	Hardware sim.Hardware `json:"calibrated_hardware"`
+	Fits     []sim.Fit    `json:"fits"`
 	// Unfitted are the phases the fit left at their defaults, and why.
-	Unfitted []Unfitted `json:"unfitted,omitempty"`
-	Digest      string       `json:"logits_digest"`
-	Identical   bool         `json:"bit_identical"`
-	Generations int          `json:"generations"`
+	Unfitted    []Unfitted `json:"unfitted,omitempty"`
+	Digest      string     `json:"logits_digest"`
+	Identical   bool       `json:"bit_identical"`
+	Generations int        `json:"generations"`
 }
 
 // prompt is the one-token prompt of every generation.
