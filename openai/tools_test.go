@@ -269,25 +269,33 @@ func FuzzToolSplitter(f *testing.F) {
 	f.Add("<tool_call><tool_call>{\"name\":\"g\"}</tool_call></tool_call>", 3)
 	f.Add("<tool_ca", 1)
 	f.Fuzz(func(t *testing.T, text string, at int) {
-		content, calls := SplitToolCalls(qwenSyntax, nil, text)
-		if at < 0 {
-			at = -at
-		}
-		at %= len(text) + 1
-		s := NewToolSplitter(qwenSyntax, nil)
-		a, c1 := s.Feed(text[:at])
-		b, c2 := s.Feed(text[at:])
-		c, c3 := s.Flush()
-		if a+b+c != content || !reflect.DeepEqual(append(append(c1, c2...), c3...), calls) {
-			t.Errorf("%q split at %d: %q %v, whole %q %v", text, at, a+b+c, append(append(c1, c2...), c3...), content, calls)
-		}
-		if len(calls) == 0 && content != text {
-			t.Errorf("%q: no calls, content %q", text, content)
-		}
-		for _, fc := range calls {
-			if !json.Valid([]byte(fc.Arguments)) || fc.Name == "" {
-				t.Errorf("%q: call %+v", text, fc)
-			}
-		}
+		checkFuzzSplit(t, qwenSyntax, nil, text, at, func(fc FunctionCall) bool { return json.Valid([]byte(fc.Arguments)) })
 	})
+}
+
+// checkFuzzSplit checks that text fed to a splitter in two pieces, at at
+// (folded into range), splits as it does whole, that without calls all of
+// it is content, and that every call has a name and arguments ok accepts.
+func checkFuzzSplit(t *testing.T, syn ToolSyntax, tools []json.RawMessage, text string, at int, ok func(FunctionCall) bool) {
+	t.Helper()
+	content, calls := SplitToolCalls(syn, tools, text)
+	if at < 0 {
+		at = -at
+	}
+	at %= len(text) + 1
+	s := NewToolSplitter(syn, tools)
+	a, c1 := s.Feed(text[:at])
+	b, c2 := s.Feed(text[at:])
+	c, c3 := s.Flush()
+	if a+b+c != content || !reflect.DeepEqual(append(append(c1, c2...), c3...), calls) {
+		t.Errorf("%q split at %d: %q %v, whole %q %v", text, at, a+b+c, append(append(c1, c2...), c3...), content, calls)
+	}
+	if len(calls) == 0 && content != text {
+		t.Errorf("%q: no calls, content %q", text, content)
+	}
+	for _, fc := range calls {
+		if fc.Name == "" || !ok(fc) {
+			t.Errorf("%q: call %+v", text, fc)
+		}
+	}
 }

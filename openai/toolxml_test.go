@@ -273,26 +273,9 @@ func FuzzToolSplitterXML(f *testing.F) {
 	f.Add("<tool_call>\n<function=f>\n<parameter=x>\n1\n</parameter>\n<parameter=x>\n2\n</parameter>\n</function>\n</tool_call>", 0)
 	f.Add("<tool_call>\n<function=get_weather>\n<parameter=note>\nNone\n</parameter>\n<parameter=tags>\n[1,\n</parameter>\n</function>", 30)
 	f.Fuzz(func(t *testing.T, text string, at int) {
-		content, calls := SplitToolCalls(xmlSyntax, xmlTools, text)
-		if at < 0 {
-			at = -at
-		}
-		at %= len(text) + 1
-		s := NewToolSplitter(xmlSyntax, xmlTools)
-		a, c1 := s.Feed(text[:at])
-		b, c2 := s.Feed(text[at:])
-		c, c3 := s.Flush()
-		if a+b+c != content || !reflect.DeepEqual(append(append(c1, c2...), c3...), calls) {
-			t.Errorf("%q split at %d: %q %v, whole %q %v", text, at, a+b+c, append(append(c1, c2...), c3...), content, calls)
-		}
-		if len(calls) == 0 && content != text {
-			t.Errorf("%q: no calls, content %q", text, content)
-		}
-		for _, fc := range calls {
+		checkFuzzSplit(t, xmlSyntax, xmlTools, text, at, func(fc FunctionCall) bool {
 			var args map[string]json.RawMessage
-			if fc.Name == "" || json.Unmarshal([]byte(fc.Arguments), &args) != nil {
-				t.Errorf("%q: call %+v", text, fc)
-			}
-		}
+			return json.Unmarshal([]byte(fc.Arguments), &args) == nil
+		})
 	})
 }
