@@ -127,19 +127,7 @@ func TestChatToolCalls(t *testing.T) {
 	call := whole.Choices[0].Message.ToolCalls[0]
 	history := params
 	history.Messages = append(history.Messages, whole.Choices[0].Message.ToParam(), openai.ToolMessage(`{"sky": "clear"}`, call.ID))
-	next, err := c.Chat.Completions.New(context.Background(), history)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(history)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, e := oai.ParseChat(body)
-	if e != nil {
-		t.Fatal(e)
-	}
-	ids, text, err := f.r.EncodeChatTools(p.Messages, p.Tools)
+	next, ids, text, err := sendHistory(t, c, f, history)
 	if err != nil || int64(len(ids)) != next.Usage.PromptTokens ||
 		!strings.Contains(text, "<|im_start|>assistant\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>") ||
 		!strings.Contains(text, "<|im_start|>user\n<tool_response>\n{\"sky\": \"clear\"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n") {
@@ -292,6 +280,21 @@ func TestChatToolCallsXML(t *testing.T) {
 	history := params
 	history.Messages = append(history.Messages, whole.Choices[0].Message.ToParam(),
 		openai.ToolMessage(`{"sky": "clear"}`, whole.Choices[0].Message.ToolCalls[0].ID), openai.ToolMessage("rain", whole.Choices[0].Message.ToolCalls[1].ID))
+	next, ids, text, err := sendHistory(t, c, f, history)
+	want := "<|im_start|>assistant\n<think>\n\n</think>\n\nLet me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n" +
+		"<parameter=days>\n3\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n</function>\n</tool_call>\n" +
+		"<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call><|im_end|>\n" +
+		"<|im_start|>user\n<tool_response>\n{\"sky\": \"clear\"}\n</tool_response>\n<tool_response>\nrain\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n"
+	if err != nil || int64(len(ids)) != next.Usage.PromptTokens || !strings.HasSuffix(text, want) {
+		t.Errorf("history rendered (%d tokens, the server's prompt %d, %v):\n%s\nwant it to end in\n%s", len(ids), next.Usage.PromptTokens, err, text, want)
+	}
+}
+
+// sendHistory sends a conversation to the server and renders the same
+// conversation through the model's template as the server parses it: the
+// response, and the prompt's ids and text to compare with it.
+func sendHistory(t *testing.T, c openai.Client, f *fixture, history openai.ChatCompletionNewParams) (*openai.ChatCompletion, []int, string, error) {
+	t.Helper()
 	next, err := c.Chat.Completions.New(context.Background(), history)
 	if err != nil {
 		t.Fatal(err)
@@ -305,11 +308,5 @@ func TestChatToolCallsXML(t *testing.T) {
 		t.Fatal(e)
 	}
 	ids, text, err := f.r.EncodeChatTools(p.Messages, p.Tools)
-	want := "<|im_start|>assistant\n<think>\n\n</think>\n\nLet me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n" +
-		"<parameter=days>\n3\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n</function>\n</tool_call>\n" +
-		"<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call><|im_end|>\n" +
-		"<|im_start|>user\n<tool_response>\n{\"sky\": \"clear\"}\n</tool_response>\n<tool_response>\nrain\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n"
-	if err != nil || int64(len(ids)) != next.Usage.PromptTokens || !strings.HasSuffix(text, want) {
-		t.Errorf("history rendered (%d tokens, the server's prompt %d, %v):\n%s\nwant it to end in\n%s", len(ids), next.Usage.PromptTokens, err, text, want)
-	}
+	return next, ids, text, err
 }
