@@ -294,7 +294,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.Float64Var(&vramRes, "vram-reserved-gib", 11.5, "device memory not available to expert slots (dense weights, KV cache, workspace), GiB")
 	fs.StringVar(&name, "policy", policy.Default, "cache policy of both tiers: "+strings.Join(simPolicies(), ", "))
 	fs.StringVar(&part, "partition", "global", "capacity split: global or per-layer")
-	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
+	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay, heat and predict, tokens")
 	fs.Float64Var(&prefetch, "prefetch", 0, "prefetch, 0 to 1: with a device, the fraction of a layer's I/O issued during the previous layer; without one (--vram-gib 0), a predictor naming that fraction of the next layer's experts")
 	fs.IntVar(&warmup, "warmup", 0, "tokens to leave out of the per-token figures")
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
@@ -571,7 +571,7 @@ tier/sim, OnlineBound).
 	fs.StringVar(&parts, "partitions", "global,per-layer", "partitionings: global, per-layer")
 	fs.StringVar(&names, "policies", "all", "policies to compare, comma-separated, or all")
 	fs.IntVar(&skip, "warmup", 100, "tokens to run before counting hits (the cold start)")
-	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay and heat, tokens")
+	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay, heat and predict, tokens")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -113,7 +113,7 @@ func TestSimFlagErrors(t *testing.T) {
 		{simArgs(append(syn, "--gpu-expert-us", "NaN")...), "--gpu-expert-us NaN"},
 		{simArgs(append(syn, "--expert-bytes", "0")...), "--expert-bytes 0"},
 		{simArgs(append(syn, "--policy", "fifo")...), `--policy "fifo": want one of`},
-		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, static (oracle, a measuring device, is for tarfa sim policies)`},
+		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, predict, static (oracle, a measuring device, is for tarfa sim policies)`},
 		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
 		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
 		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},

@@ -63,6 +63,16 @@
 //     independent references. It measures what an online policy can reach
 //     with the best information it could have (BENCHMARKS.md); no real
 //     model has a Routing, so it is for evaluation only ([Evaluation]).
+//   - predict: the plug-in estimate of oracle, from nothing but the access
+//     stream. Per layer it estimates the reuse beyond chance (how often an
+//     expert of the last set is used again, less what fresh draws would
+//     give) and each expert's popularity (decayed use counts, by the layer
+//     clock; of three estimates — half-lives Options.HalfLifeTokens and half
+//     that, and a growing one restarted when the popularity shifts — the one
+//     that predicted the layer's recent fresh draws best), and evicts the
+//     expert least likely to be used at its layer's next step, P = ρ + (1 −
+//     ρ)·q for an expert of the layer's last set and q for the others; ties
+//     go to the one used longest ago in its layer's runs.
 //
 // Which one is the default is chosen by measurement (BENCHMARKS.md, "Expert
 // cache policies against Belady"); see [Default].

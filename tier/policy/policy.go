@@ -99,7 +99,8 @@ type Options struct {
 	// number of layers (default: Dims.Layers). A Cache with PerLayer
 	// partitions sets it, since each partition sees one layer.
 	StepsPerToken int
-	// HalfLifeTokens is the aging half-life of lfu-decay and heat, in tokens
+	// HalfLifeTokens is the aging half-life of lfu-decay, heat and predict,
+	// in tokens
 	// (default DefaultHalfLifeTokens).
 	HalfLifeTokens float64
 	// Heat is the heat ledger of heat and static: a non-negative use count
@@ -146,6 +147,7 @@ var registry = map[string]constructor{
 	"leaststale": {true, func(d Dims, _ Options) (Policy, error) { return newStale(d), nil }},
 	"belady":     {false, func(d Dims, _ Options) (Policy, error) { return newBelady(d), nil }},
 	"oracle":     {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o) }},
+	"predict":    {true, func(d Dims, o Options) (Policy, error) { return newPredict(d, o), nil }},
 }
 
 // Names lists the policies, sorted.
