@@ -51,18 +51,8 @@ type Tarfa struct {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, st *state) {
-	body, e := s.readBody(w, r)
-	if e != nil {
-		s.fail(w, r, e)
-		return
-	}
-	p, e := openai.ParseChat(body)
-	if e != nil {
-		s.fail(w, r, e)
-		return
-	}
-	if p.Model != s.opt.ModelName {
-		s.fail(w, r, s.unknownModel(p.Model))
+	p := s.parse(w, r, openai.ParseChat)
+	if p == nil {
 		return
 	}
 	ids, _, err := st.r.EncodeChatTools(p.Messages, p.Tools)
@@ -78,18 +68,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, st *state) {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, st *state) {
-	body, e := s.readBody(w, r)
-	if e != nil {
-		s.fail(w, r, e)
-		return
-	}
-	p, e := openai.ParseCompletion(body)
-	if e != nil {
-		s.fail(w, r, e)
-		return
-	}
-	if p.Model != s.opt.ModelName {
-		s.fail(w, r, s.unknownModel(p.Model))
+	p := s.parse(w, r, openai.ParseCompletion)
+	if p == nil {
 		return
 	}
 	ids := p.PromptTokens
@@ -112,6 +92,26 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, st *state) 
 		echo = ""
 	}
 	s.generate(w, r, st, false, p, ids, echo)
+}
+
+// parse reads the request's body and parses it with parseBody, and checks
+// that it names the served model; on any error it answers the request and
+// returns nil.
+func (s *Server) parse(w http.ResponseWriter, r *http.Request, parseBody func([]byte) (*openai.Params, *openai.Error)) *openai.Params {
+	body, e := s.readBody(w, r)
+	if e != nil {
+		s.fail(w, r, e)
+		return nil
+	}
+	p, e := parseBody(body)
+	if e == nil && p.Model != s.opt.ModelName {
+		e = s.unknownModel(p.Model)
+	}
+	if e != nil {
+		s.fail(w, r, e)
+		return nil
+	}
+	return p
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *openai.Error) {
