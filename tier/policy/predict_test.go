@@ -169,3 +169,30 @@ func allNew(r *rand.Rand, T, L, E, k int) steps {
 	}
 	return s
 }
+
+// The reuse estimate is a probability even where the routing is further
+// from chance than reuse can say: sets that alternate between two halves
+// (reuse below chance: the estimate would go negative) and one set used
+// every time (full reuse: it is held under 0.99, so that the last set never
+// rules out every other expert).
+func TestPredictReuseEstimateBounded(t *testing.T) {
+	const E, k, T = 16, 4, 400
+	for _, tc := range []struct {
+		name   string
+		set    func(tok int) []int
+		lo, hi float64
+	}{
+		{"alternating", func(tok int) []int { b := 8 * (tok % 2); return []int{b, b + 1, b + 2, b + 3} }, 0, 0},
+		{"always the same", func(int) []int { return []int{0, 1, 2, 3} }, 0.99, 0.99},
+	} {
+		s := make(steps, T)
+		for tok := range s {
+			s[tok] = [][]int{tc.set(tok)}
+		}
+		c := newCache(t, Dims{Layers: 1, Experts: E}, 2*k, Global, "predict", Options{})
+		replay(t, c, s)
+		if rho := c.pols[0].(*predict).rho[0]; rho < tc.lo || rho > tc.hi {
+			t.Errorf("%s: reuse estimate %v, want %v to %v", tc.name, rho, tc.lo, tc.hi)
+		}
+	}
+}
