@@ -360,3 +360,15 @@ type Pinner = weights.Pinner
 type Meter interface {
 	Counters() Counters
 }
+
+// CheckRows checks that every index of idx names one of a buffer's rows
+// rows (the row indices of Gather, ScatterAdd and their kin), naming the
+// first that does not.
+func CheckRows(op string, idx []int32, rows int) error {
+	for j, r := range idx {
+		if r < 0 || int(r) >= rows {
+			return fmt.Errorf("%s: index %d is row %d of %d", op, j, r, rows)
+		}
+	}
+	return nil
+}

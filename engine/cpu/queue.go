@@ -173,11 +173,9 @@ func (q *Queue) Copy(dst backend.Buf, dstStride int, src backend.Buf, srcStride 
 
 // rowIndex checks idx against a buffer of rows rows.
 func (q *Queue) rowIndex(op string, idx []int32, rows int) bool {
-	for j, r := range idx {
-		if r < 0 || int(r) >= rows {
-			q.fail("%s: index %d is row %d of %d", op, j, r, rows)
-			return false
-		}
+	if err := backend.CheckRows(op, idx, rows); err != nil {
+		q.fail("%v", err)
+		return false
 	}
 	return true
 }
