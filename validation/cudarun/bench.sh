@@ -31,6 +31,9 @@
 #     JSON and text into $OUT, and the charts drawn next to the JSON by the
 #     charts binary built by prepare.sh.
 # The transformers + accelerate peer is peer.sh, a call of its own.
+# BACKENDS, VRAM (the cuda budgets), PAIRS (the ledger's pairs a round, 4)
+# and TOKENS (decoded a generation, 8) change what is measured, e.g.
+#	BACKENDS=cuda VRAM=16GiB,4GiB PAIRS=10 TOKENS=16 bash .dev/cuda/bench.sh
 # For a dry run on a machine without a GPU (the script's logic, tiny shapes):
 #	SYNTH="--preset tiny --layers 4" BACKENDS=cpu VRAM= LIMIT=300 OUT=/tmp/o \
 #	    bash .dev/cuda/bench.sh   # with the binaries of prepare.sh
@@ -52,6 +55,9 @@ LIMIT=${LIMIT:-540}
 SYNTH=${SYNTH:---preset real --layers 4}
 BACKENDS=${BACKENDS:-cpu,cuda}
 VRAM=${VRAM-16GiB,12GiB}
+# The ledger's alternated pairs per round and the tokens of each generation.
+PAIRS=${PAIRS:-4}
+TOKENS=${TOKENS:-8}
 s0=$(date +%s)
 left() { echo $((LIMIT - ($(date +%s) - s0))); }
 at() { echo "$1 at $(($(date +%s) - s0)) s (left $(left) s)"; }
@@ -109,7 +115,7 @@ for extra in "" "$pinned" "$pinned"; do
 	order=$BACKENDS
 	[ $n -eq 3 ] && order=$(echo "$BACKENDS" | tr ',' '\n' | tac | paste -sd, -)
 	timeout $(($(left) - 10)) "$T" bench decode "$B/jnf" --backend "$order" ${VRAM:+--vram-budget "$VRAM"} --ram-fraction 0.27 \
-		--repeat 1 --decode-tokens 8 --ledger --ledger-pairs 4 $extra --json > "$OUT/decode$n.json" 2> "$OUT/decode$n.err"
+		--repeat 1 --decode-tokens "$TOKENS" --ledger --ledger-pairs "$PAIRS" $extra --json > "$OUT/decode$n.json" 2> "$OUT/decode$n.err"
 	rc=$?
 	took=$(($(date +%s) - t0))
 	echo "bench decode round $n [$extra] rc=$rc in $took s"
