@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 nvcc=${NVCC:-nvcc}
-srcs=(canon.cuh ops.cu)
+srcs=(blake3.cuh canon.cuh ops.cu)
 flags=(-ptx -std=c++17 -O3 --fmad=false -ftz=false -prec-div=true -prec-sqrt=true)
 version=$("$nvcc" --version | grep -o 'release [0-9.]*, V[0-9.]*' || true)
 for arch in 80 90; do

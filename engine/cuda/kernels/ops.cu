@@ -19,6 +19,7 @@
 // Launch ABI (gorgonia.org/cu copies every argument as 8 bytes): pointers,
 // integers as long long, floats as float (the low 4 bytes of the slot).
 #include "canon.cuh"
+#include "blake3.cuh"
 
 typedef long long i64;
 

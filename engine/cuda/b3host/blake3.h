@@ -1,0 +1,1 @@
+../kernels/blake3.cuh
