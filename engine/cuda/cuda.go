@@ -89,6 +89,7 @@ type kernels struct {
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
+	blake3Chunks, blake3Parents                            cu.Function
 }
 
 func (k *kernels) table() []struct {
@@ -107,6 +108,7 @@ func (k *kernels) table() []struct {
 		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},
 		{"silu_mul", &k.siluMul}, {"sigmoid_mul", &k.sigmoidMul}, {"add", &k.add}, {"gate_add", &k.gateAdd},
 		{"route", &k.route}, {"combine", &k.combine},
+		{"blake3_chunks", &k.blake3Chunks}, {"blake3_parents", &k.blake3Parents},
 	}
 }
 
@@ -414,7 +416,14 @@ func (b *Backend) Upload(w *backend.Weight, key backend.Key, v weights.View, row
 			if !bf16 {
 				src = unsafe.Pointer(unsafe.SliceData(w.Host.F32))
 			}
-			if err := cu.MemcpyHtoD(p, src, n); err != nil {
+			// A copy from pageable memory may return before its DMA is done,
+			// and the queues' streams do not wait for the legacy stream it
+			// is ordered on: wait for it here.
+			err := cu.MemcpyHtoD(p, src, n)
+			if err == nil {
+				err = cu.Synchronize()
+			}
+			if err != nil {
 				cu.MemFree(p)
 				return fmt.Errorf("cuda: uploading %s (%d bytes): %w", w.Host.Name, n, err)
 			}
@@ -452,7 +461,7 @@ func (b *Backend) Drop(w *backend.Weight) {
 // Residency reports the weights on each side, the memory in use and the
 // expert slots.
 func (b *Backend) Residency() backend.Residency {
-	r := backend.Residency{Device: b.desc, Budget: b.o.VRAMBudget}
+	r := backend.Residency{Device: b.desc, Budget: b.o.VRAMBudget, VerifyCopies: b.o.VerifyCopies}
 	if b.enter() == nil {
 		r.InUse = b.inUse()
 		b.leave()
@@ -522,7 +531,13 @@ type slot struct {
 	resident bool // in the backend's cache (else a queue's transient slot)
 	parts    [3]devWeight
 	ready    cu.Event // recorded after the copy that filled it
-	users    int
+	id       weights.ExpertID
+	// hashed is recorded after the device hash of the copy that filled it
+	// (Options.VerifyCopies), once hashedSet: the next copy into the slot
+	// waits for it.
+	hashed    cu.Event
+	hashedSet bool
+	users     int
 	// free holds, per queue that used the slot, an event recorded after its
 	// last use: a copy into the slot first waits for all of them.
 	free map[*Queue]cu.Event
@@ -538,7 +553,13 @@ func newSlot(b *Backend, n int64) (*slot, error) {
 		cu.MemFree(p)
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	return &slot{ptr: p, bytes: n, ready: ev, free: map[*Queue]cu.Event{}}, nil
+	hv, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
+		cu.DestroyEvent(&ev)
+		cu.MemFree(p)
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	return &slot{ptr: p, bytes: n, ready: ev, hashed: hv, free: map[*Queue]cu.Event{}}, nil
 }
 
 func (sl *slot) destroy() {
@@ -547,6 +568,7 @@ func (sl *slot) destroy() {
 		delete(sl.free, q)
 	}
 	cu.DestroyEvent(&sl.ready)
+	cu.DestroyEvent(&sl.hashed)
 	cu.MemFree(sl.ptr)
 }
 
