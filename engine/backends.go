@@ -24,6 +24,9 @@ type BackendOptions struct {
 	// Timing makes a device backend measure the device time of its kernels
 	// and copies (backend.Meter), for benchmarks.
 	Timing bool
+	// VerifyCopies makes a device backend hash every routed expert it copies
+	// into device memory, there, against its digest (cuda.Options).
+	VerifyCopies bool
 }
 
 // OpenBackend opens a backend by name: "cpu" (the reference) or "cuda" (an
@@ -36,7 +39,7 @@ func OpenBackend(name string, o BackendOptions) (backend.Backend, error) {
 		}
 		return cpu.New(o.Threads), nil
 	case "cuda":
-		be, err := cuda.New(cuda.Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing})
+		be, err := cuda.New(cuda.Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing, VerifyCopies: o.VerifyCopies})
 		if err != nil {
 			return nil, fmt.Errorf("engine: backend cuda: %w", err)
 		}

@@ -168,7 +168,9 @@ func (m *Model) Loaded() (tensors int, bytes int64) {
 func (m *Model) Root() jnf.Digest { return m.root }
 
 // Scrub re-hashes every verified copy the model keeps resident — the
-// non-expert tensors it views in place and the cached experts — against
+// non-expert tensors it views in place, the cached experts, and the routed
+// experts a device backend keeps in device memory (backend.DeviceScrubber,
+// hashed there) — against
 // their manifest digests, and returns the first mismatch: a bit flipped in
 // memory since the copy was verified is found here. It returns the number
 // of bytes re-hashed. (Norm scales are widened copies, made at load from
@@ -186,6 +188,13 @@ func (m *Model) Scrub() (int64, error) {
 			return n, fmt.Errorf("engine: scrub: %w", err)
 		}
 		n += e.Bytes()
+	}
+	if ds, ok := m.be.(backend.DeviceScrubber); ok {
+		k, err := ds.ScrubDevice()
+		n += k
+		if err != nil {
+			return n, fmt.Errorf("engine: scrub: %w", err)
+		}
 	}
 	return n, nil
 }

@@ -32,6 +32,7 @@ type benchDecodeOptions struct {
 	backends, vram   []string
 	placement        string
 	pinSlots         bool
+	deviceVerify     bool
 }
 
 func newBenchDecodeCommand() *cobra.Command {
@@ -154,6 +155,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.StringSliceVar(&o.backends, "backend", []string{"cpu"}, "backends the decodes run on, each next to the others in every round: "+strings.Join(engine.Backends, ", ")+" (the raw, verified and hash figures use none)")
 	f.StringSliceVar(&o.vram, "vram-budget", nil, "device-memory budgets of the cuda backend, e.g. 16GiB,12GiB: its decodes run under each (default: the whole device)")
 	f.StringVar(&o.placement, "placement", "auto", "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", "))
+	f.BoolVar(&o.deviceVerify, "device-verify", true, "let a device backend hash every routed expert it copies into device memory again there, against its digest (see tarfa run --help)")
 	f.BoolVar(&o.pinSlots, "pin-slots", false, "let a device backend pin the hierarchy's device slots (streamed experts copied to the device from where they were read, no staging copy)")
 	return cmd
 }
@@ -185,7 +187,7 @@ func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
 			if _, err := t.options(); err != nil {
 				return nil, err
 			}
-			c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu"}
+			c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu", VerifyCopies: o.deviceVerify && name != "cpu"}
 			if seen[c.Label()] {
 				return nil, fmt.Errorf("--backend %s, --vram-budget %q: given twice", name, v)
 			}

@@ -104,7 +104,8 @@ func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*ru
 			return nil, 0, err
 		}
 	}
-	opt := runner.Options{Threads: threads, Tier: to, Warm: tf.warm, Backend: tf.backend, VRAMBudget: tf.vramBytes, Placement: tf.place}
+	opt := runner.Options{Threads: threads, Tier: to, Warm: tf.warm, Backend: tf.backend, VRAMBudget: tf.vramBytes, Placement: tf.place,
+		DeviceVerify: tf.deviceVerify}
 	if tf.heat {
 		if cache, err := os.UserCacheDir(); err == nil {
 			opt.HeatDir = filepath.Join(cache, "tarfa")
@@ -172,6 +173,9 @@ func describeResidency(res backend.Residency) string {
 		float64(res.HostWeights)/(1<<30), res.HostWeightCount)
 	if len(res.HostResident) > 0 {
 		s += ": " + strings.Join(res.HostResident, ", ")
+	}
+	if res.VerifyCopies {
+		s += "; expert copies re-hashed on the device"
 	}
 	return s
 }

@@ -33,6 +33,9 @@ type tierFlags struct {
 	prefetch    bool
 	heat, warm  bool
 	scrub       string
+	// deviceVerify: the cuda backend hashes its copies of routed experts
+	// on the device (cuda.Options.VerifyCopies).
+	deviceVerify bool
 }
 
 // maxReaders bounds --readers.
@@ -42,6 +45,7 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&t.backend, "backend", "cpu", "backend: "+strings.Join(engine.Backends, " or ")+" (results are bit-identical on both)")
 	f.StringVar(&t.vram, "vram-budget", "", `device memory the cuda backend may use, e.g. 16GiB, 12GiB (what the driver reports in use, the CUDA context included); weights that do not fit are computed on the host; default: the whole device`)
+	f.BoolVar(&t.deviceVerify, "device-verify", true, "with --backend cuda, hash every routed expert copied into device memory again there, on the GPU, against its manifest digest; a copy that differs stops the run with an error naming the expert, before any token is produced from it (the host verified the bytes before the copy; this checks the copy and the device memory)")
 	f.StringVar(&t.placement, "placement", "auto", "where routed experts not resident on the device are computed: "+strings.Join(engine.Placements, ", ")+" (speed only: any placement gives the same bits)")
 	f.StringVar(&t.ram, "ram-budget", "auto", `bytes of verified experts kept resident in RAM, e.g. 64GiB, 128KiB, 0 (none: every use reads from storage); "auto": all routed experts if they fit in half the available memory, else that half`)
 	f.StringVar(&t.device, "device-budget", "auto", `bytes of experts in flight (read, hashed, computed) besides the RAM tier; at least one expert; "auto": two steps' worth (2 × top-k experts)`)

@@ -299,6 +299,17 @@ type Residency struct {
 	// (0: none) and ExpertSlotBytes each one's size.
 	ExpertSlots     int   `json:"expert_slots"`
 	ExpertSlotBytes int64 `json:"expert_slot_bytes"`
+	// VerifyCopies says the backend hashes every routed expert it copies
+	// into device memory, there, against its digest.
+	VerifyCopies bool `json:"verify_copies,omitempty"`
+}
+
+// DeviceScrubber is a backend that can re-hash, where they are, the copies
+// of routed experts it keeps in device memory: ScrubDevice returns the bytes
+// hashed and the first copy that differs from its digest (an error matching
+// jnf.ErrVerification), and drops the copies that differ.
+type DeviceScrubber interface {
+	ScrubDevice() (int64, error)
 }
 
 // Counters are a backend's cumulative work counters, for benchmarks: a
@@ -334,6 +345,15 @@ type Counters struct {
 	HostExperts   int64 `json:"host_experts"`
 	// UploadBytes are the bytes of weights Upload put in device memory.
 	UploadBytes int64 `json:"upload_bytes"`
+	// DeviceVerified counts the copies of routed experts a device backend
+	// hashed in device memory against their digest, DeviceVerifiedBytes
+	// their bytes, DeviceScrubbedBytes the bytes its scrubs of resident
+	// copies hashed, and DeviceVerifyFailures the copies either found
+	// changed (cuda: Options.VerifyCopies, ScrubDevice).
+	DeviceVerified       int64 `json:"device_verified,omitempty"`
+	DeviceVerifiedBytes  int64 `json:"device_verified_bytes,omitempty"`
+	DeviceScrubbedBytes  int64 `json:"device_scrubbed_bytes,omitempty"`
+	DeviceVerifyFailures int64 `json:"device_verify_failures,omitempty"`
 }
 
 // Sub returns c − o, counter by counter.

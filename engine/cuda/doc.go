@@ -46,4 +46,23 @@
 // (tier.Options.Pinner), so that an expert read into one is copied to the
 // device from there, without the staging copy through the queue's pinned
 // buffers (LoadExpert then waits for that copy before it returns).
+//
+// # Verification on the device
+//
+// Routed experts reach LoadExpert verified: the hierarchy hashed them on
+// the host against the manifest. With Options.VerifyCopies (tarfa's
+// --device-verify, on by default) every copy into device memory is hashed
+// again where the kernels read it, by BLAKE3 kernels (kernels/blake3.cuh:
+// one thread per 1 KiB chunk, then one launch per level of parents) on a
+// stream of its own, and compared with the digest at the queue's next
+// synchronisation: a copy that differs fails the step with a *CopyError
+// (jnf.ErrVerification) before any output of it is returned, and leaves
+// the device cache. ScrubDevice (backend.DeviceScrubber, which
+// engine.Model.Scrub and so every scrub pass calls) re-hashes the experts
+// the device keeps resident in the same way. The kernels' arithmetic is
+// checked against github.com/zeebo/blake3 on the host by engine/cuda/b3host
+// (the same C, compiled by the C compiler) and on the device by
+// TestDeviceBLAKE3; TestVerifyCopies and TestScrubDevice inject the faults.
+// Dense weights on the device are not re-hashed (their digests cover
+// records that norm scales are widened from).
 package cuda

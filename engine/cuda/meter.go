@@ -20,6 +20,8 @@ type meter struct {
 	direct                         atomic.Int64
 	upload                         atomic.Int64
 	h2dNs, kernelNs                atomic.Int64
+	verified, verifiedBytes        atomic.Int64
+	scrubbedBytes, verifyFailures  atomic.Int64
 }
 
 var _ backend.Meter = (*Backend)(nil)
@@ -37,7 +39,9 @@ func (b *Backend) Counters() backend.Counters {
 		H2DSeconds: time.Duration(m.h2dNs.Load()).Seconds(), D2HBytes: m.d2h.Load(),
 		Kernels: m.kernels.Load(), KernelSeconds: time.Duration(m.kernelNs.Load()).Seconds(),
 		ExpertsLoaded: m.loaded.Load(), ExpertsDirect: m.direct.Load(), ExpertsCached: m.cached.Load(), HostExperts: m.host.Load(),
-		UploadBytes: m.upload.Load(),
+		UploadBytes:    m.upload.Load(),
+		DeviceVerified: m.verified.Load(), DeviceVerifiedBytes: m.verifiedBytes.Load(),
+		DeviceScrubbedBytes: m.scrubbedBytes.Load(), DeviceVerifyFailures: m.verifyFailures.Load(),
 	}
 }
 

@@ -25,6 +25,10 @@ type Options struct {
 	// copy with a pair of CUDA events around each (Counters): for
 	// benchmarks, at the cost of two event records per operation.
 	Timing bool
+	// VerifyCopies hashes every routed expert copied into device memory, on
+	// the device, against the digest it was verified with on the host, and
+	// fails the step at its synchronisation if the copy differs (digest.go).
+	VerifyCopies bool
 }
 
 // DefaultReserve is the device memory Options.Reserve keeps free for

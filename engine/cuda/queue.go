@@ -26,6 +26,7 @@ import (
 type Queue struct {
 	b     *Backend
 	s, cs cu.Stream
+	hs    cu.Stream // the device hashes of copies (Options.VerifyCopies)
 	err   error
 	host  *cpu.Queue
 
@@ -51,6 +52,13 @@ type Queue struct {
 	// synchronisation, the free ones, all made
 	timings       []timed
 	evPool, evAll []cu.Event
+
+	// b3 is the device-copy checks' state (digest.go): chaining-value
+	// scratch, the device array of pending digests, and what they are for.
+	b3 struct {
+		cvs, digests *devMem
+		pending      []pendingCheck
+	}
 
 	hx, hy []float32 // host copies for host-resident weights
 	argv   [16]uint64
@@ -80,6 +88,11 @@ func newQueue(b *Backend) (*Queue, error) {
 	}
 	if q.cs, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		q.s.Destroy()
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if q.hs, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		q.s.Destroy()
+		q.cs.Destroy()
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	for i := range q.stage {
@@ -166,7 +179,11 @@ func (q *Queue) drain() {
 	if err := q.cs.Synchronize(); err != nil {
 		q.check("synchronize (copies)", err)
 	}
+	if err := q.hs.Synchronize(); err != nil {
+		q.check("synchronize (device hashes)", err)
+	}
 	q.collect()
+	q.checkCopies()
 	for _, o := range q.outs {
 		if o.f != nil {
 			copy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
@@ -284,6 +301,11 @@ func i(n int) uint64          { return uint64(int64(n)) }
 func f(x float32) uint64      { return uint64(math.Float32bits(x)) }
 
 func (q *Queue) launch(name string, fn cu.Function, gx, gy, bx int, args ...uint64) {
+	q.launchOn(q.s, name, fn, gx, gy, bx, args...)
+}
+
+// launchOn launches fn on stream s (launch: the compute stream).
+func (q *Queue) launchOn(s cu.Stream, name string, fn cu.Function, gx, gy, bx int, args ...uint64) {
 	if !q.ok() || gx == 0 || gy == 0 {
 		return
 	}
@@ -295,9 +317,9 @@ func (q *Queue) launch(name string, fn cu.Function, gx, gy, bx int, args ...uint
 	for j := range n {
 		q.argp[j] = unsafe.Pointer(&q.argv[j])
 	}
-	t0, timed := q.timeStart(q.s)
-	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, q.s, q.argp[:n]))
-	q.timeEnd(q.s, t0, timed, false)
+	t0, timed := q.timeStart(s)
+	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, s, q.argp[:n]))
+	q.timeEnd(s, t0, timed, false)
 	q.b.meter.kernels.Add(1)
 }
 
@@ -771,9 +793,7 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		return q.hostExpert(x, &v)
 	}
 	sl.users++
-	for _, ev := range sl.free {
-		q.check("expert copy", q.cs.Wait(ev, 0))
-	}
+	q.waitFree(sl)
 	t0, timed := q.timeStart(q.cs)
 	q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
 	q.timeEnd(q.cs, t0, timed, true)
@@ -788,6 +808,8 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
 		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
 	}
+	sl.id = id
+	q.verifyCopy(sl, id, digest, off, partSizes(&v))
 	b.mu.Unlock()
 	fill(x, id, digest, sl)
 	return q.err
@@ -808,9 +830,7 @@ func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, s
 		return q.hostExpert(x, v)
 	}
 	sl.users++
-	for _, ev := range sl.free {
-		q.check("expert copy", q.cs.Wait(ev, 0))
-	}
+	q.waitFree(sl)
 	t0, timed := q.timeStart(q.cs)
 	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
 		m := matBytes(&w.Host)
@@ -827,11 +847,30 @@ func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, s
 	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
 		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
 	}
+	sl.id = v.ID
+	q.verifyCopy(sl, v.ID, v.Digest, off, partSizes(v))
 	b.mu.Unlock()
 	// The caller may recycle the bytes once LoadExpert returns.
 	q.check("expert copy", sl.ready.Synchronize())
 	fill(x, v.ID, v.Digest, sl)
 	return q.err
+}
+
+// waitFree makes the copy stream wait until sl is free to be overwritten:
+// every queue's last use of it and the device hash of its last copy.
+func (q *Queue) waitFree(sl *slot) {
+	for _, ev := range sl.free {
+		q.check("expert copy", q.cs.Wait(ev, 0))
+	}
+	if sl.hashedSet {
+		q.check("expert copy", q.cs.Wait(sl.hashed, 0))
+	}
+}
+
+// partSizes are the byte sizes of v's three matrices (the record's gate,
+// up and down, in that order).
+func partSizes(v *backend.Expert) [3]int64 {
+	return [3]int64{v.Gate.Bytes(), v.Up.Bytes(), v.Down.Bytes()}
 }
 
 // transient returns a free slot of the queue's own (allocating up to two),
@@ -982,9 +1021,15 @@ func (q *Queue) Close() error {
 	if q.scratch != nil {
 		b.release(q.scratch)
 	}
+	for _, m := range []*devMem{q.b3.cvs, q.b3.digests} {
+		if m != nil {
+			b.release(m)
+		}
+	}
 	q.destroyEvents()
 	q.s.Destroy()
 	q.cs.Destroy()
+	q.hs.Destroy()
 	q.b = nil
 	return nil
 }

@@ -56,6 +56,10 @@ type Options struct {
 	// Results never depend on them.
 	Backend    string
 	VRAMBudget int64
+	// DeviceVerify makes a device backend hash every routed expert it
+	// copies into device memory, there, against its digest
+	// (engine.BackendOptions.VerifyCopies).
+	DeviceVerify bool
 	// Placement chooses where routed experts that are not resident on a
 	// device backend are computed. Results never depend on it.
 	Placement engine.Placement
@@ -117,7 +121,7 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 	if opt.NewBackend != nil {
 		be, err = opt.NewBackend()
 	} else {
-		be, err = engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget})
+		be, err = engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget, VerifyCopies: opt.DeviceVerify})
 	}
 	if err != nil {
 		return nil, err

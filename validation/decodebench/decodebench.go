@@ -103,6 +103,9 @@ type Backend struct {
 	// pin the hierarchy's device slots, so that streamed experts are copied
 	// to the device from where they were read, with no staging copy.
 	PinSlots bool `json:"pin_slots,omitempty"`
+	// VerifyCopies makes a device backend hash every routed expert it
+	// copies into device memory, there, against its digest.
+	VerifyCopies bool `json:"verify_copies,omitempty"`
 	// New, if set, makes the backend instead of engine.OpenBackend (each
 	// model gets its own; tests give a simulated device).
 	New func() (backend.Backend, error) `json:"-"`
@@ -469,7 +472,7 @@ func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) 
 	if c.New != nil {
 		be, err = c.New()
 	} else {
-		be, err = engine.OpenBackend(c.Name, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: c.VRAMBudget, Timing: true})
+		be, err = engine.OpenBackend(c.Name, engine.BackendOptions{Threads: b.opt.Threads, VRAMBudget: c.VRAMBudget, Timing: true, VerifyCopies: c.VerifyCopies})
 	}
 	if err != nil {
 		return nil, err

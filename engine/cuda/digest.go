@@ -1,0 +1,306 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// Routed experts are verified on the host before they are copied (the
+// hierarchy's leases carry only bytes that matched the manifest). With
+// Options.VerifyCopies the backend also hashes every copy it makes into
+// device memory, on the device (kernels/blake3.cuh), against the same
+// digest: the check covers the staging buffer, the copy over the bus and
+// device memory, up to the last place the bytes are before the kernels
+// read them. The hash runs on a stream of its own after the copy (copies
+// and kernels do not wait for it; the next copy into the slot does), and
+// its result is compared at the queue's next synchronisation (every step
+// ends with one), before any output of the step is handed back: a copy
+// that differs fails the step with an error matching jnf.ErrVerification
+// and leaves the device cache, so no token is produced from it and the
+// next step copies the expert again. Backend.ScrubDevice re-hashes the
+// experts the device keeps resident in the same way.
+
+// maxPendingChecks bounds the device-copy checks a queue holds between
+// synchronisations (32 bytes of device memory each); a queue that reaches
+// it synchronises early.
+const maxPendingChecks = 1024
+
+// pendingCheck is a device copy whose digest is being computed.
+type pendingCheck struct {
+	sl   *slot
+	id   weights.ExpertID
+	want jnf.Digest
+}
+
+// segment is a range of device memory.
+type segment struct {
+	ptr cu.DevicePtr
+	n   int64
+}
+
+// b3Chunks is the chunk count of a BLAKE3 stream of n bytes (one empty
+// chunk for none).
+func b3Chunks(n int64) int64 { return max(1, (n+1023)/1024) }
+
+// hashOn enqueues on stream s the BLAKE3 of the concatenation of segs and
+// writes its 8 words (the digest, little-endian) to out; cvs is scratch of
+// at least 64 bytes per chunk (two levels of chaining values).
+func (q *Queue) hashOn(s cu.Stream, out, cvs cu.DevicePtr, segs []segment) {
+	var total int64
+	var a [6]uint64
+	for j, g := range segs {
+		a[2*j], a[2*j+1] = p(g.ptr), uint64(g.n)
+		total += g.n
+	}
+	chunks := b3Chunks(total)
+	half := cvs + cu.DevicePtr(32*chunks)
+	lv := [2]cu.DevicePtr{cvs, half}
+	if chunks == 1 {
+		lv[0] = out
+	}
+	root := uint64(0)
+	if chunks == 1 {
+		root = 1
+	}
+	q.launchOn(s, "blake3_chunks", q.b.k.blake3Chunks, blocks(int(chunks), blockThreads), 1, blockThreads,
+		p(lv[0]), a[0], a[1], a[2], a[3], a[4], a[5], i(int(chunks)), root)
+	cur := 0
+	for n := chunks; n > 1; n = (n + 1) / 2 {
+		dst := lv[1-cur]
+		root = 0
+		if n == 2 {
+			dst, root = out, 1
+		}
+		q.launchOn(s, "blake3_parents", q.b.k.blake3Parents, blocks(int((n+1)/2), blockThreads), 1, blockThreads,
+			p(dst), p(lv[cur]), i(int(n)), root)
+		cur = 1 - cur
+	}
+}
+
+// b3Scratch returns the queue's chaining-value scratch for a stream of n
+// bytes and the device array of its pending digests, allocating them on
+// first use (or when n needs more scratch: the hash stream is drained
+// first, as it may be hashing into the old one).
+func (q *Queue) b3Scratch(n int64) (cvs, digests cu.DevicePtr) {
+	need := 64 * b3Chunks(n)
+	if q.b3.cvs == nil || q.b3.cvs.n < int(need) {
+		if q.b3.cvs != nil {
+			q.check("synchronize (device hashes)", q.hs.Synchronize())
+			q.b.release(q.b3.cvs)
+			q.b3.cvs = nil
+		}
+		m, err := q.b.allocMem(need)
+		if err != nil {
+			q.check("verification scratch", err)
+			return 0, 0
+		}
+		m.n = int(need)
+		q.b3.cvs = m
+	}
+	if q.b3.digests == nil {
+		m, err := q.b.allocMem(32 * maxPendingChecks)
+		if err != nil {
+			q.check("verification scratch", err)
+			return 0, 0
+		}
+		m.n = 32 * maxPendingChecks
+		q.b3.digests = m
+	}
+	return q.b3.cvs.ptr, q.b3.digests.ptr
+}
+
+// verifyCopy enqueues, on the hash stream after the copy into sl, the
+// digest of sl's three parts (offsets off, the matrices' sizes) for the
+// check at the next synchronisation (Options.VerifyCopies), and records
+// sl.hashed after it, which the next copy into sl waits for (b.mu held).
+func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [3]int64, sizes [3]int64) {
+	if !q.b.o.VerifyCopies || !q.ok() {
+		return
+	}
+	if want.Alg != jnf.BLAKE3 {
+		q.fail("%v: verifying the device copy needs a BLAKE3 digest, got %s", id, want)
+		return
+	}
+	if len(q.b3.pending) == maxPendingChecks {
+		q.drain()
+		if !q.ok() {
+			return
+		}
+	}
+	var total int64
+	segs := make([]segment, 0, 3)
+	for j := range off {
+		segs = append(segs, segment{sl.ptr + cu.DevicePtr(off[j]), sizes[j]})
+		total += sizes[j]
+	}
+	cvs, digests := q.b3Scratch(total)
+	if !q.ok() {
+		return
+	}
+	k := len(q.b3.pending)
+	q.check("device hash", q.hs.Wait(sl.ready, 0))
+	q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs)
+	q.check("device hash", sl.hashed.Record(q.hs))
+	sl.hashedSet = true
+	q.b3.pending = append(q.b3.pending, pendingCheck{sl: sl, id: id, want: want})
+	q.b.meter.verified.Add(1)
+	q.b.meter.verifiedBytes.Add(total)
+}
+
+// checkCopies compares the digests of the pending device copies, computed
+// by now (both streams synchronised), with the manifest's; a copy that
+// differs leaves the device cache and fails the queue.
+func (q *Queue) checkCopies() {
+	n := len(q.b3.pending)
+	if n == 0 {
+		return
+	}
+	defer func() { clear(q.b3.pending); q.b3.pending = q.b3.pending[:0] }()
+	if !q.ok() {
+		return
+	}
+	var got [maxPendingChecks][32]byte
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), q.b3.digests.ptr, int64(32*n)); err != nil {
+		q.check("reading the device copies' digests", err)
+		return
+	}
+	for k, c := range q.b3.pending {
+		if got[k] == c.want.Sum {
+			continue
+		}
+		q.b.forget(c.sl, c.want)
+		q.b.meter.verifyFailures.Add(1)
+		if q.err == nil {
+			q.err = &CopyError{ID: c.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: c.want}
+		}
+	}
+}
+
+// CopyError reports a routed expert whose bytes in device memory do not
+// have the digest they were verified with on the host. It matches
+// jnf.ErrVerification.
+type CopyError struct {
+	ID        weights.ExpertID
+	Got, Want jnf.Digest
+	// Scrub is set when a scrub of the resident copy found it (else it was
+	// the check after the copy).
+	Scrub bool
+}
+
+func (e *CopyError) Error() string {
+	when := "after the copy to the device"
+	if e.Scrub {
+		when = "by a scrub of the device's resident copy"
+	}
+	return fmt.Sprintf("cuda: %v: the device's copy has BLAKE3 %s, want %s (found %s: host memory, the copy or device memory changed the bytes after they were verified)",
+		e.ID, e.Got, e.Want, when)
+}
+
+// Is makes a CopyError match jnf.ErrVerification.
+func (e *CopyError) Is(target error) bool { return target == jnf.ErrVerification }
+
+// forget drops sl from the device cache if it still holds the copy of
+// want (it stays allocated, first in line for reuse, with no digest a
+// lookup can find).
+func (b *Backend) forget(sl *slot, want jnf.Digest) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := &b.slots
+	if !sl.resident || sl.digest != want || c.byDigest[want] != sl {
+		return
+	}
+	delete(c.byDigest, want)
+	sl.digest = jnf.Digest{}
+	if i := slices.Index(c.order, sl); i > 0 {
+		c.order = slices.Insert(slices.Delete(c.order, i, i+1), 0, sl)
+	}
+}
+
+// ScrubDevice re-hashes, on the device, every routed expert the device
+// cache holds against the digest it was verified with, drops the copies
+// that differ from the cache, and returns the bytes hashed and the first
+// difference (a *CopyError). It waits for the copies into the slots it
+// reads; kernels reading a slot at the same time are unaffected.
+func (b *Backend) ScrubDevice() (int64, error) {
+	if err := b.enter(); err != nil {
+		return 0, err
+	}
+	defer b.leave()
+	q, err := newQueue(b)
+	if err != nil {
+		return 0, err
+	}
+	defer q.Close()
+	b.mu.Lock()
+	type resident struct {
+		sl    *slot
+		id    weights.ExpertID
+		want  jnf.Digest
+		parts [3]devWeight
+	}
+	var rs []resident
+	for _, sl := range b.slots.order {
+		if !sl.digest.IsZero() {
+			rs = append(rs, resident{sl, sl.id, sl.digest, sl.parts})
+			sl.users++ // kept from reuse while it is hashed
+		}
+	}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		for _, r := range rs {
+			r.sl.users--
+		}
+		b.mu.Unlock()
+	}()
+	var n int64
+	var first error
+	for start := 0; start < len(rs); start += maxPendingChecks {
+		batch := rs[start:min(len(rs), start+maxPendingChecks)]
+		for k, r := range batch {
+			q.check("scrub", q.hs.Wait(r.sl.ready, 0))
+			segs := make([]segment, 0, 3)
+			var total int64
+			for _, dw := range r.parts {
+				segs = append(segs, segment{dw.ptr, dw.bytes})
+				total += dw.bytes
+			}
+			cvs, digests := q.b3Scratch(total)
+			if !q.ok() {
+				return n, q.err
+			}
+			q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs)
+			n += total
+		}
+		if err := q.hs.Synchronize(); err != nil {
+			return n, fmt.Errorf("cuda: scrub: %w", err)
+		}
+		if !q.ok() {
+			return n, q.err
+		}
+		var got [maxPendingChecks][32]byte
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), q.b3.digests.ptr, int64(32*len(batch))); err != nil {
+			return n, fmt.Errorf("cuda: scrub: reading the digests: %w", err)
+		}
+		for k, r := range batch {
+			if got[k] == r.want.Sum {
+				continue
+			}
+			b.forget(r.sl, r.want)
+			b.meter.verifyFailures.Add(1)
+			if first == nil {
+				first = &CopyError{ID: r.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: r.want, Scrub: true}
+			}
+		}
+	}
+	b.meter.scrubbedBytes.Add(n)
+	return n, first
+}
