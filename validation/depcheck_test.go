@@ -55,16 +55,20 @@ var fenceBuilds = []struct{ goarch, tags string }{
 }
 
 // unsafeAllowed are the production packages that may import unsafe: the
-// backends view verified bytes in place, weights makes them immutable.
+// backends view verified bytes in place, weights makes them immutable;
+// engine/cuda/b3host hands Go bytes to the CUDA kernels' C for the host
+// check of their BLAKE3 (it is test-only: see testOnly).
 var unsafeAllowed = []string{
 	"github.com/tarfa-ai/tarfa/engine/backend",
 	"github.com/tarfa-ai/tarfa/engine/cuda",
+	"github.com/tarfa-ai/tarfa/engine/cuda/b3host",
 	"github.com/tarfa-ai/tarfa/weights",
 }
 
 // testOnly are packages production code (the tarfa binary and every
 // non-test package of the module) must never import.
-var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/engine/backendtest", "testing"}
+var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/engine/backendtest",
+	"github.com/tarfa-ai/tarfa/engine/cuda/b3host", "testing"}
 
 // listedPackage holds the fields of `go list -json` that the check uses.
 type listedPackage struct {
