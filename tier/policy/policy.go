@@ -138,16 +138,17 @@ type constructor struct {
 }
 
 var registry = map[string]constructor{
-	"lru":        {true, func(d Dims, _ Options) (Policy, error) { return newLRU(d), nil }},
-	"lfu":        {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu", o, false, false) }},
-	"lfu-decay":  {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu-decay", o, true, false) }},
-	"heat":       {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "heat", o, true, false) }},
-	"static":     {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "static", o, false, true) }},
-	"lru2":       {true, func(d Dims, _ Options) (Policy, error) { return newLRU2(d), nil }},
-	"leaststale": {true, func(d Dims, _ Options) (Policy, error) { return newStale(d), nil }},
-	"belady":     {false, func(d Dims, _ Options) (Policy, error) { return newBelady(d), nil }},
-	"oracle":     {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o) }},
-	"predict":    {true, func(d Dims, o Options) (Policy, error) { return newPredict(d, o), nil }},
+	"lru":          {true, func(d Dims, _ Options) (Policy, error) { return newLRU(d), nil }},
+	"lfu":          {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu", o, false, false) }},
+	"lfu-decay":    {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu-decay", o, true, false) }},
+	"heat":         {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "heat", o, true, false) }},
+	"static":       {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "static", o, false, true) }},
+	"lru2":         {true, func(d Dims, _ Options) (Policy, error) { return newLRU2(d), nil }},
+	"leaststale":   {true, func(d Dims, _ Options) (Policy, error) { return newStale(d), nil }},
+	"belady":       {false, func(d Dims, _ Options) (Policy, error) { return newBelady(d), nil }},
+	"oracle":       {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o, knowRanks) }},
+	"oracle-learn": {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o, learnRanks) }},
+	"predict":      {true, func(d Dims, o Options) (Policy, error) { return newPredict(d, o), nil }},
 }
 
 // Names lists the policies, sorted.
@@ -173,7 +174,7 @@ func Online(name string) bool { c, ok := registry[name]; return ok && c.online }
 
 // NeedsRouting reports whether the named policy needs Options.Routing, the
 // generator of a synthetic trace (oracle).
-func NeedsRouting(name string) bool { return name == "oracle" }
+func NeedsRouting(name string) bool { return name == "oracle" || name == "oracle-learn" }
 
 // Evaluation reports whether the named policy is a measuring device rather
 // than a policy for a tier: belady needs the future, oracle the generator
