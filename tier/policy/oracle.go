@@ -28,7 +28,8 @@ type Routing struct {
 	// tokens i·Shift to (i+1)·Shift − 1, or every token if Shift is 0
 	// (then there is exactly one epoch). Each layer's ranks are a
 	// permutation of 0 … Experts−1. The oracle uses an epoch's ranks only
-	// from the epoch's first token on.
+	// from the epoch's first token on; oracle-learn needs none and ignores
+	// them (it checks them if given).
 	Ranks [][]int32
 }
 
