@@ -430,13 +430,13 @@ runs too: an online policy given the trace's generator (its weights, reuse,
 shift and popularity order), which evicts the expert least likely to be
 used at its layer's next step — a measuring device for what an online
 policy can reach, not a policy for a real model; a measured trace has no
-generator. So does oracle-learn: the oracle told the generator's structure
-(top-k, reuse, the weights by rank, when the order shifts) but not which
-expert has which rank, which it estimates from the routing since the last
-shift — a reference for a policy that knows all but what it must learn
-from the data, not a bound. With oracle comes the online bound: the most hits any online
-policy can expect on the trace, even one that knows the generator (package
-tier/sim, OnlineBound).
+generator. oracle-learn runs there too: the oracle told the generator's
+structure (top-k, reuse, the weights by rank, when the order shifts) but
+not which expert has which rank, which it estimates from the routing since
+the last shift — a reference for a policy that knows all but what it must
+learn from the data, not a bound. With either comes the online bound: the
+most hits any online policy can expect on the trace, even one that knows
+the generator (package tier/sim, OnlineBound).
 
 ` + exitStatuses,
 		Args: cobra.NoArgs,

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -131,7 +132,7 @@ func newLearner(p *oracle, r *Routing, truth bool) *learner {
 	}
 	// The grid.
 	ws := slices.Clone(r.Weights)
-	slices.SortFunc(ws, func(a, b float64) int { return -cmpFloat(a, b) })
+	slices.SortFunc(ws, func(a, b float64) int { return cmp.Compare(b, a) })
 	ws = slices.Compact(ws)
 	for i, a := range ws {
 		lr.gw = append(lr.gw, a)
@@ -152,16 +153,6 @@ func newLearner(p *oracle, r *Routing, truth bool) *learner {
 	lr.mkey, lr.mval = make([]uint64, size), make([]float64, size)
 	lr.mshift = uint(64 - bits.Len(uint(size-1)))
 	return lr
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // fresh is f_r, the probability that the expert of rank r is drawn at a
