@@ -202,7 +202,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 				return fmt.Errorf("--expert-bytes %d: want positive", expertBytes)
 			}
 			if !policyKnown(name) || policy.NeedsRouting(name) {
-				return fmt.Errorf("--policy %q: want one of %s (oracle, a measuring device, is for tarfa sim policies)", name, strings.Join(simPolicies(), ", "))
+				return fmt.Errorf("--policy %q: want one of %s (oracle and oracle-learn, measuring devices, are for tarfa sim policies)", name, strings.Join(simPolicies(), ", "))
 			}
 			pt, err := policy.ParsePartition(part)
 			if err != nil {
@@ -312,8 +312,8 @@ type simBound struct {
 	OfBelady float64 `json:"of_belady"`
 }
 
-// simPolicies are the policies tarfa sim projects with: all but oracle,
-// which only tarfa sim policies runs.
+// simPolicies are the policies tarfa sim projects with: all but oracle and
+// oracle-learn, which only tarfa sim policies runs.
 func simPolicies() []string {
 	return slices.DeleteFunc(policy.Names(), policy.NeedsRouting)
 }
@@ -430,9 +430,13 @@ runs too: an online policy given the trace's generator (its weights, reuse,
 shift and popularity order), which evicts the expert least likely to be
 used at its layer's next step — a measuring device for what an online
 policy can reach, not a policy for a real model; a measured trace has no
-generator. With oracle comes the online bound: the most hits any online
-policy can expect on the trace, even one that knows the generator (package
-tier/sim, OnlineBound).
+generator. oracle-learn runs there too: the oracle told the generator's
+structure (top-k, reuse, the weights by rank, when the order shifts) but
+not which expert has which rank, which it estimates from the routing since
+the last shift — a reference for a policy that knows all but what it must
+learn from the data, not a bound. With either comes the online bound: the
+most hits any online policy can expect on the trace, even one that knows
+the generator (package tier/sim, OnlineBound).
 
 ` + exitStatuses,
 		Args: cobra.NoArgs,

@@ -113,7 +113,8 @@ func TestSimFlagErrors(t *testing.T) {
 		{simArgs(append(syn, "--gpu-expert-us", "NaN")...), "--gpu-expert-us NaN"},
 		{simArgs(append(syn, "--expert-bytes", "0")...), "--expert-bytes 0"},
 		{simArgs(append(syn, "--policy", "fifo")...), `--policy "fifo": want one of`},
-		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, predict, static (oracle, a measuring device, is for tarfa sim policies)`},
+		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, predict, static (oracle and oracle-learn, measuring devices, are for tarfa sim policies)`},
+		{simArgs(append(syn, "--policy", "oracle-learn")...), `--policy "oracle-learn": want one of belady, heat,`},
 		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
 		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
 		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},
@@ -183,7 +184,7 @@ func TestSimPolicies(t *testing.T) {
 			t.Errorf("row %+v", r)
 		}
 	}
-	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2", "oracle"} {
+	for _, l := range []string{"belady", "lru", "leaststale", "heat", "heat+ledger", "static+ledger", "lfu", "lfu-decay", "lru2", "oracle", "oracle-learn"} {
 		if !labels[l] {
 			t.Errorf("no row for %s", l)
 		}
@@ -210,8 +211,9 @@ func TestSimPolicies(t *testing.T) {
 	if err != nil || !strings.Contains(text, "× belady") || !strings.Contains(text, "trace: synthetic zipf(") {
 		t.Errorf("text: %v\n%s", err, text)
 	}
-	// A measured trace has no generator: all policies but oracle (and
-	// static, without a ledger) run; oracle alone is refused.
+	// A measured trace has no generator: all policies but oracle and
+	// oracle-learn (and static, without a ledger) run; each of those alone
+	// is refused.
 	m := filepath.Join(t.TempDir(), "m.jsonl")
 	lines := `{"format":"tarfa-routing-trace","version":1,"model_root":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","layers":1,"experts":4,"top_k":1,"source":"measured"}` + "\n"
 	for tok, e := range []int{0, 1, 0, 2, 0} {
@@ -224,9 +226,11 @@ func TestSimPolicies(t *testing.T) {
 	if err != nil || !strings.Contains(text, "heat") || strings.Contains(text, "oracle") || strings.Contains(text, "online bound") {
 		t.Errorf("measured trace, all policies: %v\n%s", err, text)
 	}
-	if _, err := runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global", "--policies", "heat,oracle"); err == nil ||
-		!strings.Contains(err.Error(), "--policies oracle: sim: the oracle policy needs the generator of a synthetic trace; this trace's source is measured") {
-		t.Errorf("measured trace, --policies oracle: %v", err)
+	for _, n := range []string{"oracle", "oracle-learn"} {
+		if _, err := runCLI(t, "", "sim", "policies", "--trace", m, "--warmup", "1", "--capacities", "50", "--partitions", "global", "--policies", "heat,"+n); err == nil ||
+			!strings.Contains(err.Error(), "--policies "+n+": sim: the oracle policies (oracle, oracle-learn) need the generator of a synthetic trace; this trace's source is measured, it has none") {
+			t.Errorf("measured trace, --policies %s: %v", n, err)
+		}
 	}
 	for _, tc := range []struct {
 		args []string

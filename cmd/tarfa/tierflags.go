@@ -61,8 +61,8 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 }
 
 // onlinePolicies are the policies a real model's tier can run: online,
-// needing no ledger, and no measuring device (oracle needs a synthetic
-// trace's generator).
+// needing no ledger, and no measuring device (oracle and oracle-learn need
+// a synthetic trace's generator).
 func onlinePolicies() []string {
 	var out []string
 	for _, n := range policy.Names() {

@@ -92,7 +92,7 @@ func NewCache(d Dims, capacity int, part Partition, name string, o Options) (*Ca
 		}
 	}
 	if NeedsRouting(name) {
-		if err := o.Routing.check(d); err != nil {
+		if err := o.Routing.check(d, name == "oracle"); err != nil {
 			return nil, fmt.Errorf("policy %s: %w", name, err)
 		}
 	}

@@ -63,6 +63,16 @@
 //     independent references. It measures what an online policy can reach
 //     with the best information it could have (BENCHMARKS.md); no real
 //     model has a Routing, so it is for evaluation only ([Evaluation]).
+//   - oracle-learn: the oracle told the generator's structure (top-k,
+//     reuse, the weights by rank, when the order shifts) but not which
+//     expert has which rank (Routing.Ranks, if given, is ignored). It
+//     estimates each expert's weight from its layer's routing since the
+//     last shift — the posterior mean given how often the expert was drawn
+//     at the runs it was not in the previous set, the ranks uniformly
+//     likely a priori — and then evicts as the oracle does with those
+//     weights. It is a reference for a policy that knows everything except
+//     what it must learn from the data, not a bound (a better estimate, the
+//     exact posterior over orders, could do better); for evaluation only.
 //   - predict: the plug-in estimate of oracle, from nothing but the access
 //     stream. Per layer it estimates the reuse beyond chance (how often an
 //     expert of the last set is used again, less what fresh draws would

@@ -28,14 +28,15 @@ type Routing struct {
 	// tokens i·Shift to (i+1)·Shift − 1, or every token if Shift is 0
 	// (then there is exactly one epoch). Each layer's ranks are a
 	// permutation of 0 … Experts−1. The oracle uses an epoch's ranks only
-	// from the epoch's first token on.
+	// from the epoch's first token on; oracle-learn needs none and ignores
+	// them (it checks them if given).
 	Ranks [][]int32
 }
 
 // MaxRoutingEpochs bounds len(Routing.Ranks).
 const MaxRoutingEpochs = 1 << 16
 
-func (r *Routing) check(d Dims) error {
+func (r *Routing) check(d Dims, ranks bool) error {
 	if r == nil {
 		return fmt.Errorf("needs Options.Routing, the generator of a synthetic trace (a measured trace has none)")
 	}
@@ -48,9 +49,10 @@ func (r *Routing) check(d Dims) error {
 		return fmt.Errorf("routing: %d weights, want one per rank (%d experts a layer)", len(r.Weights), d.Experts)
 	case r.Shift < 0:
 		return fmt.Errorf("routing: shift %d is negative", r.Shift)
-	case len(r.Ranks) == 0 || len(r.Ranks) > MaxRoutingEpochs:
+	case (ranks || len(r.Ranks) > 0) && (len(r.Ranks) == 0 || len(r.Ranks) > MaxRoutingEpochs):
+		// oracle-learn needs no ranks: they are what it learns.
 		return fmt.Errorf("routing: %d epochs of ranks: want 1 to %d", len(r.Ranks), MaxRoutingEpochs)
-	case r.Shift == 0 && len(r.Ranks) != 1:
+	case r.Shift == 0 && len(r.Ranks) > 1:
 		return fmt.Errorf("routing: %d epochs of ranks without a shift: want 1", len(r.Ranks))
 	}
 	for i, w := range r.Weights {
@@ -89,6 +91,9 @@ func (r *Routing) layer(d Dims, l int) *Routing {
 // probabilities: t = 0 and 15 panels of cubics (TestOracleProbabilities
 // checks the accuracy).
 const oracleNodes = 3*15 + 2
+
+// oracleLo is the first node after t = 0 (the weights normalised to sum 1).
+const oracleLo = 0.01
 
 // oracle is the generator-aware online policy (see the package
 // documentation): it evicts the resident expert least likely to be used at
@@ -160,7 +165,10 @@ type oracle struct {
 	// quadrature, by rank r and node i: pz[r·n+i] = 1 − e^(−w_r t_i) and
 	// the kernel weight c[r·n+i] of the CDF at node i in q.
 	n      int
+	wsum   float64   // the sum of the weights, the unit of the nodes
+	t      []float64 // the nodes
 	pz, c  []float64
+	ident  []int32   // 0 … Experts−1: the rows of pz and c by rank
 	prior  []float64 // P of each rank with no previous set
 	perm   [][]int32 // per epoch, rank → expert by layer: perm[i][l·Experts + r]
 	p      []float64 // per expert: P(used at its layer's next step)
@@ -176,12 +184,18 @@ type oracle struct {
 	pre    []float64 // scratch: prefix pmf, k
 	acc, z []float64 // scratch, Experts
 	in     []bool    // scratch, Experts
+	learn  *learner  // oracle-learn: the ranks are estimated (oraclelearn.go)
 }
 
-func newOracle(d Dims, o Options) (*oracle, error) {
+func newOracle(d Dims, o Options, m oracleMode) (*oracle, error) {
 	r := o.Routing
-	if err := r.check(d); err != nil {
-		return nil, fmt.Errorf("policy oracle: %w", err)
+	if err := r.check(d, m != learnRanks); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", m.name(), err)
+	}
+	if m == learnRanks {
+		rr := *r
+		rr.Ranks = nil // what oracle-learn must learn
+		r = &rr
 	}
 	E, k := d.Experts, r.TopK
 	p := &oracle{base: newBase(d), k: k, rho: r.Reuse, spt: int64(o.StepsPerToken), sh: int64(r.Shift), n: oracleNodes,
@@ -205,11 +219,14 @@ func newOracle(d Dims, o Options) (*oracle, error) {
 	}
 	p.quadrature(r.Weights)
 	p.prior = make([]float64, E)
-	identity := make([]int32, E)
-	for i := range identity {
-		identity[i] = int32(i)
+	p.ident = make([]int32, E)
+	for i := range p.ident {
+		p.ident[i] = int32(i)
 	}
-	p.probabilities(identity, nil, p.prior)
+	p.probabilities(p.ident, p.ident, p.pz, p.c, nil, p.prior)
+	if m != knowRanks {
+		p.learn = newLearner(p, r, m == learnTruth)
+	}
 	for l := range d.Layers {
 		p.predict(l)
 	}
@@ -256,54 +273,61 @@ func (p *oracle) quadrature(w []float64) {
 	// the cubic through them in log t; each node's weight is the integral
 	// of the kernel against its interpolation basis (Simpson's rule, 64
 	// steps a panel).
-	const lo = 0.01
-	panels := (n - 2) / 3
 	t := make([]float64, n)
 	for i := 1; i < n; i++ {
-		t[i] = lo * math.Pow(hi/lo, float64(i-1)/float64(n-2))
+		t[i] = oracleLo * math.Pow(hi/oracleLo, float64(i-1)/float64(n-2))
 	}
+	p.wsum, p.t = sum, t
 	p.pz, p.c = make([]float64, E*n), make([]float64, E*n)
-	const steps = 64
 	for r, x := range wn {
-		pz, c := p.pz[r*n:(r+1)*n], p.c[r*n:(r+1)*n]
-		for i := range t {
-			pz[i] = -math.Expm1(-x * t[i])
-		}
-		// [0, lo], linear: the right end weighs phi, the left the rest.
-		whole, right := -math.Expm1(-x*lo), phi(x*lo)
-		c[0] += whole - right
-		c[1] += right
-		for j := range panels {
-			nd := t[1+3*j : 5+3*j]
-			var u [4]float64
-			for m := range u {
-				u[m] = math.Log(nd[m])
-			}
-			h := (u[3] - u[0]) / steps
-			for s := 0; s <= steps; s++ {
-				v := u[0] + float64(s)*h
-				f := 2.0 // Simpson's weights 1, 4, 2, 4, …, 4, 1 (× h/3)
-				switch {
-				case s == 0 || s == steps:
-					f = 1
-				case s%2 == 1:
-					f = 4
-				}
-				tv := math.Exp(v)
-				k := f * h / 3 * x * math.Exp(-x*tv) * tv // w e^(−wt) dt, dt = t dv
-				for m := range u {
-					l := 1.0
-					for q := range u {
-						if q != m {
-							l *= (v - u[q]) / (u[m] - u[q])
-						}
-					}
-					c[1+3*j+m] += k * l
-				}
-			}
-		}
-		c[n-1] += math.Exp(-x * t[n-1]) // beyond the last node, the CDF taken as flat
+		p.kernel(x, p.pz[r*n:(r+1)*n], p.c[r*n:(r+1)*n])
 	}
+}
+
+// kernel sets pz[i] = 1 − e^(−x t_i) and c[i], the weight of node i in q,
+// for an expert of normalised weight x (its weight over the sum of all
+// weights); c must be zero.
+func (p *oracle) kernel(x float64, pz, c []float64) {
+	const lo, steps = oracleLo, 64
+	n, t := p.n, p.t
+	panels := (n - 2) / 3
+	for i := range t {
+		pz[i] = -math.Expm1(-x * t[i])
+	}
+	// [0, lo], linear: the right end weighs phi, the left the rest.
+	whole, right := -math.Expm1(-x*lo), phi(x*lo)
+	c[0] += whole - right
+	c[1] += right
+	for j := range panels {
+		nd := t[1+3*j : 5+3*j]
+		var u [4]float64
+		for m := range u {
+			u[m] = math.Log(nd[m])
+		}
+		h := (u[3] - u[0]) / steps
+		for s := 0; s <= steps; s++ {
+			v := u[0] + float64(s)*h
+			f := 2.0 // Simpson's weights 1, 4, 2, 4, …, 4, 1 (× h/3)
+			switch {
+			case s == 0 || s == steps:
+				f = 1
+			case s%2 == 1:
+				f = 4
+			}
+			tv := math.Exp(v)
+			k := f * h / 3 * x * math.Exp(-x*tv) * tv // w e^(−wt) dt, dt = t dv
+			for m := range u {
+				l := 1.0
+				for q := range u {
+					if q != m {
+						l *= (v - u[q]) / (u[m] - u[q])
+					}
+				}
+				c[1+3*j+m] += k * l
+			}
+		}
+	}
+	c[n-1] += math.Exp(-x * t[n-1]) // beyond the last node, the CDF taken as flat
 }
 
 // phi is (1 − e^(−x)(1 + x))/x, the weight of an interval's right end.
@@ -315,15 +339,16 @@ func phi(x float64) float64 {
 }
 
 // probabilities sets out[perm[r]] to P(used at the next step) for the
-// expert of rank r, given which of them were in the last set (in, by
+// expert at position r, whose kernel is row rows[r] of pz and c (the oracle:
+// position = rank = row), given which of them were in the last set (in, by
 // expert; nil: none).
-func (p *oracle) probabilities(perm []int32, in []bool, out []float64) {
+func (p *oracle) probabilities(perm, rows []int32, pz, c []float64, in []bool, out []float64) {
 	E, n, k := len(perm), p.n, p.k
 	acc, z, suf, pre := p.acc, p.z, p.suf, p.pre
 	clear(acc)
 	for i := range n {
 		for r, x := range perm {
-			z[r] = p.pz[r*n+i]
+			z[r] = pz[int(rows[r])*n+i]
 			if in != nil && in[x] {
 				z[r] = p.rho + (1-p.rho)*z[r]
 			}
@@ -347,7 +372,7 @@ func (p *oracle) probabilities(perm []int32, in []bool, out []float64) {
 			for a, x := range pre {
 				g += x * up[k-1-a]
 			}
-			acc[r] += p.c[r*n+i] * g
+			acc[r] += c[int(rows[r])*n+i] * g
 			zr := z[r]
 			for c := k - 1; c > 0; c-- {
 				pre[c] = (1-zr)*pre[c] + zr*pre[c-1]
@@ -383,6 +408,9 @@ func (p *oracle) predict(l int) {
 	}
 	te := p.epochOf(target)
 	known := te <= p.epoch && te < len(p.perm)
+	if p.learn != nil {
+		known = p.learn.known(l, te)
+	}
 	p.dirty[l] = false
 	p.guess[l] = !known || p.e[l] == math.MinInt64
 	p.next(l, p.sets[l], te, known, p.p[l*E:(l+1)*E])
@@ -413,6 +441,13 @@ func (p *oracle) next(l int, set []int32, te int, known bool, out []float64) {
 		}
 		return
 	}
+	if p.learn != nil {
+		if p.rho == 0 || len(set) == 0 {
+			in = nil
+		}
+		p.learn.next(l, te, in, out)
+		return
+	}
 	perm := p.perm[te][l*E : (l+1)*E]
 	if p.rho == 0 || len(set) == 0 {
 		for r, x := range perm {
@@ -420,7 +455,7 @@ func (p *oracle) next(l int, set []int32, te int, known bool, out []float64) {
 		}
 		return
 	}
-	p.probabilities(perm, in, out)
+	p.probabilities(perm, p.ident, p.pz, p.c, in, out)
 }
 
 // Predictor computes the oracle policy's probabilities outside a tier (for
@@ -433,7 +468,7 @@ type Predictor struct {
 // NewPredictor returns the oracle's probabilities for a model of shape d
 // routed by r.
 func NewPredictor(d Dims, r *Routing) (*Predictor, error) {
-	o, err := newOracle(d, Options{StepsPerToken: d.Layers, Routing: r})
+	o, err := newOracle(d, Options{StepsPerToken: d.Layers, Routing: r}, knowRanks)
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +554,12 @@ func (p *oracle) cross(a, b int32) bool {
 	return a < b
 }
 
-func (p *oracle) Name() string { return "oracle" }
+func (p *oracle) Name() string {
+	if p.learn != nil && !p.learn.truth {
+		return "oracle-learn"
+	}
+	return "oracle"
+}
 
 // use records that id is used at now: a new run of its layer starts a new
 // set.
@@ -527,6 +567,9 @@ func (p *oracle) use(id ExpertID, now int64) {
 	l, i := id.Layer, p.d.Index(id)
 	p.now = max(p.now, now)
 	if now != p.e[l] {
+		if p.learn != nil {
+			p.learn.run(l, p.sets[l], p.token(now))
+		}
 		p.e[l] = now
 		p.sets[l] = p.sets[l][:0]
 		p.dirty[l] = true
@@ -536,6 +579,9 @@ func (p *oracle) use(id ExpertID, now int64) {
 		p.mark[i] = now
 		p.sets[l] = append(p.sets[l], int32(i))
 		p.dirty[l] = true
+		if p.learn != nil {
+			p.learn.drawn(i)
+		}
 	}
 }
 

@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,7 +43,7 @@ func TestOracleProbabilities(t *testing.T) {
 	for _, spec := range []string{"zipf:s=1.1,reuse=0.5", "zipf:s=0.5,reuse=0.8", "zipf:s=2,reuse=0.3,shift=100", "zipf:s=0,reuse=0"} {
 		tr := synthTrace(t, spec, L, E, k, T)
 		d := Dims{Layers: L, Experts: E}
-		p, err := newOracle(d, Options{StepsPerToken: L, Routing: routingOf(t, tr)})
+		p, err := newOracle(d, Options{StepsPerToken: L, Routing: routingOf(t, tr)}, knowRanks)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,6 +169,176 @@ func TestOracleWithoutReuseIsA0(t *testing.T) {
 		}
 		if a == 0 {
 			t.Errorf("capacity %d: no hit", capacity)
+		}
+	}
+}
+
+// feed announces layer l's set of token tok to p and asks for a victim,
+// as a Cache's RequestSet does, so that p's predictions are up to date.
+func feed(t *testing.T, p *oracle, d Dims, tok, l int, set []int32) {
+	t.Helper()
+	now := d.Step(tok, l)
+	for _, e := range set {
+		p.Announce(ExpertID{Layer: l, Expert: int(e)}, now)
+	}
+	if _, ok := p.Victim(ExpertID{Layer: l, Expert: int(set[0])}, now); ok {
+		t.Fatal("a victim with nothing resident")
+	}
+}
+
+// Given the true order, oracle-learn's machinery (the kernels from its
+// grid, its order by weight) computes exactly the oracle's probabilities,
+// bit for bit, before and after shifts: what it adds is the estimate and
+// nothing else.
+func TestOracleLearnGivenTheOrderIsTheOracle(t *testing.T) {
+	const L, E, k, T = 3, 64, 4, 500
+	for _, spec := range []string{"zipf:s=1.1,reuse=0.5,shift=100", "zipf:s=0.5,reuse=0"} {
+		tr := synthTrace(t, spec, L, E, k, T)
+		d := Dims{Layers: L, Experts: E}
+		o := Options{StepsPerToken: L, Routing: routingOf(t, tr)}
+		want, err := newOracle(d, o, knowRanks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := newOracle(d, o, learnTruth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff := 0
+		for tok := range T {
+			for l := range L {
+				set := tr.Step(tok, l)
+				feed(t, want, d, tok, l, set)
+				feed(t, got, d, tok, l, set)
+				for x := range want.p {
+					if want.p[x] != got.p[x] {
+						diff++
+						if diff < 4 {
+							t.Errorf("%s: token %d layer %d: P(%v) = %v, the oracle's %v", spec, tok, l, d.ID(x), got.p[x], want.p[x])
+						}
+					}
+				}
+			}
+		}
+		if diff > 0 {
+			t.Errorf("%s: %d probabilities differ from the oracle's", spec, diff)
+		}
+	}
+}
+
+// oracle-learn learns the order from the routing since the last shift
+// only: two routings that differ before a shift (but for the set just
+// before it, which the generator's reuse carries over) give it the same
+// probabilities from then on; and within an epoch what it learns ranks the
+// truly popular experts above the rest.
+func TestOracleLearnForgetsAtAShift(t *testing.T) {
+	const L, E, k, T, shift = 2, 64, 4, 300, 100
+	spec := fmt.Sprintf("zipf:s=1.1,reuse=0.5,shift=%d", shift)
+	a := synthTrace(t, spec, L, E, k, T)
+	b := synthTrace(t, spec+",stream=2", L, E, k, T) // another run: its own orders and draws
+	d := Dims{Layers: L, Experts: E}
+	r := routingOf(t, a)
+	pa, err := newOracle(d, Options{StepsPerToken: L, Routing: r}, learnRanks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := newOracle(d, Options{StepsPerToken: L, Routing: r}, learnRanks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	differed := false
+	var hot, cold, n float64
+	for tok := range T {
+		for l := range L {
+			sa, sb := a.Step(tok, l), b.Step(tok, l)
+			if tok >= shift-1 {
+				sb = sa // from the set before the shift on, the same routing
+			}
+			feed(t, pa, d, tok, l, sa)
+			feed(t, pb, d, tok, l, sb)
+			same := slices.Equal(pa.p[l*E:(l+1)*E], pb.p[l*E:(l+1)*E])
+			switch {
+			case tok >= shift-1 && !same:
+				t.Fatalf("token %d layer %d: the probabilities depend on the routing before the shift at %d", tok, l, shift)
+			case tok < shift-1 && !same:
+				differed = true
+			}
+			if tok%shift >= 50 {
+				// The true order of the epoch: the 8 most and the 8 least
+				// popular experts not in the set just used.
+				ranks := r.Ranks[tok/shift][l*E : (l+1)*E]
+				for x, rk := range ranks {
+					if slices.Contains(sa, int32(x)) {
+						continue
+					}
+					switch {
+					case rk < 8:
+						hot += pa.p[l*E+x]
+					case int(rk) >= E-8:
+						cold += pa.p[l*E+x]
+						n++
+					}
+				}
+			}
+		}
+	}
+	if !differed {
+		t.Error("different routing before the shift never changed the probabilities: the test shows nothing")
+	}
+	if !(hot > 5*cold) || n == 0 {
+		t.Errorf("within an epoch: the truly hottest experts got %.1f of probability in all, the coldest %.1f: not learnt", hot, cold)
+	}
+}
+
+// oracle-learn is not told the order: the Routing's Ranks, scrambled or
+// left out, change nothing (the oracle needs them); and it needs the
+// generator, which a measured trace does not have.
+func TestOracleLearnIgnoresTheOrder(t *testing.T) {
+	const L, E, k, T = 3, 32, 4, 300
+	tr := synthTrace(t, "zipf:s=1,reuse=0.4,shift=120", L, E, k, T)
+	d := Dims{Layers: L, Experts: E}
+	s := make(steps, T)
+	for tok := range s {
+		for l := range L {
+			var set []int
+			for _, e := range tr.Step(tok, l) {
+				set = append(set, int(e))
+			}
+			s[tok] = append(s[tok], set)
+		}
+	}
+	truth := routingOf(t, tr)
+	scrambled := routingOf(t, tr)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, ranks := range scrambled.Ranks {
+		for l := range L {
+			rs := ranks[l*E : (l+1)*E]
+			rng.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+		}
+	}
+	none := routingOf(t, tr)
+	none.Ranks = nil
+	for _, part := range []Partition{Global, PerLayer} {
+		const capacity = 30
+		want := replay(t, newCache(t, d, capacity, part, "oracle-learn", Options{Routing: truth}), s)
+		for name, r := range map[string]*Routing{"scrambled": scrambled, "none": none} {
+			if got := replay(t, newCache(t, d, capacity, part, "oracle-learn", Options{Routing: r}), s); got != want {
+				t.Errorf("%v, ranks %s: %d hits, with the true ranks %d", part, name, got, want)
+			}
+		}
+		if o := replay(t, newCache(t, d, capacity, part, "oracle", Options{Routing: scrambled}), s); o == want {
+			t.Errorf("%v: the oracle with scrambled ranks has oracle-learn's %d hits: the test shows nothing", part, o)
+		}
+		if _, err := NewCache(d, capacity, part, "oracle", Options{Routing: none}); err == nil || !strings.Contains(err.Error(), "0 epochs of ranks") {
+			t.Errorf("%v: oracle without ranks: %v", part, err)
+		}
+		for _, err := range []error{
+			func() error { _, err := NewCache(d, capacity, part, "oracle-learn", Options{}); return err }(),
+			func() error { _, err := New("oracle-learn", d, Options{}); return err }(),
+		} {
+			if err == nil || !strings.Contains(err.Error(), "policy oracle-learn: needs Options.Routing, the generator of a synthetic trace (a measured trace has none)") {
+				t.Errorf("%v: oracle-learn without a generator: %v", part, err)
+			}
 		}
 	}
 }

@@ -111,7 +111,8 @@ type Options struct {
 	// expert of mean heat (heat policy; default DefaultPriorWeight).
 	PriorWeight float64
 	// Routing is the generator of a synthetic trace, which the oracle
-	// policy needs (and no other uses).
+	// policies need (and no other uses): oracle all of it, oracle-learn
+	// all but Ranks, which it ignores.
 	Routing *Routing
 }
 
@@ -138,16 +139,17 @@ type constructor struct {
 }
 
 var registry = map[string]constructor{
-	"lru":        {true, func(d Dims, _ Options) (Policy, error) { return newLRU(d), nil }},
-	"lfu":        {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu", o, false, false) }},
-	"lfu-decay":  {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu-decay", o, true, false) }},
-	"heat":       {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "heat", o, true, false) }},
-	"static":     {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "static", o, false, true) }},
-	"lru2":       {true, func(d Dims, _ Options) (Policy, error) { return newLRU2(d), nil }},
-	"leaststale": {true, func(d Dims, _ Options) (Policy, error) { return newStale(d), nil }},
-	"belady":     {false, func(d Dims, _ Options) (Policy, error) { return newBelady(d), nil }},
-	"oracle":     {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o) }},
-	"predict":    {true, func(d Dims, o Options) (Policy, error) { return newPredict(d, o), nil }},
+	"lru":          {true, func(d Dims, _ Options) (Policy, error) { return newLRU(d), nil }},
+	"lfu":          {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu", o, false, false) }},
+	"lfu-decay":    {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu-decay", o, true, false) }},
+	"heat":         {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "heat", o, true, false) }},
+	"static":       {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "static", o, false, true) }},
+	"lru2":         {true, func(d Dims, _ Options) (Policy, error) { return newLRU2(d), nil }},
+	"leaststale":   {true, func(d Dims, _ Options) (Policy, error) { return newStale(d), nil }},
+	"belady":       {false, func(d Dims, _ Options) (Policy, error) { return newBelady(d), nil }},
+	"oracle":       {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o, knowRanks) }},
+	"oracle-learn": {true, func(d Dims, o Options) (Policy, error) { return newOracle(d, o, learnRanks) }},
+	"predict":      {true, func(d Dims, o Options) (Policy, error) { return newPredict(d, o), nil }},
 }
 
 // Names lists the policies, sorted.
@@ -172,12 +174,13 @@ func UsesHeat(name string) bool { return name == "heat" || name == "static" }
 func Online(name string) bool { c, ok := registry[name]; return ok && c.online }
 
 // NeedsRouting reports whether the named policy needs Options.Routing, the
-// generator of a synthetic trace (oracle).
-func NeedsRouting(name string) bool { return name == "oracle" }
+// generator of a synthetic trace (oracle, oracle-learn).
+func NeedsRouting(name string) bool { return name == "oracle" || name == "oracle-learn" }
 
 // Evaluation reports whether the named policy is a measuring device rather
-// than a policy for a tier: belady needs the future, oracle the generator
-// of a synthetic trace. Neither can run on a real model's routing.
+// than a policy for a tier: belady needs the future, oracle and
+// oracle-learn the generator of a synthetic trace. None can run on a real
+// model's routing.
 func Evaluation(name string) bool { return name == "belady" || NeedsRouting(name) }
 
 // New returns the named policy for a tier of experts of shape d.

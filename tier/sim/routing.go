@@ -17,13 +17,13 @@ import (
 const MaxOracleWork = 1 << 31
 
 // RoutingOf is the routing model of a synthetic trace, for the oracle
-// policy (policy.Options.Routing): its generator's reuse, shift, draw
+// policies, oracle and oracle-learn (policy.Options.Routing): its generator's reuse, shift, draw
 // weights and popularity order of every epoch, replayed from the header's
 // parameters. A measured trace has no generator: it is refused.
 func RoutingOf(tr *trace.Trace) (*policy.Routing, error) {
 	h := tr.Header
 	if h.Source != trace.Synthetic || h.Generator == nil {
-		return nil, fmt.Errorf("sim: the oracle policy needs the generator of a synthetic trace; this trace's source is %s, it has none", h.Source)
+		return nil, fmt.Errorf("sim: the oracle policies (oracle, oracle-learn) need the generator of a synthetic trace; this trace's source is %s, it has none", h.Source)
 	}
 	if w := int64(tr.Tokens()) * int64(h.Layers) * int64(h.Experts) * int64(h.TopK); w > MaxOracleWork {
 		return nil, fmt.Errorf("sim: the oracle on %d tokens × %d layers × %d experts × top-%d: over the limit of %d", tr.Tokens(), h.Layers, h.Experts, h.TopK, int64(MaxOracleWork))

@@ -355,7 +355,7 @@ func TestOracle(t *testing.T) {
 			t.Errorf("reuse, %s: oracle %.4f, heat %.4f, belady %.4f", k, o.HitRate, h.HitRate, o.Belady)
 		}
 	}
-	if _, err := RoutingOf(measured(t, 4, 1, [][][]int{{{0}}})); err == nil || !strings.Contains(err.Error(), "needs the generator of a synthetic trace; this trace's source is measured") {
+	if _, err := RoutingOf(measured(t, 4, 1, [][][]int{{{0}}})); err == nil || !strings.Contains(err.Error(), "the oracle policies (oracle, oracle-learn) need the generator of a synthetic trace; this trace's source is measured") {
 		t.Errorf("measured trace: %v", err)
 	}
 	if _, err := RoutingOf(synth(t, "zipf:s=1,reuse=0.5", 32, 65536, 1024, 2)); err == nil || !strings.Contains(err.Error(), "the oracle on 2 tokens × 32 layers × 65536 experts × top-1024: over the limit of 2147483648") {
