@@ -120,7 +120,9 @@ func (q *Queue) b3Scratch(n int64) (cvs, digests cu.DevicePtr) {
 // verifyCopy enqueues, on the hash stream after the copy into sl, the
 // digest of sl's three parts (offsets off, the matrices' sizes) for the
 // check at the next synchronisation (Options.VerifyCopies), and records
-// sl.hashed after it, which the next copy into sl waits for (b.mu held).
+// sl.hashed after it, which the next copy into sl waits for. The caller
+// holds a use of sl (no other queue copies into it meanwhile) and not b.mu
+// (a full list of checks drains the queue, which may drop a slot).
 func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [3]int64, sizes [3]int64) {
 	if !q.b.o.VerifyCopies || !q.ok() {
 		return
@@ -136,9 +138,9 @@ func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [
 		}
 	}
 	var total int64
-	segs := make([]segment, 0, 3)
+	var segs [3]segment
 	for j := range off {
-		segs = append(segs, segment{sl.ptr + cu.DevicePtr(off[j]), sizes[j]})
+		segs[j] = segment{sl.ptr + cu.DevicePtr(off[j]), sizes[j]}
 		total += sizes[j]
 	}
 	cvs, digests := q.b3Scratch(total)
@@ -147,7 +149,7 @@ func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [
 	}
 	k := len(q.b3.pending)
 	q.check("device hash", q.hs.Wait(sl.ready, 0))
-	q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs)
+	q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs[:])
 	q.check("device hash", sl.hashed.Record(q.hs))
 	sl.hashedSet = true
 	q.b3.pending = append(q.b3.pending, pendingCheck{sl: sl, id: id, want: want})
@@ -167,7 +169,10 @@ func (q *Queue) checkCopies() {
 	if !q.ok() {
 		return
 	}
-	var got [maxPendingChecks][32]byte
+	if q.b3.got == nil {
+		q.b3.got = make([][32]byte, maxPendingChecks)
+	}
+	got := q.b3.got
 	if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), q.b3.digests.ptr, int64(32*n)); err != nil {
 		q.check("reading the device copies' digests", err)
 		return

@@ -381,3 +381,55 @@ func init() {
 		*c.dst = string(b)
 	}
 }
+
+// TestVerifyCopiesManyInAStep: more copies in one step than a queue holds
+// checks for (the queue drains early and checks them then), through the
+// two transient slots of a queue with no device cache (each copy into a
+// slot waits for the hash of the one before it), with one copy among
+// them under a digest its bytes do not have: found, named, at the step's
+// end or before.
+func TestVerifyCopiesManyInAStep(t *testing.T) {
+	ck := expertModel(t, 4)
+	be := open(t, Options{VerifyCopies: true, ExpertSlots: -1})
+	const n = maxPendingChecks + 100
+	for _, bad := range []int{-1, maxPendingChecks + 50} {
+		q, err := be.NewQueue()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := be.(backend.Meter).Counters()
+		var wrong jnf.Digest
+		for k := range n {
+			d := jnf.Digest{}
+			if k == bad {
+				e, _ := ck.Expert(0, k%4)
+				wrong = e.Digest()
+				wrong.Sum[31] ^= 0x80
+				d = wrong
+			}
+			var x backend.Expert
+			if ve, _ := ck.Expert(0, k%4); q.LoadExpert(&x, ve.ID(), func() jnf.Digest {
+				if d.IsZero() {
+					return ve.Digest()
+				}
+				return d
+			}(), ve.Gate(), ve.Up(), ve.Down(), 24, 256) != nil {
+				break // the queue failed at an early drain
+			}
+			q.ReleaseExpert(&x)
+		}
+		err = q.Sync()
+		after := be.(backend.Meter).Counters()
+		if bad < 0 {
+			if err != nil || after.DeviceVerified-before.DeviceVerified != n || after.HostExperts != before.HostExperts {
+				t.Errorf("%d true copies in a step: %v, %d verified, %d on the host; want nil, %d, 0", n, err, after.DeviceVerified-before.DeviceVerified, after.HostExperts-before.HostExperts, n)
+			}
+		} else {
+			var ce *CopyError
+			if !errors.As(err, &ce) || ce.Want != wrong || ce.ID.Expert != bad%4 {
+				t.Errorf("copy %d of %d under another digest: %v; want a *CopyError for expert %d", bad, n, err, bad%4)
+			}
+		}
+		q.Close()
+	}
+}

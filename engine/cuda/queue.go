@@ -58,6 +58,7 @@ type Queue struct {
 	b3 struct {
 		cvs, digests *devMem
 		pending      []pendingCheck
+		got          [][32]byte // the digests read back, one per pending check
 	}
 
 	hx, hy []float32 // host copies for host-resident weights
@@ -809,8 +810,8 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
 	}
 	sl.id = id
-	q.verifyCopy(sl, id, digest, off, partSizes(&v))
 	b.mu.Unlock()
+	q.verifyCopy(sl, id, digest, off, partSizes(&v))
 	fill(x, id, digest, sl)
 	return q.err
 }
@@ -848,8 +849,8 @@ func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, s
 		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
 	}
 	sl.id = v.ID
-	q.verifyCopy(sl, v.ID, v.Digest, off, partSizes(v))
 	b.mu.Unlock()
+	q.verifyCopy(sl, v.ID, v.Digest, off, partSizes(v))
 	// The caller may recycle the bytes once LoadExpert returns.
 	q.check("expert copy", sl.ready.Synchronize())
 	fill(x, v.ID, v.Digest, sl)
