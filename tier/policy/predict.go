@@ -29,6 +29,15 @@ import "math"
 //     best one of each layer is used. Stationary routing is then estimated
 //     from everything seen since the last shift, drifting routing from the
 //     recent past.
+//   - A shift of every layer at once (a change of topic) is detected by a
+//     test that pools the evidence of all layers (shiftPool, shared by the
+//     instances of per-layer partitions): a CUSUM over the per-token sum of
+//     every layer's log-likelihood ratios of its fresh draws under a model
+//     fitted since a candidate change point and one fitted since the last
+//     shift. On the benchmarks' shape it raises a shift within a token of
+//     it, and none on stationary routing; then every estimate of every
+//     layer restarts from the runs since the change point (each layer keeps
+//     its last shiftWindow runs for this), and the scores start equal.
 //   - ρ, the reuse beyond chance: of the experts of a set, the decayed
 //     fraction the next run used again, r, less what fresh draws alone would
 //     have given, q̄ (the mean q over the set, each q estimated without the
@@ -49,7 +58,8 @@ import "math"
 // operation is O(log n); a run of a layer also moves the experts of its
 // previous set between classes, O(TopK log n), and a change of the estimate
 // in use or a restart reorders the layer's heaps, O(Experts) (rare: at a
-// shift). Ties between layers go to
+// shift; the pooled restart adds O(shiftWindow·TopK) per layer). The
+// shift test costs a log per fresh draw and O(TopK) per run. Ties between layers go to
 // the expert whose layer ran most recently, as in leaststale (2·run − last
 // use, largest first), then by index.
 type predict struct {
