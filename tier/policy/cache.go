@@ -113,6 +113,7 @@ func NewCache(d Dims, capacity int, part Partition, name string, o Options) (*Ca
 		if lo.StepsPerToken == 0 {
 			lo.StepsPerToken = d.Layers
 		}
+		lo.pool = newShiftPool()
 		for l := range d.Layers {
 			if o.Heat != nil {
 				lo.Heat = o.Heat[l*d.Experts : (l+1)*d.Experts]

@@ -79,7 +79,10 @@
 //     give) and each expert's popularity (decayed use counts, by the layer
 //     clock; of three estimates — half-lives Options.HalfLifeTokens and half
 //     that, and a growing one restarted when the popularity shifts — the one
-//     that predicted the layer's recent fresh draws best), and evicts the
+//     that predicted the layer's recent fresh draws best; when a test that
+//     pools the evidence of all layers detects that every layer's
+//     popularity shifted at once, all estimates restart from the change
+//     point), and evicts the
 //     expert least likely to be used at its layer's next step, P = ρ + (1 −
 //     ρ)·q for an expert of the layer's last set and q for the others; ties
 //     go to the one used longest ago in its layer's runs.

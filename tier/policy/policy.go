@@ -114,6 +114,10 @@ type Options struct {
 	// policies need (and no other uses): oracle all of it, oracle-learn
 	// all but Ranks, which it ignores.
 	Routing *Routing
+
+	// pool is the shift detector the per-layer instances of one tier share
+	// (predict); nil: the policy makes its own.
+	pool *shiftPool
 }
 
 // Defaults of Options, chosen by measurement (BENCHMARKS.md).

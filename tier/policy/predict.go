@@ -29,6 +29,15 @@ import "math"
 //     best one of each layer is used. Stationary routing is then estimated
 //     from everything seen since the last shift, drifting routing from the
 //     recent past.
+//   - A shift of every layer at once (a change of topic) is detected by a
+//     test that pools the evidence of all layers (shiftPool, shared by the
+//     instances of per-layer partitions): a CUSUM over the per-token sum of
+//     every layer's log-likelihood ratios of its fresh draws under a model
+//     fitted since a candidate change point and one fitted since the last
+//     shift. On the benchmarks' shape it raises a shift within a token of
+//     it, and none on stationary routing; then every estimate of every
+//     layer restarts from the runs since the change point (each layer keeps
+//     its last shiftWindow runs for this), and the scores start equal.
 //   - ρ, the reuse beyond chance: of the experts of a set, the decayed
 //     fraction the next run used again, r, less what fresh draws alone would
 //     have given, q̄ (the mean q over the set, each q estimated without the
@@ -49,7 +58,8 @@ import "math"
 // operation is O(log n); a run of a layer also moves the experts of its
 // previous set between classes, O(TopK log n), and a change of the estimate
 // in use or a restart reorders the layer's heaps, O(Experts) (rare: at a
-// shift). Ties between layers go to
+// shift; the pooled restart adds O(shiftWindow·TopK) per layer). The
+// shift test costs a log per fresh draw and O(TopK) per run. Ties between layers go to
 // the expert whose layer ran most recently, as in leaststale (2·run − last
 // use, largest first), then by index.
 type predict struct {
@@ -71,6 +81,23 @@ type predict struct {
 	members [][]int32 // experts (dense) used at the current run
 	hs      []ixheap  // class heaps by k = 2·layer + member, local indices
 	top     ixheap    // the class heaps, by the probability of their first
+
+	// the pooled shift detector (shiftPool)
+	pool   *shiftPool
+	spt    int64
+	cl, cf []float64   // per expert: fresh draws since the last shift, since the pool's tau
+	nl, nf []float64   // per layer: their sums
+	fresh  [][]int32   // per layer: the fresh draws of the current run
+	ring   [][]pastRun // per layer: the last shiftWindow runs, by run number mod shiftWindow
+	nrun   []int64     // per layer: runs in the ring so far
+	fhead  []int64     // per layer: the oldest run counted in cf
+	ep     []int       // per layer: the pool's epoch its estimates start in
+}
+
+// pastRun is a run of a layer kept to restart the estimates from.
+type pastRun struct {
+	tok, step   int64
+	uses, fresh []int32
 }
 
 // nEst is the number of popularity estimates predict keeps, and estScale
@@ -99,7 +126,13 @@ func newPredict(d Dims, o Options) *predict {
 		last: make([]int64, n),
 		e:    make([]int64, L), pe: make([]int64, L), kept: make([]float64, L), pick: make([]int, L),
 		np: make([]float64, L), qs: make([]float64, L), a: make([]float64, L), b: make([]float64, L), c: make([]float64, L),
-		rho: make([]float64, L), members: make([][]int32, L), hs: make([]ixheap, 2*L)}
+		rho: make([]float64, L), members: make([][]int32, L), hs: make([]ixheap, 2*L),
+		pool: o.pool, spt: int64(o.StepsPerToken), cl: make([]float64, n), cf: make([]float64, n),
+		nl: make([]float64, L), nf: make([]float64, L), fresh: make([][]int32, L), ring: make([][]pastRun, L),
+		nrun: make([]int64, L), fhead: make([]int64, L), ep: make([]int, L)}
+	if p.pool == nil {
+		p.pool = newShiftPool()
+	}
 	for h := range nEst {
 		p.rates[h] = math.Ln2 / (o.HalfLifeTokens * estScale[h] * spt)
 		p.u[h] = make([]float64, n)
@@ -118,6 +151,13 @@ func newPredict(d Dims, o Options) *predict {
 		p.e[l], p.pe[l] = math.MinInt64, math.MinInt64
 		p.pick[l] = 1
 		p.members[l] = make([]int32, 0, d.Experts)
+		p.fresh[l] = make([]int32, 0, d.Experts)
+		p.ring[l] = make([]pastRun, shiftWindow)
+		for r := range p.ring[l] {
+			// Room for a top-16 set: beyond that the first runs grow them.
+			k := min(d.Experts, 16)
+			p.ring[l][r].uses, p.ring[l][r].fresh = make([]int32, 0, k), make([]int32, 0, k)
+		}
 	}
 	for k := range p.hs {
 		off := int32(k/2) * int32(d.Experts)
@@ -245,6 +285,7 @@ func (p *predict) run(l int, now int64) {
 	if now <= p.e[l] {
 		return
 	}
+	p.shift(l, now)
 	if e := p.e[l]; e != math.MinInt64 {
 		if p.pe[l] != math.MinInt64 {
 			g := math.Exp(-p.rate * float64(now-e))
@@ -300,6 +341,7 @@ func (p *predict) run(l int, now int64) {
 		}
 	}
 	p.members[l] = p.members[l][:0]
+	p.fresh[l] = p.fresh[l][:0]
 	p.refresh(2*l + 1) // first: it may have emptied
 	p.refresh(2 * l)
 }
@@ -324,6 +366,9 @@ func (p *predict) use(id ExpertID, now int64) {
 			p.score[h][l] += logAddExp(p.u[h][i], prior+t) - p.den[h][l]
 		}
 		p.u[h][i] = logAddExp(p.u[h][i], t)
+	}
+	if fresh {
+		p.evidence(l, i, now)
 	}
 	p.last[i] = now
 	p.members[l] = append(p.members[l], i)
@@ -399,4 +444,91 @@ func logSubExp(a, b float64) float64 {
 		return math.Inf(-1)
 	}
 	return a + math.Log(-math.Expm1(b-a))
+}
+
+// evidence adds the fresh draw i of layer l to the pooled shift test: the
+// log-likelihood ratio of the draw under the model fitted since the pool's
+// candidate change point and the one fitted since the last shift (each the
+// posterior predictive of a categorical with a uniform prior of shiftPrior
+// draws per expert), less shiftMargin.
+func (p *predict) evidence(l int, i int32, now int64) {
+	const a = shiftPrior
+	ea := a * float64(p.d.Experts)
+	llr := math.Log((p.cf[i]+a)*(p.nl[l]+ea)/((p.nf[l]+ea)*(p.cl[i]+a))) - shiftMargin
+	p.pool.add(now/p.spt, llr)
+	p.cf[i]++
+	p.nf[l]++
+	p.cl[i]++
+	p.nl[l]++
+	p.fresh[l] = append(p.fresh[l], i)
+}
+
+// shift runs before layer l's run at now: it keeps the run that ended,
+// moves the pool to now's token, drops from the fresh model the runs before
+// the pool's candidate change point, and restarts the layer's estimates
+// from the change point of a shift the pool detected since the layer's
+// last run.
+func (p *predict) shift(l int, now int64) {
+	ring := p.ring[l]
+	if e := p.e[l]; e != math.MinInt64 {
+		n := p.nrun[l]
+		if n-p.fhead[l] >= shiftWindow {
+			p.drop(l, n-shiftWindow+1)
+		}
+		r := &ring[n%shiftWindow]
+		r.tok, r.step = e/p.spt, e
+		r.uses = append(r.uses[:0], p.members[l]...)
+		r.fresh = append(r.fresh[:0], p.fresh[l]...)
+		p.nrun[l]++
+	}
+	p.pool.advance(now / p.spt)
+	for p.fhead[l] < p.nrun[l] && ring[p.fhead[l]%shiftWindow].tok < p.pool.tau {
+		p.drop(l, p.fhead[l]+1)
+	}
+	if p.ep[l] == p.pool.epoch {
+		return
+	}
+	p.ep[l] = p.pool.epoch
+	off := l * p.d.Experts
+	for i := off; i < off+p.d.Experts; i++ {
+		p.cl[i] = 0
+		for h := range nEst {
+			p.u[h][i] = math.Inf(-1)
+		}
+	}
+	p.nl[l] = 0
+	for h := range nEst {
+		p.runs[h][l] = math.Inf(-1)
+		p.score[h][l] = 0
+	}
+	for n := max(p.nrun[l]-shiftWindow, 0); n < p.nrun[l]; n++ {
+		r := &ring[n%shiftWindow]
+		if r.tok < p.pool.start {
+			continue
+		}
+		for _, i := range r.fresh {
+			p.cl[i]++
+			p.nl[l]++
+		}
+		for h := range nEst {
+			t := p.rates[h] * float64(r.step)
+			p.runs[h][l] = logAddExp(p.runs[h][l], t)
+			for _, i := range r.uses {
+				p.u[h][i] = logAddExp(p.u[h][i], t)
+			}
+		}
+	}
+	p.hs[2*l].heapify()
+	p.hs[2*l+1].heapify()
+}
+
+// drop takes layer l's runs from the oldest counted in the fresh model up
+// to (not including) run number to out of it.
+func (p *predict) drop(l int, to int64) {
+	for ; p.fhead[l] < to; p.fhead[l]++ {
+		for _, i := range p.ring[l][p.fhead[l]%shiftWindow].fresh {
+			p.cf[i]--
+			p.nf[l]--
+		}
+	}
 }
