@@ -112,8 +112,18 @@ type RunIntegrity struct {
 	ScrubbedBytes int64  `json:"scrubbed_bytes"` // passes and on-use checks, the final one included
 	ScrubFailures int64  `json:"scrub_failures"`
 	// FinalBytes were re-hashed after the last prompt, before signing:
-	// every copy still resident then (experts and non-expert tensors).
+	// every copy still resident then (experts and non-expert tensors, and
+	// the routed experts a device backend keeps in device memory).
 	FinalBytes int64 `json:"final_scrub_bytes"`
+	// DeviceVerify says a device backend hashed every routed expert it
+	// copied into device memory again there, against its digest, before
+	// any token was produced from it (tarfa's --device-verify);
+	// DeviceVerifiedBytes are the bytes those checks hashed and
+	// DeviceScrubbedBytes those its scrubs of the resident device copies
+	// hashed, since the backend opened. Absent on the CPU backend.
+	DeviceVerify        bool  `json:"device_verify,omitempty"`
+	DeviceVerifiedBytes int64 `json:"device_verified_bytes,omitempty"`
+	DeviceScrubbedBytes int64 `json:"device_scrubbed_bytes,omitempty"`
 }
 
 // RunLoad is what opening the model verified.

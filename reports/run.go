@@ -190,6 +190,10 @@ func summarise(v *RunView) *runSummary {
 			s.Scrub += "; no copy found changed"
 		}
 	}
+	if in.DeviceVerify {
+		s.Scrub += fmt.Sprintf("; every expert copied to the device re-hashed there (%s, and %s by scrubs of its resident copies)",
+			Bytes(in.DeviceVerifiedBytes), Bytes(in.DeviceScrubbedBytes))
+	}
 	return s
 }
 

@@ -27,7 +27,8 @@ func sampleView(verified bool) *RunView {
 			{Layer: 1, Expert: 5, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1}}},
 		KPerLayer: []ledger.LayerK{{Layer: 1, K: map[int]int64{2: 4}}},
 		Golden:    &attest.RunGolden{ID: "sha256:" + strings.Repeat("c", 64), Exact: true},
-		Integrity: attest.RunIntegrity{Scrub: "use,10m0s", Passes: 3, ScrubbedBytes: 5 << 20, ScrubFailures: 1, FinalBytes: 2 << 20},
+		Integrity: attest.RunIntegrity{Scrub: "use,10m0s", Passes: 3, ScrubbedBytes: 5 << 20, ScrubFailures: 1, FinalBytes: 2 << 20,
+			DeviceVerify: true, DeviceVerifiedBytes: 3 << 20, DeviceScrubbedBytes: 1 << 20},
 		StartedAt: time.Unix(0, 0).UTC(), FinishedAt: time.Unix(9, 0).UTC(),
 	}
 	v := &RunView{Predicate: p, KeyID: "kid"}
@@ -53,7 +54,8 @@ func TestRenderRun(t *testing.T) {
 				continue
 			}
 			for _, want := range []string{"EXACT", "top-k 2", "1 MoE layers", "4.0 tok/s"[:3], d16("b"), "3/3 identical",
-				"schedule use,10m0s; 3 passes, 5.0 MiB re-hashed (2.0 MiB after the last prompt); 1 resident copies found changed before a use"} {
+				"schedule use,10m0s; 3 passes, 5.0 MiB re-hashed (2.0 MiB after the last prompt); 1 resident copies found changed before a use",
+				"every expert copied to the device re-hashed there (3.0 MiB, and 1.0 MiB by scrubs of its resident copies)"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s (verified %v): no %q in\n%s", f, verified, want, out)
 				}

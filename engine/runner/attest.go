@@ -15,6 +15,7 @@ import (
 
 	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
@@ -176,20 +177,30 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 // never signed over copies that changed in memory, and says what the run
 // re-verified.
 func (r *Runner) finalScrub() (attest.RunIntegrity, error) {
+	var in attest.RunIntegrity
 	if r.Tier == nil {
 		n, err := r.Engine.Scrub()
 		if err != nil {
 			return attest.RunIntegrity{}, err // a jnf.MismatchError
 		}
-		return attest.RunIntegrity{Scrub: "off", Passes: 1, ScrubbedBytes: n, FinalBytes: n}, nil
+		in = attest.RunIntegrity{Scrub: "off", Passes: 1, ScrubbedBytes: n, FinalBytes: n}
+	} else {
+		before := r.Tier.Stats().ScrubbedBytes
+		if _, err := r.Tier.ScrubAll(); err != nil {
+			return attest.RunIntegrity{}, err
+		}
+		st := r.Tier.Stats()
+		in = attest.RunIntegrity{Scrub: r.Tier.Options().Scrub.String(), Passes: st.ScrubPasses, ScrubbedBytes: st.ScrubbedBytes,
+			ScrubFailures: st.ScrubFailures, FinalBytes: st.ScrubbedBytes - before}
 	}
-	before := r.Tier.Stats().ScrubbedBytes
-	if _, err := r.Tier.ScrubAll(); err != nil {
-		return attest.RunIntegrity{}, err
+	// What a device backend verified where the kernels read the bytes.
+	be := r.Engine.Backend()
+	in.DeviceVerify = be.Residency().VerifyCopies
+	if m, ok := be.(backend.Meter); ok {
+		c := m.Counters()
+		in.DeviceVerifiedBytes, in.DeviceScrubbedBytes = c.DeviceVerifiedBytes, c.DeviceScrubbedBytes
 	}
-	st := r.Tier.Stats()
-	return attest.RunIntegrity{Scrub: r.Tier.Options().Scrub.String(), Passes: st.ScrubPasses, ScrubbedBytes: st.ScrubbedBytes,
-		ScrubFailures: st.ScrubFailures, FinalBytes: st.ScrubbedBytes - before}, nil
+	return in, nil
 }
 
 // runModel fills the predicate's model section from the checkpoint.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/engine/backendtest"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/tier"
@@ -151,5 +153,52 @@ func TestAttestRunFinalScrub(t *testing.T) {
 	var f *tier.ScrubFault
 	if !errors.As(err, &f) || !errors.Is(err, jnf.ErrVerification) || !strings.Contains(err.Error(), "embed_tokens") || calls.Load() != 1 {
 		t.Fatalf("attest run over a changed resident copy: %v (%d scrubs)", err, calls.Load())
+	}
+}
+
+// verifyingDevice is a simulated device backend that says it re-hashes its
+// copies on the device and reports fixed counts of it.
+type verifyingDevice struct{ backend.Backend }
+
+func (d verifyingDevice) Residency() backend.Residency {
+	r := d.Backend.Residency()
+	r.VerifyCopies = true
+	return r
+}
+
+func (d verifyingDevice) Counters() backend.Counters {
+	return backend.Counters{DeviceVerifiedBytes: 12345, DeviceScrubbedBytes: 678}
+}
+
+// TestAttestRunDeviceIntegrity: a report states what a device backend
+// verified in device memory (and nothing of it on the CPU backend).
+func TestAttestRunDeviceIntegrity(t *testing.T) {
+	dir := defaultModel(t)
+	ps, err := golden.ParsePrompts(strings.NewReader(prompts), "p.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := attest.RunBuild{Tarfa: "test", Backend: "cuda", Threads: 1, Kernels: "scalar"}
+	for _, dev := range []bool{true, false} {
+		opt := Options{Threads: 1, Tier: &tier.Options{DeviceBudget: tier.Auto}}
+		if dev {
+			opt.NewBackend = func() (backend.Backend, error) { return verifyingDevice{backendtest.NewDevice(1, 0)}, nil }
+		}
+		r, err := Open(context.Background(), dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := r.AttestRun(context.Background(), ps, AttestOptions{Host: HostFacts(), Build: build})
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := p.Integrity
+		if dev && (!in.DeviceVerify || in.DeviceVerifiedBytes != 12345 || in.DeviceScrubbedBytes != 678) {
+			t.Errorf("device backend: integrity %+v; want device_verify and its counts", in)
+		}
+		if !dev && (in.DeviceVerify || in.DeviceVerifiedBytes != 0 || in.DeviceScrubbedBytes != 0) {
+			t.Errorf("cpu backend: integrity %+v; want no device verification", in)
+		}
 	}
 }
