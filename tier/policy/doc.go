@@ -78,8 +78,10 @@
 //     expert of the last set is used again, less what fresh draws would
 //     give) and each expert's popularity (decayed use counts, by the layer
 //     clock; of three estimates — half-lives Options.HalfLifeTokens and half
-//     that, and a growing one restarted when the popularity shifts — the one
-//     that predicted the layer's recent fresh draws best; when a test that
+//     that, and a growing one restarted when the popularity shifts — and
+//     the same three counting only fresh draws, the one that predicted the
+//     layer's recent fresh draws best, a fresh-draw count only where it
+//     leads the use counts clearly; when a test that
 //     pools the evidence of all layers detects that every layer's
 //     popularity shifted at once, all estimates restart from the change
 //     point), and evicts the

@@ -29,6 +29,15 @@ import "math"
 //     best one of each layer is used. Stationary routing is then estimated
 //     from everything seen since the last shift, drifting routing from the
 //     recent past.
+//   - x(e), the fraction of the layer's runs that drew e afresh: three more
+//     estimates, with the same half-lives (and restart), that count only
+//     fresh draws. A use count mixes the popularity with the reuse, which
+//     repeats what a run drew; x sees only the draws. In the stationary
+//     state x = q(1 − f) with f = q/(1 − ρ + ρq), solved for q (qOf). Each
+//     is scored on the same fresh draws by the f its q implies, and used
+//     only where it leads the best use count by freshNats: where the
+//     hottest experts are nearly always in the last set they give few
+//     fresh draws, and their fresh-draw count is the noisier estimate.
 //   - A shift of every layer at once (a change of topic) is detected by a
 //     test that pools the evidence of all layers (shiftPool, shared by the
 //     instances of per-layer partitions): a CUSUM over the per-token sum of
@@ -46,12 +55,13 @@ import "math"
 
 // In the stationary state of that model an expert is used at a run with
 // probability f where f = ρf + (1 − ρf)q, so q = f(1 − ρ)/(1 − ρf); without
-// reuse q = f, and predict is a decayed frequency order.
+// reuse q = f (= x), and predict is a decayed frequency order.
 //
 // # Order
 //
 // Within one layer and one class (in the last set or not) P grows with
-// the decayed count, whatever the layer's estimates, so each layer keeps two
+// the decayed count of the estimate in use (q grows with f and with x),
+// whatever the layer's estimates, so each layer keeps two
 // heaps by count (ties: used longest ago, then index), and a heap of those
 // heaps orders them by the probability of their first expert, fixed when
 // the layer runs (its estimates change) or its first expert does. Every
@@ -66,8 +76,9 @@ type predict struct {
 	base
 	rate  float64         // the aging of the reuse estimate
 	rates [nEst]float64   // the agings of the popularity estimates
-	u     [nEst][]float64 // per estimate, per expert: log of the decayed uses
+	u     [nEst][]float64 // per estimate, per expert: log of the decayed uses (or fresh draws)
 	last  []int64         // per expert: last use, math.MinInt64 if none
+	fr    []bool          // per expert: its last use was a fresh draw
 	// per layer
 	e, pe   []int64         // the current (last) run and the one before
 	runs    [nEst][]float64 // per estimate: log of the decayed runs
@@ -101,17 +112,28 @@ type pastRun struct {
 }
 
 // nEst is the number of popularity estimates predict keeps, and estScale
-// their half-lives in units of Options.HalfLifeTokens (the last: no aging).
-const nEst = 3
+// their half-lives in units of Options.HalfLifeTokens (the last of each
+// kind: no aging).
+const nEst = 6
 
-var estScale = [nEst]float64{0.5, 1, math.Inf(1)}
+var estScale = [nEst]float64{0.5, 1, math.Inf(1), 0.5, 1, math.Inf(1)}
+
+// nUse is the number of estimates that count uses; the others (with the
+// same half-lives) count fresh draws.
+const nUse = 3
+
+// countsFresh reports whether estimate h counts fresh draws only.
+func countsFresh(h int) bool { return h >= nUse }
 
 // scoreScale is the half-life of the estimates' scores in units of
-// Options.HalfLifeTokens, and resetNats the lead in log score of the
-// shortest estimate over the growing one that restarts the growing one.
+// Options.HalfLifeTokens, resetNats the lead in log score of the shortest
+// estimate over the growing one that restarts the growing one, and
+// freshNats the lead a fresh-draw count needs over the use counts to be
+// used.
 const (
 	scoreScale = 0.25
 	resetNats  = 3
+	freshNats  = 3
 )
 
 // predictPrior is the prior weight of the popularity estimates in their
@@ -123,8 +145,8 @@ func newPredict(d Dims, o Options) *predict {
 	n, L := d.N(), d.Layers
 	spt := float64(o.StepsPerToken)
 	p := &predict{base: newBase(d), rate: math.Ln2 / (o.HalfLifeTokens * spt),
-		last: make([]int64, n),
-		e:    make([]int64, L), pe: make([]int64, L), kept: make([]float64, L), pick: make([]int, L),
+		last: make([]int64, n), fr: make([]bool, n),
+		e: make([]int64, L), pe: make([]int64, L), kept: make([]float64, L), pick: make([]int, L),
 		np: make([]float64, L), qs: make([]float64, L), a: make([]float64, L), b: make([]float64, L), c: make([]float64, L),
 		rho: make([]float64, L), members: make([][]int32, L), hs: make([]ixheap, 2*L),
 		pool: o.pool, spt: int64(o.StepsPerToken), cl: make([]float64, n), cf: make([]float64, n),
@@ -184,9 +206,23 @@ func (p *predict) q(i int32) float64 {
 	if math.IsInf(p.u[h][i], -1) {
 		return 0
 	}
-	f := min(math.Exp(p.u[h][i]-p.runs[h][l]), 1)
-	r := p.rho[l]
-	return f * (1 - r) / (1 - r*f)
+	return qOf(h, min(math.Exp(p.u[h][i]-p.runs[h][l]), 1), p.rho[l])
+}
+
+// qOf is q for estimate h's fraction x of the layer's runs, for reuse r.
+// For a use count (x = f) q = f(1 − r)/(1 − rf). For a fresh-draw count,
+// in the model's stationary state x = q(1 − f), where f = q/(1 − r + rq)
+// is the fraction of runs that follow one that used it, so q is the
+// smaller root of (1 − r)q² − ((1 − r) − rx)q + (1 − r)x = 0 (the vertex
+// where x exceeds what any q gives).
+func qOf(h int, x, r float64) float64 {
+	if !countsFresh(h) {
+		return x * (1 - r) / (1 - r*x)
+	}
+	a := 1 - r
+	b := a - r*x
+	d := b*b - 4*a*a*x
+	return min((b-math.Sqrt(max(d, 0)))/(2*a), 1)
 }
 
 // prob is the estimated probability of i's use at its layer's next run.
@@ -304,9 +340,12 @@ func (p *predict) run(l int, now int64) {
 		if runs := logSubExp(p.runs[h][l], w); !math.IsInf(runs, -1) {
 			r := p.rho[l]
 			for _, i := range p.members[l] {
-				if u := logSubExp(p.u[h][i], w); !math.IsInf(u, -1) {
-					f := min(math.Exp(u-runs), 1)
-					qs += f * (1 - r) / (1 - r*f)
+				u := p.u[h][i]
+				if !countsFresh(h) || p.fr[i] {
+					u = logSubExp(u, w)
+				}
+				if !math.IsInf(u, -1) {
+					qs += qOf(h, min(math.Exp(u-runs), 1), r)
 				}
 			}
 		}
@@ -363,10 +402,23 @@ func (p *predict) use(id ExpertID, now int64) {
 	for h := range nEst {
 		t := p.rates[h] * float64(now)
 		if fresh {
-			p.score[h][l] += logAddExp(p.u[h][i], prior+t) - p.den[h][l]
+			if !countsFresh(h) {
+				p.score[h][l] += logAddExp(p.u[h][i], prior+t) - p.den[h][l]
+			} else {
+				// Its prior is the fresh part of a set, and it is scored by
+				// the use fraction its q implies, f = q/(1 − ρ + ρq), to
+				// compare with the use counts.
+				r := p.rho[l]
+				x := logAddExp(p.u[h][i], prior+math.Log1p(-r)+t) - p.den[h][l]
+				q := qOf(h, min(math.Exp(x), 1), r)
+				p.score[h][l] += math.Log(q / (1 - r + r*q))
+			}
 		}
-		p.u[h][i] = logAddExp(p.u[h][i], t)
+		if fresh || !countsFresh(h) {
+			p.u[h][i] = logAddExp(p.u[h][i], t)
+		}
 	}
+	p.fr[i] = fresh
 	if fresh {
 		p.evidence(l, i, now)
 	}
@@ -377,11 +429,17 @@ func (p *predict) use(id ExpertID, now int64) {
 	}
 }
 
-// reset restarts the growing estimate (the last) of layer l from the
-// shortest when the shortest has predicted the recent fresh draws better
-// by resetNats: the popularity has changed.
+// reset restarts the growing estimates (the last of each kind) of layer l
+// from the shortest of their kind when it has predicted the recent fresh
+// draws better by resetNats: the popularity has changed.
 func (p *predict) reset(l int, now int64) {
-	const g, s = nEst - 1, 0
+	p.resetFrom(l, now, 0, nUse-1)
+	p.resetFrom(l, now, nUse, nEst-1)
+}
+
+// resetFrom restarts estimate g of layer l from s when s has predicted the
+// recent fresh draws better by resetNats.
+func (p *predict) resetFrom(l int, now int64, s, g int) {
 	if !(p.score[s][l]-p.score[g][l] > resetNats) || p.rates[g] != 0 {
 		return
 	}
@@ -404,11 +462,21 @@ func (p *predict) reset(l int, now int64) {
 func (p *predict) best(l int) int {
 	b := 0
 	for h := 1; h < nEst; h++ {
-		if p.score[h][l] > p.score[b][l] {
+		if p.lead(h, l) > p.lead(b, l) {
 			b = h
 		}
 	}
 	return b
+}
+
+// lead is estimate h's score on layer l less freshNats if it counts fresh
+// draws: a fresh-draw count is used only where it predicts the layer's
+// fresh draws clearly better than the use counts, which have more data.
+func (p *predict) lead(h, l int) float64 {
+	if countsFresh(h) {
+		return p.score[h][l] - freshNats
+	}
+	return p.score[h][l]
 }
 
 func (p *predict) Insert(id ExpertID, _ int64) { p.attach(p.insert(id)) }
@@ -513,7 +581,11 @@ func (p *predict) shift(l int, now int64) {
 		for h := range nEst {
 			t := p.rates[h] * float64(r.step)
 			p.runs[h][l] = logAddExp(p.runs[h][l], t)
-			for _, i := range r.uses {
+			from := r.uses
+			if countsFresh(h) {
+				from = r.fresh
+			}
+			for _, i := range from {
 				p.u[h][i] = logAddExp(p.u[h][i], t)
 			}
 		}
