@@ -295,3 +295,37 @@ func TestSimPredictFreshCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestSimPredictHalfLives checks the row that predict's popularity
+// half-lives of two and four Options.HalfLifeTokens bring to 0.9 × Belady:
+// with half and one it reaches 0.898 ×.
+func TestSimPredictHalfLives(t *testing.T) {
+	js, err := runCLI(t, "", "sim", "policies", "--synthetic", "zipf:s=0.8,reuse=0.5,shift=250", "--tokens", "1000",
+		"--warmup", "100", "--capacities", "40", "--partitions", "global", "--policies", "belady,predict", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Rows []struct {
+			Label    string  `json:"label"`
+			HitRate  float64 `json:"hit_rate"`
+			OfBelady float64 `json:"of_belady"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(js), &out); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range out.Rows {
+		if r.Label != "predict" {
+			continue
+		}
+		found = true
+		if r.OfBelady < 0.9 {
+			t.Errorf("DRIFT global 40%%: predict hit rate %.4f, %.4f × Belady; want at least 0.90 ×", r.HitRate, r.OfBelady)
+		}
+	}
+	if !found {
+		t.Errorf("no predict row in %s", js)
+	}
+}

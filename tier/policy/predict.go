@@ -20,7 +20,7 @@ import "math"
 //   - f(e), the fraction of the layer's runs that used e: decayed uses of e
 //     over decayed runs of the layer, kept in the log domain as freq keeps
 //     its counts, so the ratio changes only when the layer runs. Three
-//     estimates are kept: half-lives of half and one Options.HalfLifeTokens,
+//     estimates are kept: half-lives of two and four Options.HalfLifeTokens,
 //     and a growing one (no aging) that restarts from the shortest when the
 //     shortest has predicted the layer's recent fresh draws (uses of experts
 //     not in the previous set) better by resetNats: the popularity has
@@ -116,7 +116,7 @@ type pastRun struct {
 // kind: no aging).
 const nEst = 6
 
-var estScale = [nEst]float64{0.5, 1, math.Inf(1), 0.5, 1, math.Inf(1)}
+var estScale = [nEst]float64{2, 4, math.Inf(1), 2, 4, math.Inf(1)}
 
 // nUse is the number of estimates that count uses; the others (with the
 // same half-lives) count fresh draws.
