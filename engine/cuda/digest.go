@@ -33,11 +33,13 @@ import (
 // it synchronises early.
 const maxPendingChecks = 1024
 
-// pendingCheck is a device copy whose digest is being computed.
+// pendingCheck is a device copy whose digest is being computed: after the
+// copy into sl (VerifyCopies), or of sl's resident copy (scrub).
 type pendingCheck struct {
-	sl   *slot
-	id   weights.ExpertID
-	want jnf.Digest
+	sl    *slot
+	id    weights.ExpertID
+	want  jnf.Digest
+	scrub bool
 }
 
 // segment is a range of device memory.
@@ -122,7 +124,7 @@ func (q *Queue) b3Scratch(n int64) (cvs, digests cu.DevicePtr) {
 // check at the next synchronisation (Options.VerifyCopies), and records
 // sl.hashed after it, which the next copy into sl waits for. The caller
 // holds a use of sl (no other queue copies into it meanwhile) and not b.mu
-// (a full list of checks drains the queue, which may drop a slot).
+// (a full list of checks is checked at once, which may drop a slot).
 func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [3]int64, sizes [3]int64) {
 	if !q.b.o.VerifyCopies || !q.ok() {
 		return
@@ -132,42 +134,64 @@ func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [
 		return
 	}
 	if len(q.b3.pending) == maxPendingChecks {
-		q.drain()
-		if !q.ok() {
+		if err := q.flushChecks(); err != nil {
+			if q.err == nil {
+				q.err = err
+			}
 			return
 		}
 	}
-	var total int64
 	var segs [3]segment
 	for j := range off {
 		segs[j] = segment{sl.ptr + cu.DevicePtr(off[j]), sizes[j]}
-		total += sizes[j]
 	}
-	cvs, digests := q.b3Scratch(total)
-	if !q.ok() {
-		return
-	}
-	k := len(q.b3.pending)
-	q.check("device hash", q.hs.Wait(sl.ready, 0))
-	q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs[:])
+	total := q.enqueueCheck(pendingCheck{sl: sl, id: id, want: want}, segs)
 	q.check("device hash", sl.hashed.Record(q.hs))
 	sl.hashedSet = true
-	q.b3.pending = append(q.b3.pending, pendingCheck{sl: sl, id: id, want: want})
 	q.b.meter.verified.Add(1)
 	q.b.meter.verifiedBytes.Add(total)
 }
 
-// checkCopies compares the digests of the pending device copies, computed
-// by now (both streams synchronised), with the manifest's; a copy that
-// differs leaves the device cache and fails the queue.
-func (q *Queue) checkCopies() {
+// enqueueCheck enqueues on the hash stream, after the copy into c.sl, the
+// digest of segs (c.sl's parts) into the next pending digest, and returns
+// the bytes it hashes. The list of pending checks has room.
+func (q *Queue) enqueueCheck(c pendingCheck, segs [3]segment) int64 {
+	var total int64
+	for _, g := range segs {
+		total += g.n
+	}
+	cvs, digests := q.b3Scratch(total)
+	if !q.ok() {
+		return 0
+	}
+	k := len(q.b3.pending)
+	q.check("device hash", q.hs.Wait(c.sl.ready, 0))
+	q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs[:])
+	q.b3.pending = append(q.b3.pending, c)
+	return total
+}
+
+// flushChecks waits for the pending digests and checks them (checkCopies).
+func (q *Queue) flushChecks() error {
+	if err := q.hs.Synchronize(); err != nil {
+		q.check("synchronize (device hashes)", err)
+	}
+	return q.checkCopies()
+}
+
+// checkCopies compares the digests of the pending checks, computed by now
+// (the hash stream synchronised), with the manifest's, and returns the
+// first that differs as a *CopyError; every copy that differs leaves the
+// device cache. A queue that has failed checks nothing (its hashes may not
+// have run).
+func (q *Queue) checkCopies() error {
 	n := len(q.b3.pending)
 	if n == 0 {
-		return
+		return nil
 	}
 	defer func() { clear(q.b3.pending); q.b3.pending = q.b3.pending[:0] }()
 	if !q.ok() {
-		return
+		return nil
 	}
 	if q.b3.got == nil {
 		q.b3.got = make([][32]byte, maxPendingChecks)
@@ -175,18 +199,20 @@ func (q *Queue) checkCopies() {
 	got := q.b3.got
 	if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), q.b3.digests.ptr, int64(32*n)); err != nil {
 		q.check("reading the device copies' digests", err)
-		return
+		return nil
 	}
+	var first error
 	for k, c := range q.b3.pending {
 		if got[k] == c.want.Sum {
 			continue
 		}
 		q.b.forget(c.sl, c.want)
 		q.b.meter.verifyFailures.Add(1)
-		if q.err == nil {
-			q.err = &CopyError{ID: c.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: c.want}
+		if first == nil {
+			first = &CopyError{ID: c.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: c.want, Scrub: c.scrub}
 		}
 	}
+	return first
 }
 
 // CopyError reports a routed expert whose bytes in device memory do not
@@ -268,43 +294,23 @@ func (b *Backend) ScrubDevice() (int64, error) {
 	}()
 	var n int64
 	var first error
-	for start := 0; start < len(rs); start += maxPendingChecks {
-		batch := rs[start:min(len(rs), start+maxPendingChecks)]
-		for k, r := range batch {
-			q.check("scrub", q.hs.Wait(r.sl.ready, 0))
-			segs := make([]segment, 0, 3)
-			var total int64
-			for _, dw := range r.parts {
-				segs = append(segs, segment{dw.ptr, dw.bytes})
-				total += dw.bytes
-			}
-			cvs, digests := q.b3Scratch(total)
-			if !q.ok() {
-				return n, q.err
-			}
-			q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs)
-			n += total
-		}
-		if err := q.hs.Synchronize(); err != nil {
-			return n, fmt.Errorf("cuda: scrub: %w", err)
-		}
-		if !q.ok() {
-			return n, q.err
-		}
-		var got [maxPendingChecks][32]byte
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), q.b3.digests.ptr, int64(32*len(batch))); err != nil {
-			return n, fmt.Errorf("cuda: scrub: reading the digests: %w", err)
-		}
-		for k, r := range batch {
-			if got[k] == r.want.Sum {
-				continue
-			}
-			b.forget(r.sl, r.want)
-			b.meter.verifyFailures.Add(1)
-			if first == nil {
-				first = &CopyError{ID: r.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: r.want, Scrub: true}
+	for _, r := range rs {
+		if len(q.b3.pending) == maxPendingChecks {
+			if err := q.flushChecks(); first == nil {
+				first = err
 			}
 		}
+		var segs [3]segment
+		for j, dw := range r.parts {
+			segs[j] = segment{dw.ptr, dw.bytes}
+		}
+		n += q.enqueueCheck(pendingCheck{sl: r.sl, id: r.id, want: r.want, scrub: true}, segs)
+	}
+	if err := q.flushChecks(); first == nil {
+		first = err
+	}
+	if !q.ok() {
+		return n, q.err
 	}
 	b.meter.scrubbedBytes.Add(n)
 	return n, first

@@ -184,7 +184,9 @@ func (q *Queue) drain() {
 		q.check("synchronize (device hashes)", err)
 	}
 	q.collect()
-	q.checkCopies()
+	if err := q.checkCopies(); err != nil && q.err == nil {
+		q.err = err
+	}
 	for _, o := range q.outs {
 		if o.f != nil {
 			copy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
