@@ -76,13 +76,7 @@ func TestCUDATightBudget(t *testing.T) {
 // Residency says so, and the host-resident ones compute the same bits.
 func TestCUDAResidency(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	tensor := func(rows, cols int) jnf.TensorView {
-		v := jnf.TensorView{DType: jnf.BF16, Shape: []int64{int64(rows), int64(cols)}, Data: make([]byte, 2*rows*cols)}
-		for i := range rows * cols {
-			binary.LittleEndian.PutUint16(v.Data[2*i:], uint16(math.Float32bits(float32(r.NormFloat64()))>>16))
-		}
-		return v
-	}
+	tensor := func(rows, cols int) jnf.TensorView { return bf16Tensor(r, rows, cols) }
 	m := &weightstest.Model{Config: []byte(testConfig), Tensors: map[string]jnf.TensorView{
 		"small": tensor(64, 256), "big": tensor(4096, 2048), "embed": tensor(300, 256)},
 		Experts: map[weights.ExpertID][3]jnf.TensorView{}}
@@ -175,6 +169,16 @@ func TestCUDAResidency(t *testing.T) {
 	if err := backendtest.Same(got, want); err != nil {
 		t.Errorf("Embed from the host: %v", err)
 	}
+}
+
+// bf16Tensor is a rows × cols BF16 tensor of normal random values (the
+// top half of their float32 bits).
+func bf16Tensor(r *rand.Rand, rows, cols int) jnf.TensorView {
+	v := jnf.TensorView{DType: jnf.BF16, Shape: []int64{int64(rows), int64(cols)}, Data: make([]byte, 2*rows*cols)}
+	for i := range rows * cols {
+		binary.LittleEndian.PutUint16(v.Data[2*i:], uint16(math.Float32bits(float32(r.NormFloat64()))>>16))
+	}
+	return v
 }
 
 const testConfig = `{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","hidden_size":256,

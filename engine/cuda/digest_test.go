@@ -3,10 +3,8 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -30,26 +28,8 @@ import (
 // the device.
 func deviceSum(t *testing.T, b *Backend, q *Queue, shift int, segs ...[]byte) [32]byte {
 	t.Helper()
-	var ds []segment
-	var total int64
-	for _, s := range segs {
-		p, err := cu.MemAlloc(int64(len(s) + shift + 4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cu.MemFree(p)
-		if len(s) > 0 {
-			if err := cu.MemcpyHtoD(p+cu.DevicePtr(shift), unsafe.Pointer(unsafe.SliceData(s)), int64(len(s))); err != nil {
-				t.Fatal(err)
-			}
-			// The DMA of a pageable copy may still run (legacy stream).
-			if err := cu.Synchronize(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ds = append(ds, segment{p + cu.DevicePtr(shift), int64(len(s))})
-		total += int64(len(s))
-	}
+	ds, total, free := toDevice(t, shift, segs)
+	defer free()
 	out, err := cu.MemAlloc(32)
 	if err != nil {
 		t.Fatal(err)
@@ -70,30 +50,51 @@ func deviceSum(t *testing.T, b *Backend, q *Queue, shift int, segs ...[]byte) [3
 	return got
 }
 
+// toDevice copies segs to device memory, each at offset shift from an
+// aligned allocation of its own, and returns them, their total length and
+// a function that frees them.
+func toDevice(t *testing.T, shift int, segs [][]byte) (ds []segment, total int64, free func()) {
+	t.Helper()
+	var ps []cu.DevicePtr
+	free = func() {
+		for _, p := range ps {
+			cu.MemFree(p)
+		}
+	}
+	for _, s := range segs {
+		p, err := cu.MemAlloc(int64(len(s) + shift + 4))
+		if err != nil {
+			free()
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+		if len(s) > 0 {
+			if err := cu.MemcpyHtoD(p+cu.DevicePtr(shift), unsafe.Pointer(unsafe.SliceData(s)), int64(len(s))); err != nil {
+				free()
+				t.Fatal(err)
+			}
+			// The DMA of a pageable copy may still run (legacy stream).
+			if err := cu.Synchronize(); err != nil {
+				free()
+				t.Fatal(err)
+			}
+		}
+		ds = append(ds, segment{p + cu.DevicePtr(shift), int64(len(s))})
+		total += int64(len(s))
+	}
+	return ds, total, free
+}
+
 // diagnose reports where the device's hash of segs (as deviceSum places
 // them) first differs from the host's C code: the first chunk whose
 // chaining value differs, or the parent levels if every chunk agrees.
 func diagnose(t *testing.T, q *Queue, shift int, segs ...[]byte) string {
 	t.Helper()
+	ds, total, free := toDevice(t, shift, segs)
+	defer free()
 	var a [6]uint64
-	var total int64
-	for j, s := range segs {
-		p, err := cu.MemAlloc(int64(len(s) + shift + 4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cu.MemFree(p)
-		if len(s) > 0 {
-			if err := cu.MemcpyHtoD(p+cu.DevicePtr(shift), unsafe.Pointer(unsafe.SliceData(s)), int64(len(s))); err != nil {
-				t.Fatal(err)
-			}
-			// The DMA of a pageable copy may still run (legacy stream).
-			if err := cu.Synchronize(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		a[2*j], a[2*j+1] = uint64(p)+uint64(shift), uint64(len(s))
-		total += int64(len(s))
+	for j, g := range ds {
+		a[2*j], a[2*j+1] = uint64(g.ptr), uint64(g.n)
 	}
 	chunks := b3Chunks(total)
 	cvs, err := cu.MemAlloc(32 * chunks)
@@ -166,13 +167,7 @@ func TestDeviceBLAKE3(t *testing.T) {
 func expertModel(t *testing.T, n int) *weights.Checkpoint {
 	t.Helper()
 	r := rand.New(rand.NewPCG(5, 6))
-	tensor := func(rows, cols int) jnf.TensorView {
-		v := jnf.TensorView{DType: jnf.BF16, Shape: []int64{int64(rows), int64(cols)}, Data: make([]byte, 2*rows*cols)}
-		for i := range rows * cols {
-			binary.LittleEndian.PutUint16(v.Data[2*i:], uint16(math.Float32bits(float32(r.NormFloat64()))>>16))
-		}
-		return v
-	}
+	tensor := func(rows, cols int) jnf.TensorView { return bf16Tensor(r, rows, cols) }
 	m := &weightstest.Model{Config: []byte(testConfig), Tensors: map[string]jnf.TensorView{"small": tensor(64, 256)},
 		Experts: map[weights.ExpertID][3]jnf.TensorView{}}
 	for e := range n {
