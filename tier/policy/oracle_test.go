@@ -151,16 +151,7 @@ func TestOracleWithoutReuseIsA0(t *testing.T) {
 	for x, rk := range r.Ranks[0] {
 		heat[x] = r.Weights[rk]
 	}
-	s := make(steps, tr.Tokens())
-	for tok := range s {
-		for l := range d.Layers {
-			var set []int
-			for _, e := range tr.Step(tok, l) {
-				set = append(set, int(e))
-			}
-			s[tok] = append(s[tok], set)
-		}
-	}
+	s := stepsOf(tr, d.Layers)
 	for _, capacity := range []int{16, 40, 64} {
 		a := replay(t, newCache(t, d, capacity, PerLayer, "oracle", Options{Routing: r}), s)
 		b := replay(t, newCache(t, d, capacity, PerLayer, "static", Options{Heat: heat}), s)
@@ -297,16 +288,7 @@ func TestOracleLearnIgnoresTheOrder(t *testing.T) {
 	const L, E, k, T = 3, 32, 4, 300
 	tr := synthTrace(t, "zipf:s=1,reuse=0.4,shift=120", L, E, k, T)
 	d := Dims{Layers: L, Experts: E}
-	s := make(steps, T)
-	for tok := range s {
-		for l := range L {
-			var set []int
-			for _, e := range tr.Step(tok, l) {
-				set = append(set, int(e))
-			}
-			s[tok] = append(s[tok], set)
-		}
-	}
+	s := stepsOf(tr, L)
 	truth := routingOf(t, tr)
 	scrambled := routingOf(t, tr)
 	rng := rand.New(rand.NewPCG(3, 4))

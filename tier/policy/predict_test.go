@@ -4,12 +4,19 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/tier/trace"
 )
 
 // synthSteps is a synthetic trace as steps.
 func synthSteps(t *testing.T, spec string, layers, experts, k, tokens int) steps {
 	t.Helper()
 	tr := synthTrace(t, spec, layers, experts, k, tokens)
+	return stepsOf(tr, layers)
+}
+
+// stepsOf is the routing of tr's first layers, token by token.
+func stepsOf(tr *trace.Trace, layers int) steps {
 	s := make(steps, tr.Tokens())
 	for tok := range s {
 		for l := range layers {
