@@ -87,6 +87,26 @@ func (q *Queue) hashOn(s cu.Stream, out, cvs cu.DevicePtr, segs []segment) {
 	}
 }
 
+// hashStream returns the queue's hash stream, made on first use (the
+// caller has the context current); false if making it failed (q.err says
+// why). Everything that waits on the stream asks hsMade first: before its
+// first use there is nothing to wait for, and the zero cu.Stream is the
+// legacy default stream, never to be used in its place.
+func (q *Queue) hashStream() (cu.Stream, bool) {
+	if !q.hsMade {
+		if !q.ok() {
+			return cu.Stream{}, false
+		}
+		s, err := cu.MakeStream(cu.NonBlocking)
+		if err != nil {
+			q.check("device hash stream", err)
+			return cu.Stream{}, false
+		}
+		q.hs, q.hsMade = s, true
+	}
+	return q.hs, true
+}
+
 // b3Scratch returns the queue's chaining-value scratch for a stream of n
 // bytes and the device array of its pending digests, allocating them on
 // first use (or when n needs more scratch: the hash stream is drained
@@ -94,7 +114,7 @@ func (q *Queue) hashOn(s cu.Stream, out, cvs cu.DevicePtr, segs []segment) {
 func (q *Queue) b3Scratch(n int64) (cvs, digests cu.DevicePtr) {
 	need := 64 * b3Chunks(n)
 	if q.b3.cvs == nil || q.b3.cvs.n < int(need) {
-		if q.b3.cvs != nil {
+		if q.b3.cvs != nil && q.hsMade {
 			q.check("synchronize (device hashes)", q.hs.Synchronize())
 			q.b.release(q.b3.cvs)
 			q.b3.cvs = nil
@@ -146,6 +166,9 @@ func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [
 		segs[j] = segment{sl.ptr + cu.DevicePtr(off[j]), sizes[j]}
 	}
 	total := q.enqueueCheck(pendingCheck{sl: sl, id: id, want: want}, segs)
+	if !q.ok() {
+		return
+	}
 	q.check("device hash", sl.hashed.Record(q.hs))
 	sl.hashedSet = true
 	q.b.meter.verified.Add(1)
@@ -164,17 +187,23 @@ func (q *Queue) enqueueCheck(c pendingCheck, segs [3]segment) int64 {
 	if !q.ok() {
 		return 0
 	}
+	hs, ok := q.hashStream()
+	if !ok {
+		return 0
+	}
 	k := len(q.b3.pending)
-	q.check("device hash", q.hs.Wait(c.sl.ready, 0))
-	q.hashOn(q.hs, digests+cu.DevicePtr(32*k), cvs, segs[:])
+	q.check("device hash", hs.Wait(c.sl.ready, 0))
+	q.hashOn(hs, digests+cu.DevicePtr(32*k), cvs, segs[:])
 	q.b3.pending = append(q.b3.pending, c)
 	return total
 }
 
 // flushChecks waits for the pending digests and checks them (checkCopies).
 func (q *Queue) flushChecks() error {
-	if err := q.hs.Synchronize(); err != nil {
-		q.check("synchronize (device hashes)", err)
+	if q.hsMade {
+		if err := q.hs.Synchronize(); err != nil {
+			q.check("synchronize (device hashes)", err)
+		}
 	}
 	return q.checkCopies()
 }

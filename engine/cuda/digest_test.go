@@ -36,8 +36,9 @@ func deviceSum(t *testing.T, b *Backend, q *Queue, shift int, segs ...[]byte) [3
 	}
 	defer cu.MemFree(out)
 	cvs, _ := q.b3Scratch(total)
-	q.hashOn(q.hs, out, cvs, ds)
-	if err := q.hs.Synchronize(); err != nil {
+	hs := testHashStream(t, q)
+	q.hashOn(hs, out, cvs, ds)
+	if err := hs.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 	if q.err != nil {
@@ -106,9 +107,10 @@ func diagnose(t *testing.T, q *Queue, shift int, segs ...[]byte) string {
 	if chunks == 1 {
 		root = 1
 	}
-	q.launchOn(q.hs, "blake3_chunks", q.b.k.blake3Chunks, blocks(int(chunks), blockThreads), 1, blockThreads,
+	hs := testHashStream(t, q)
+	q.launchOn(hs, "blake3_chunks", q.b.k.blake3Chunks, blocks(int(chunks), blockThreads), 1, blockThreads,
 		p(cvs), a[0], a[1], a[2], a[3], a[4], a[5], i(int(chunks)), root)
-	if err := q.hs.Synchronize(); err != nil {
+	if err := hs.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]uint32, 8*chunks)
@@ -344,12 +346,13 @@ func BenchmarkDeviceBLAKE3(b *testing.B) {
 	defer cu.MemFree(out)
 	cvs, _ := q.b3Scratch(n)
 	segs := []segment{{p, n / 3}, {p + n/3, n / 3}, {p + 2*n/3, n / 3}}
+	hs := testHashStream(b, q)
 	b.SetBytes(n)
 	t0 := time.Now()
 	for b.Loop() {
-		q.hashOn(q.hs, out, cvs, segs)
+		q.hashOn(hs, out, cvs, segs)
 	}
-	if err := q.hs.Synchronize(); err != nil {
+	if err := hs.Synchronize(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/time.Since(t0).Seconds()/1e9, "GB/s")
@@ -427,4 +430,14 @@ func TestVerifyCopiesManyInAStep(t *testing.T) {
 		}
 		q.Close()
 	}
+}
+
+// testHashStream returns q's hash stream, made on first use.
+func testHashStream(t testing.TB, q *Queue) cu.Stream {
+	t.Helper()
+	hs, ok := q.hashStream()
+	if !ok {
+		t.Fatal(q.err)
+	}
+	return hs
 }

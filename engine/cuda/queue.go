@@ -26,9 +26,13 @@ import (
 type Queue struct {
 	b     *Backend
 	s, cs cu.Stream
-	hs    cu.Stream // the device hashes of copies (Options.VerifyCopies)
-	err   error
-	host  *cpu.Queue
+	// hs hashes the device copies (Options.VerifyCopies, ScrubDevice); it
+	// is made on first use (hashStream): a stream costs about 560 KiB of
+	// device memory (TestNoLeak), and most queues never hash.
+	hs     cu.Stream
+	hsMade bool
+	err    error
+	host   *cpu.Queue
 
 	// arena is pinned memory for the host side of transfers, reset at each
 	// synchronisation; outs are the copies to the caller's slices then due.
@@ -89,11 +93,6 @@ func newQueue(b *Backend) (*Queue, error) {
 	}
 	if q.cs, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		q.s.Destroy()
-		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if q.hs, err = cu.MakeStream(cu.NonBlocking); err != nil {
-		q.s.Destroy()
-		q.cs.Destroy()
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	for i := range q.stage {
@@ -180,8 +179,10 @@ func (q *Queue) drain() {
 	if err := q.cs.Synchronize(); err != nil {
 		q.check("synchronize (copies)", err)
 	}
-	if err := q.hs.Synchronize(); err != nil {
-		q.check("synchronize (device hashes)", err)
+	if q.hsMade {
+		if err := q.hs.Synchronize(); err != nil {
+			q.check("synchronize (device hashes)", err)
+		}
 	}
 	q.collect()
 	if err := q.checkCopies(); err != nil && q.err == nil {
@@ -1032,7 +1033,9 @@ func (q *Queue) Close() error {
 	q.destroyEvents()
 	q.s.Destroy()
 	q.cs.Destroy()
-	q.hs.Destroy()
+	if q.hsMade {
+		q.hs.Destroy()
+	}
 	q.b = nil
 	return nil
 }
