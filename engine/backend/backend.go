@@ -364,6 +364,8 @@ func (c Counters) Sub(o Counters) Counters {
 		Kernels: c.Kernels - o.Kernels, KernelSeconds: c.KernelSeconds - o.KernelSeconds,
 		ExpertsLoaded: c.ExpertsLoaded - o.ExpertsLoaded, ExpertsDirect: c.ExpertsDirect - o.ExpertsDirect, ExpertsCached: c.ExpertsCached - o.ExpertsCached,
 		HostExperts: c.HostExperts - o.HostExperts, UploadBytes: c.UploadBytes - o.UploadBytes,
+		DeviceVerified: c.DeviceVerified - o.DeviceVerified, DeviceVerifiedBytes: c.DeviceVerifiedBytes - o.DeviceVerifiedBytes,
+		DeviceScrubbedBytes: c.DeviceScrubbedBytes - o.DeviceScrubbedBytes, DeviceVerifyFailures: c.DeviceVerifyFailures - o.DeviceVerifyFailures,
 	}
 }
 
