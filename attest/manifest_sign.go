@@ -127,6 +127,8 @@ type VerifyManifestOptions struct {
 	UnsafeSkipData bool
 	// OnRecord reports progress of the data check.
 	OnRecord func(file string, r *jnf.Record)
+	// OnFile reports progress of the OMS form's whole-file hashing.
+	OnFile func(name string, size int64)
 }
 
 // VerifyManifestBytes checks a model's signature (the bytes of
