@@ -54,7 +54,7 @@ type manifestSignResult struct {
 	Name      string `json:"name"`
 	Root      string `json:"root"`
 	KeyID     string `json:"keyid"`
-	Signature string `json:"signature"` // the envelope's path
+	Signature string `json:"signature"`      // the envelope's path
 	Form      string `json:"form,omitempty"` // "oms" for an OMS v1.0 signature
 }
 
