@@ -5,6 +5,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -267,5 +269,42 @@ func TestOMSBundleShape(t *testing.T) {
 	}
 	if got := res.OMS.Serialization; got.Method != "files" || got.HashType != "sha256" || got.AllowSymlinks || len(got.IgnorePaths) != len(OMSIgnorePaths) {
 		t.Errorf("serialization %+v", got)
+	}
+}
+
+// TestOMSOpenSSLInterop checks Tarfa's ECDSA keys and OMS signatures with
+// openssl, an implementation independent of Go's: it reads both key files,
+// verifies the bundle's signature over PAE as a plain ECDSA-SHA256 DER
+// signature, and the hint is the SHA-256 of the public key file's bytes.
+func TestOMSOpenSSLInterop(t *testing.T) {
+	openssl := requireTool(t, "openssl")
+	dir := t.TempDir()
+	priv, err := GenerateECDSAKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "k")
+	if err := WriteSigningKeyPair(name, priv, WriteKeyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, nil, openssl, "pkey", "-in", name, "-noout", "-text"); !strings.Contains(string(out), "P-256") && !strings.Contains(string(out), "prime256v1") {
+		t.Errorf("openssl pkey: %s", out)
+	}
+	st, _ := NewOMSStatement("m", []Resource{NewResource("a", testDigest("a"))}, nil)
+	payload, _ := json.Marshal(st)
+	b, err := SignBundle(priv, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := base64.StdEncoding.DecodeString(b.DSSEEnvelope.Signatures[0].Sig)
+	os.WriteFile(filepath.Join(dir, "sig"), sig, 0o644)
+	os.WriteFile(filepath.Join(dir, "pae"), PAE(PayloadTypeInToto, payload), 0o644)
+	if out := run(t, nil, openssl, "dgst", "-sha256", "-verify", name+".pub", "-signature", filepath.Join(dir, "sig"), filepath.Join(dir, "pae")); !strings.Contains(string(out), "Verified OK") {
+		t.Errorf("openssl dgst -verify: %s", out)
+	}
+	pubFile, _ := os.ReadFile(name + ".pub")
+	sum := sha256.Sum256(pubFile)
+	if hx := hex.EncodeToString(sum[:]); b.VerificationMaterial.PublicKey.Hint != hx {
+		t.Errorf("hint %s, sha256 of the .pub file %s", b.VerificationMaterial.PublicKey.Hint, hx)
 	}
 }
