@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -222,5 +223,83 @@ func TestOMSSignatureFileForm(t *testing.T) {
 	_, err := FindManifestSignatures(dir)
 	if !errors.Is(err, ErrEncoding) || !strings.Contains(err.Error(), "model.sig holds OMS") {
 		t.Errorf("OMS bundle in manifest.sig.json: %v", err)
+	}
+}
+
+// signOMSResources signs dir's model.sig over a hand-made statement: the
+// given resources and serialization (a signer other than Tarfa's).
+func signOMSResources(t *testing.T, dir string, priv *ecdsa.PrivateKey, rs []Resource, ser OMSSerialization) {
+	t.Helper()
+	root, err := OMSSubjectDigest(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred, _ := json.Marshal(OMSPredicate{Serialization: ser, Resources: rs})
+	st := Statement{Type: StatementTypeV1, Subject: []Subject{{Name: "m", Digest: NewDigestSet(root)}}, PredicateType: PredicateOMSSignatureV1, Predicate: pred}
+	payload, _ := json.Marshal(st)
+	b, err := SignBundle(priv, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(b)
+	if err := os.WriteFile(filepath.Join(dir, verify.OMSSignatureFile), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A valid OMS signature that leaves a file of the model out (through its
+// ignore_paths) verifies under the OMS rules alone, but does not sign the
+// model: Tarfa refuses it. So does one that allows symbolic links, and an
+// offline check against other manifest bytes.
+func TestVerifyManifestOMSCoversModel(t *testing.T) {
+	dir := convertFixture(t, "qwen3moe-dev-a/checkpoint")
+	priv, _ := GenerateECDSAKey()
+	keys := []*ecdsa.PublicKey{&priv.PublicKey}
+	ignore := append(slices.Clone(OMSIgnorePaths), "layer-00003.jnf")
+	names, err := verify.OMSFiles(dir, ignore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := verify.HashOMSFiles(context.Background(), dir, names, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []Resource
+	for _, d := range ds {
+		rs = append(rs, NewResource(d.Name, d.SHA256))
+	}
+	signOMSResources(t, dir, priv, rs, OMSSerialization{Method: "files", HashType: "sha256", IgnorePaths: ignore})
+	_, err = VerifyManifestOMS(dir, "", keys, VerifyManifestOptions{})
+	if !errors.Is(err, ErrVerification) || !strings.Contains(err.Error(), "does not list layer-00003.jnf") {
+		t.Errorf("layer file outside the signature: %v", err)
+	}
+	man, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	sig, _ := os.ReadFile(filepath.Join(dir, verify.OMSSignatureFile))
+	if _, err := VerifyManifestBytesOMS(man, sig, "", keys); !errors.Is(err, ErrVerification) || !strings.Contains(err.Error(), "does not list layer-00003.jnf") {
+		t.Errorf("offline, layer file outside the signature: %v", err)
+	}
+
+	if _, err := SignManifestOMS(context.Background(), dir, "m", priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	sig, _ = os.ReadFile(filepath.Join(dir, verify.OMSSignatureFile))
+	if _, err := VerifyManifestBytesOMS(man, sig, "", keys); err != nil {
+		t.Fatal(err)
+	}
+	other := convertFixture(t, "qwen35moe-dev-c/checkpoint")
+	otherMan, _ := os.ReadFile(filepath.Join(other, "manifest.json"))
+	if _, err := VerifyManifestBytesOMS(otherMan, sig, "", keys); !errors.Is(err, ErrVerification) || !strings.Contains(err.Error(), "manifest.json with sha256") {
+		t.Errorf("offline, another manifest: %v", err)
+	}
+
+	res, err := VerifyManifestOMS(dir, "", keys, VerifyManifestOptions{UnsafeSkipData: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ser := res.OMS.Serialization
+	ser.AllowSymlinks = true
+	signOMSResources(t, dir, priv, res.OMS.Resources, ser)
+	if _, err := VerifyManifestOMS(dir, "", keys, VerifyManifestOptions{}); !errors.Is(err, ErrPredicate) || !strings.Contains(err.Error(), "allow_symlinks") {
+		t.Errorf("allow_symlinks true: %v", err)
 	}
 }

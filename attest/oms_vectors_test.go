@@ -308,3 +308,21 @@ func TestOMSOpenSSLInterop(t *testing.T) {
 		t.Errorf("hint %s, sha256 of the .pub file %s", b.VerificationMaterial.PublicKey.Hint, hx)
 	}
 }
+
+// ParseBundle refuses a bundle of another mediaType, as the reference key
+// verifier does.
+func TestOMSBundleMediaType(t *testing.T) {
+	priv, _ := GenerateECDSAKey()
+	st, _ := NewOMSStatement("m", []Resource{NewResource("a", testDigest("a"))}, nil)
+	payload, _ := json.Marshal(st)
+	b, _ := SignBundle(priv, payload)
+	ok, _ := json.Marshal(b)
+	if _, err := ParseBundle(ok); err != nil {
+		t.Fatal(err)
+	}
+	b.MediaType = "application/vnd.dev.sigstore.bundle+json;version=0.2"
+	bad, _ := json.Marshal(b)
+	if _, err := ParseBundle(bad); !errors.Is(err, ErrEncoding) || !strings.Contains(err.Error(), "mediaType") {
+		t.Errorf("v0.2 mediaType: %v", err)
+	}
+}
