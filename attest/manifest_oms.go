@@ -269,23 +269,8 @@ func VerifyManifestOMS(dir, name string, trusted []*ecdsa.PublicKey, opt VerifyM
 	if err := coversManifest(res.OMS.Resources, m, raw); err != nil {
 		return nil, err
 	}
-	if opt.UnsafeSkipData {
-		built, err := verify.Build(dir)
-		if err != nil {
-			return nil, err
-		}
-		if built.Root != m.Root {
-			return nil, fmt.Errorf("%w: the files hash to root %s, the signed manifest says %s", ErrVerification, built.Root, m.Root)
-		}
-		res.Unsafe = append(res.Unsafe, "skip-data")
-		return res, nil
-	}
-	rep, err := verify.Check(opt.Context, dir, verify.CheckOptions{OnRecord: opt.OnRecord})
-	if err != nil {
+	if err := filesMatchManifest(dir, m, res, opt); err != nil {
 		return nil, err
-	}
-	if !rep.OK() {
-		return nil, fmt.Errorf("%w: the files do not match the signed manifest: %d problem(s), first: %v", ErrVerification, len(rep.Problems), rep.Problems[0])
 	}
 	return res, nil
 }
