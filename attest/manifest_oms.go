@@ -208,6 +208,23 @@ func omsSigned(p *OMSPredicate) []verify.FileDigest {
 	return out
 }
 
+// verifyOMSSignature parses and verifies model.sig's bytes (VerifyOMSBundle)
+// and applies checkOMSPolicy.
+func verifyOMSSignature(data []byte, name string, trusted []*ecdsa.PublicKey) (*Result, error) {
+	bundle, err := ParseBundle(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verify.OMSSignatureFile, err)
+	}
+	res, err := VerifyOMSBundle(bundle, trusted)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verify.OMSSignatureFile, err)
+	}
+	if err := checkOMSPolicy(res, name); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // checkOMSPolicy applies what Tarfa requires of a verified OMS statement
 // beyond the spec: the subject name when one is asked for (OMS itself treats
 // it as informational), and no symbolic links.
@@ -240,15 +257,8 @@ func VerifyManifestOMS(dir, name string, trusted []*ecdsa.PublicKey, opt VerifyM
 	if err != nil {
 		return nil, err
 	}
-	bundle, err := ParseBundle(b)
+	res, err := verifyOMSSignature(b, name, trusted)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", verify.OMSSignatureFile, err)
-	}
-	res, err := VerifyOMSBundle(bundle, trusted)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", verify.OMSSignatureFile, err)
-	}
-	if err := checkOMSPolicy(res, name); err != nil {
 		return nil, err
 	}
 	if opt.Context == nil {
@@ -285,15 +295,8 @@ func VerifyManifestBytesOMS(manifest, signature []byte, name string, trusted []*
 	if err != nil {
 		return nil, err
 	}
-	bundle, err := ParseBundle(signature)
+	res, err := verifyOMSSignature(signature, name, trusted)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", verify.OMSSignatureFile, err)
-	}
-	res, err := VerifyOMSBundle(bundle, trusted)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", verify.OMSSignatureFile, err)
-	}
-	if err := checkOMSPolicy(res, name); err != nil {
 		return nil, err
 	}
 	if err := coversManifest(res.OMS.Resources, m, manifest); err != nil {
