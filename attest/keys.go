@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -135,15 +136,7 @@ func ParsePublicKeyPEM(data []byte) (ed25519.PublicKey, error) {
 // Like ssh, it refuses a key file that others may read (any group or other
 // permission bit): a signing key readable by others is not a secret.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	f, st, err := jnf.OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	f.Close()
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, &KeyPermissionError{Path: path, Mode: perm}
-	}
-	data, err := jnf.ReadFileLimit(path, jnf.MaxKeyFileSize, "key file")
+	data, err := readPrivateKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +145,20 @@ func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return priv, nil
+}
+
+// readPrivateKeyFile reads a private key file (bounded), refusing one that
+// group or others may access.
+func readPrivateKeyFile(path string) ([]byte, error) {
+	f, st, err := jnf.OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, &KeyPermissionError{Path: path, Mode: perm}
+	}
+	return jnf.ReadFileLimit(path, jnf.MaxKeyFileSize, "key file")
 }
 
 // LoadPublicKey reads an Ed25519 public key in SubjectPublicKeyInfo PEM form.
@@ -200,11 +207,20 @@ type WriteKeyOptions struct {
 // (or, without Overwrite, hard-linked so that an existing file is never
 // replaced), so a reader never sees a partial key.
 func WriteKeyPair(name string, priv ed25519.PrivateKey, opt WriteKeyOptions) error {
-	privPEM, err := MarshalPrivateKeyPEM(priv)
+	return WriteSigningKeyPair(name, priv, opt)
+}
+
+// WriteSigningKeyPair is WriteKeyPair for an Ed25519 or an ECDSA key (P-256,
+// P-384, P-521): the private key as PKCS #8 "PRIVATE KEY" (RFC 5208/5915
+// for ECDSA, with the named-curve parameters), the public key as
+// SubjectPublicKeyInfo "PUBLIC KEY" (RFC 5480 for ECDSA), which
+// model-transparency's `--private-key` and `--public-key` read.
+func WriteSigningKeyPair(name string, priv crypto.Signer, opt WriteKeyOptions) error {
+	privPEM, err := marshalAnyPrivateKeyPEM(priv)
 	if err != nil {
 		return err
 	}
-	pubPEM, err := MarshalPublicKeyPEM(priv.Public().(ed25519.PublicKey))
+	pubPEM, err := MarshalAnyPublicKeyPEM(priv.Public())
 	if err != nil {
 		return err
 	}

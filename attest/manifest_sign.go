@@ -98,25 +98,35 @@ func VerifyManifest(dir, name string, trusted []ed25519.PublicKey, opt VerifyMan
 		return nil, fmt.Errorf("%w: the signed predicate does not describe this manifest (signed manifest_sha256 %s, manifest.json has %s)",
 			ErrVerification, got.ManifestSHA256, jnf.SHA256Bytes(raw))
 	}
+	if err := filesMatchManifest(dir, m, res, opt); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// filesMatchManifest checks DIR's files against its (signed) manifest m:
+// the record tables and auxiliary files always, and every record's data and
+// padding unless opt.UnsafeSkipData, which it records in res.Unsafe.
+func filesMatchManifest(dir string, m *verify.Manifest, res *Result, opt VerifyManifestOptions) error {
 	if opt.UnsafeSkipData {
 		built, err := verify.Build(dir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if built.Root != m.Root {
-			return nil, fmt.Errorf("%w: the files hash to root %s, the signed manifest says %s", ErrVerification, built.Root, m.Root)
+			return fmt.Errorf("%w: the files hash to root %s, the signed manifest says %s", ErrVerification, built.Root, m.Root)
 		}
 		res.Unsafe = append(res.Unsafe, "skip-data")
-		return res, nil
+		return nil
 	}
 	rep, err := verify.Check(opt.Context, dir, verify.CheckOptions{OnRecord: opt.OnRecord})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !rep.OK() {
-		return nil, fmt.Errorf("%w: the files do not match the signed manifest: %d problem(s), first: %v", ErrVerification, len(rep.Problems), rep.Problems[0])
+		return fmt.Errorf("%w: the files do not match the signed manifest: %d problem(s), first: %v", ErrVerification, len(rep.Problems), rep.Problems[0])
 	}
-	return res, nil
+	return nil
 }
 
 // VerifyManifestOptions controls VerifyManifest.
@@ -127,6 +137,8 @@ type VerifyManifestOptions struct {
 	UnsafeSkipData bool
 	// OnRecord reports progress of the data check.
 	OnRecord func(file string, r *jnf.Record)
+	// OnFile reports progress of the OMS form's whole-file hashing.
+	OnFile func(name string, size int64)
 }
 
 // VerifyManifestBytes checks a model's signature (the bytes of

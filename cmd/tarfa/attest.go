@@ -1,11 +1,10 @@
 package main
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -267,7 +266,7 @@ replay that differs — each named); 130 interrupted.`,
 			if err != nil {
 				return err
 			}
-			mkeys, err := loadPubs("--manifest-pub", o.manifestPubs)
+			mkeys, err := loadAnyPubs("--manifest-pub", o.manifestPubs)
 			if err != nil {
 				return err
 			}
@@ -289,18 +288,19 @@ replay that differs — each named); 130 interrupted.`,
 			}
 			out := attestVerifyResult{Report: args[0], KeyID: res.KeyID, ModelRoot: man.Root, Checked: res.Checked, Exact: true}
 			if len(mkeys) > 0 {
-				sig, err := jnf.ReadFileLimit(filepath.Join(mdir, verify.SignatureFile), jnf.MaxEnvelopeSize, verify.SignatureFile)
-				if errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("--manifest-pub: %s holds no %s (the model is not signed): %w", mdir, verify.SignatureFile, jnf.ErrVerification)
-				}
+				sig, err := manifestSignatureFor(mdir, mkeys)
 				if err != nil {
 					return err
 				}
-				mr, err := attest.VerifyManifestBytes(manBytes, sig, "", mkeys)
+				mr, err := attest.VerifyManifestBytesAny(manBytes, sig.Data, "", mkeys)
 				if err != nil {
 					return fmt.Errorf("the model's signature: %w", err)
 				}
-				out.Checked = append(out.Checked, fmt.Sprintf("the model's manifest signature: keyid %s, model name %q", mr.KeyID, mr.MatchedSubject.Name))
+				what := "the model's manifest signature"
+				if sig.Form == attest.FormOMS {
+					what = "the model's OMS v1.0 signature (model.sig, manifest.json and every file it names)"
+				}
+				out.Checked = append(out.Checked, fmt.Sprintf("%s: keyid %s, model name %q", what, mr.KeyID, mr.MatchedSubject.Name))
 			}
 			if o.replay {
 				r, _, err := openRunner(cmd, o.model, o.threads, &o.tier)
@@ -374,6 +374,37 @@ func loadPubs(flag string, paths []string) ([]ed25519.PublicKey, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// loadAnyPubs is loadPubs for keys of either type (Ed25519 or ECDSA).
+func loadAnyPubs(flag string, paths []string) ([]crypto.PublicKey, error) {
+	var keys []crypto.PublicKey
+	for _, p := range paths {
+		k, err := attest.LoadAnyPublicKey(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// manifestSignatureFor picks the signature of dir that keys can check:
+// manifest.sig.json (DSSE) for Ed25519 keys, model.sig (OMS) for ECDSA ones.
+func manifestSignatureFor(dir string, keys []crypto.PublicKey) (attest.ManifestSignature, error) {
+	sigs, err := attest.FindManifestSignatures(dir)
+	if err != nil {
+		return attest.ManifestSignature{}, err
+	}
+	if len(sigs) == 0 {
+		return attest.ManifestSignature{}, fmt.Errorf("--manifest-pub: %s holds no %s nor %s (the model is not signed): %w", dir, verify.SignatureFile, verify.OMSSignatureFile, jnf.ErrVerification)
+	}
+	for _, s := range sigs {
+		if attest.KeysFor(s.Form, keys) == nil {
+			return s, nil
+		}
+	}
+	return attest.ManifestSignature{}, fmt.Errorf("--manifest-pub: %s: %w", sigs[0].Path, attest.KeysFor(sigs[0].Form, keys))
 }
 
 // readEnvelope reads a report file (bounded) as a DSSE envelope.
