@@ -41,11 +41,17 @@ func (id ExpertID) String() string { return fmt.Sprintf("layer %d expert %d", id
 
 // View is a read-only view of one tensor's raw little-endian bytes: the
 // name, dtype and shape its manifest entry records and the verified bytes.
+// A view of a value minted in an arena buffer is valid until that buffer's
+// Release: Data panics after it, naming the tensor, instead of returning
+// bytes the arena may have recycled for another read. (The string Data
+// returned before the Release is not checked again: a consumer must be done
+// with it when it releases the buffer.)
 type View struct {
 	name  string
 	dtype jnf.DType
 	shape []int64
 	data  string
+	r     *record // the value's record (nil: a zero View); its buffer's generation is checked
 }
 
 // Name is the canonical tensor name (for an expert part, the expert's name
@@ -69,8 +75,21 @@ func (v View) Numel() int64 {
 	return n
 }
 
-// Data is the verified bytes, immutable.
-func (v View) Data() string { return v.data }
+// Data is the verified bytes, immutable. It panics if the arena buffer
+// they live in was released since they were verified.
+func (v View) Data() string {
+	if r := v.r; r != nil && r.buf != nil && r.buf.gen.Load() != r.gen {
+		v.released()
+	}
+	return v.data
+}
+
+// released panics for a view used after its arena buffer's Release.
+func (v View) released() {
+	r := v.r
+	panic(fmt.Sprintf("weights: %s: view used after its arena buffer was released (%s@%d, verified in buffer generation %d, now %d: the bytes may be another read's)",
+		v.name, r.file, r.off, r.gen, r.buf.gen.Load()))
+}
 
 // record is what a verified value points to: the bytes and what the
 // manifest says of them. It is never modified after minting.
@@ -188,12 +207,12 @@ func mint(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []b
 	}
 	switch e.Kind {
 	case jnf.KindTensor:
-		r.views = []View{{name: e.Name, dtype: e.DType, shape: append([]int64(nil), e.Shape...), data: r.data}}
+		r.views = []View{{name: e.Name, dtype: e.DType, shape: append([]int64(nil), e.Shape...), data: r.data, r: r}}
 	case jnf.KindExpert:
 		r.views = make([]View, len(e.Parts))
 		for i, p := range e.Parts {
 			r.views[i] = View{name: e.Name + "." + p.Name, dtype: p.DType, shape: append([]int64(nil), p.Shape...),
-				data: r.data[p.Offset : p.Offset+p.Length]}
+				data: r.data[p.Offset : p.Offset+p.Length], r: r}
 		}
 	default:
 		return nil, fmt.Errorf("%s: kind %q is not a tensor or an expert", e.Name, e.Kind)
