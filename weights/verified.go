@@ -42,7 +42,7 @@ func (id ExpertID) String() string { return fmt.Sprintf("layer %d expert %d", id
 // View is a read-only view of one tensor's raw little-endian bytes: the
 // name, dtype and shape its manifest entry records and the verified bytes.
 // A view of a value minted in an arena buffer is valid until that buffer's
-// Release: Data panics after it, naming the tensor, instead of returning
+// Release: Data panics after it, naming the record, instead of returning
 // bytes the arena may have recycled for another read. (The string Data
 // returned before the Release is not checked again: a consumer must be done
 // with it when it releases the buffer.)
@@ -51,7 +51,11 @@ type View struct {
 	dtype jnf.DType
 	shape []int64
 	data  string
-	r     *record // the value's record (nil: a zero View); its buffer's generation is checked
+	// buf is the arena buffer data lives in (nil: memory of its own), valid
+	// while its generation is gen; r is the value's record.
+	buf *Buffer
+	gen uint64
+	r   *record
 }
 
 // Name is the canonical tensor name (for an expert part, the expert's name
@@ -78,17 +82,10 @@ func (v View) Numel() int64 {
 // Data is the verified bytes, immutable. It panics if the arena buffer
 // they live in was released since they were verified.
 func (v View) Data() string {
-	if r := v.r; r != nil && r.buf != nil && r.buf.gen.Load() != r.gen {
-		v.released()
+	if b := v.buf; b != nil && b.gen.Load() != v.gen {
+		panic((*releasedView)(v.r))
 	}
 	return v.data
-}
-
-// released panics for a view used after its arena buffer's Release.
-func (v View) released() {
-	r := v.r
-	panic(fmt.Sprintf("weights: %s: view used after its arena buffer was released (%s@%d, verified in buffer generation %d, now %d: the bytes may be another read's)",
-		v.name, r.file, r.off, r.gen, r.buf.gen.Load()))
 }
 
 // record is what a verified value points to: the bytes and what the
@@ -114,6 +111,15 @@ func (r *record) live() *record {
 		panic("weights: use of a verified value whose arena buffer was released (" + r.name + ")")
 	}
 	return r
+}
+
+// releasedView is the panic of a view of the record used after its arena
+// buffer was released.
+type releasedView record
+
+func (r *releasedView) Error() string {
+	return fmt.Sprintf("weights: %s: view used after its arena buffer was released (%s@%d, verified in buffer generation %d, now %d: the bytes may be another read's)",
+		r.name, r.file, r.off, r.gen, r.buf.gen.Load())
 }
 
 func (r *record) recheck() error {
