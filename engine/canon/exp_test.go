@@ -33,7 +33,7 @@ func crExp(x float64) float64 {
 // correctly rounded float64 and amd64's assembly math.Exp (with and without
 // FMA: GODEBUG=cpu.fma=off, checked by hand) one ulp off. A port replaced by
 // math.Exp, or a CUDA exp library in place of canon.cuh's port, computes
-// other float64 bits. (Rounded to float32 the two agree on every float32
+// other float64 bits. (Rounded to float32 the two agree on every finite float32
 // input on this machine, for Exp, Sigmoid, SiLU and Softplus alike — a full
 // sweep found no difference — so the float64 value is where they differ.)
 func TestExpIsThePortNotMathExp(t *testing.T) {
