@@ -31,11 +31,12 @@ func crExp(x float64) float64 {
 // built from (exp64: Exp, Sigmoid, SiLU, Softplus, the RoPE table's powers)
 // at float32 inputs where it is not Go's math.Exp: there the port gives the
 // correctly rounded float64 and amd64's assembly math.Exp (with and without
-// FMA: GODEBUG=cpu.fma=off, checked by hand) one ulp off. A port replaced by
-// math.Exp, or a CUDA exp library in place of canon.cuh's port, computes
-// other float64 bits. (Rounded to float32 the two agree on every finite float32
-// input on this machine, for Exp, Sigmoid, SiLU and Softplus alike — a full
-// sweep found no difference — so the float64 value is where they differ.)
+// FMA: GODEBUG=cpu.fma=off, checked by hand) one ulp off, so a port
+// replaced by math.Exp fails here. (Rounded to float32 the two agree on
+// every finite float32 input on this machine, for Exp, Sigmoid, SiLU and
+// Softplus alike — a full sweep found no difference — so the float64 value
+// is where they differ. canon.cuh's port is compared with this one on every
+// float32 input by validation/gpuprobe.)
 func TestExpIsThePortNotMathExp(t *testing.T) {
 	for _, c := range []struct {
 		x    uint32 // float32 bits
