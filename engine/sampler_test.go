@@ -366,3 +366,63 @@ func TestGeneratePinned(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplerRoundings pins the two divisions of the sampler against their
+// multiply-by-reciprocal readings, a common optimisation that a port (a GPU
+// sampler) could make: step 1's z = RN(ℓ/T), not RN(ℓ·RN(1/T)), and step
+// 4's RN(e_i/S), not RN(e_i·RN(1/S)). Each case is one where the two
+// readings round differently in the last bit and so pick different tokens;
+// the test checks that it is.
+func TestSamplerRoundings(t *testing.T) {
+	bits := math.Float32frombits
+	const T = 0.7
+	inv := float32(1) / T
+	for _, c := range []struct {
+		what   string
+		logits []float32
+		want   int
+	}{
+		// ℓ/T ties (to the lower id); ℓ·RN(1/T) puts id 1 first.
+		{"ℓ/T ties two adjacent logits", []float32{bits(0x3fc00006), bits(0x3fc00007)}, 0},
+		// ℓ/T puts id 1 first; ℓ·RN(1/T) ties them.
+		{"ℓ/T separates two adjacent logits", []float32{bits(0x3fc00007), bits(0x3fc00008)}, 1},
+	} {
+		g := GenOptions{Temperature: T, TopK: 1, Seed: 1}
+		got, err := newSampler(g).pick(c.logits)
+		if err != nil || got != c.want {
+			t.Errorf("%s: token %d (%v), want %d", c.what, got, err, c.want)
+		}
+		if spec, err := specSample(c.logits, g, rand.NewPCG(g.Seed, PCGStream).Uint64); err != nil || spec != c.want {
+			t.Errorf("%s: the specification gives %d (%v), want %d", c.what, spec, err, c.want)
+		}
+		a, b := c.logits[0], c.logits[1]
+		if div, mul := a/T == b/T, a*inv == b*inv; div == mul || div != (c.want == 0) {
+			t.Errorf("%s: the case does not tell the readings apart (ℓ/T tie %v, ℓ·RN(1/T) tie %v)", c.what, div, mul)
+		}
+	}
+
+	// Top-p over three candidates: the cumulative p of the first two is
+	// TopP by division, one ulp below by the reciprocal, which then keeps
+	// the third; u near 1 draws the last candidate kept.
+	x := float32(14) / 4096
+	logits := []float32{0, -x, -(x + 0.001)}
+	e := []float32{1, canon.Exp(-x), canon.Exp(-(x + 0.001))}
+	S := specSum(e)
+	var qDiv, qMul float32
+	for _, v := range e[:2] {
+		qDiv, qMul = qDiv+v/S, qMul+v*(1/S)
+	}
+	g := GenOptions{Temperature: 1, TopP: qDiv, Seed: seedUTop}
+	got, err := newSampler(g).pick(logits)
+	if err != nil || got != 1 {
+		t.Errorf("top-p by RN(e/S): token %d (%v), want 1 (two candidates kept)", got, err)
+	}
+	if spec, err := specSample(logits, g, rand.NewPCG(g.Seed, PCGStream).Uint64); err != nil || spec != 1 {
+		t.Errorf("top-p: the specification gives %d (%v), want 1", spec, err)
+	}
+	u := float32(1 - 0x1p-23)
+	if target := u * specSum(e); !(qMul < qDiv) || !(target >= e[0]+e[1]) {
+		t.Errorf("top-p case: cumulative p of two %v by division, %v by the reciprocal; target over three %v, cumulative e of two %v",
+			qDiv, qMul, target, e[0]+e[1])
+	}
+}

@@ -186,9 +186,10 @@ func (b *Buffer) unseal() error {
 	return nil
 }
 
-// Release invalidates any value minted over the buffer (its methods panic
-// from now on), makes the buffer writable and returns it to the arena. The
-// caller must have stopped using those values and every view of them.
+// Release invalidates any value minted over the buffer and every View of
+// it (their methods and View.Data panic from now on), makes the buffer
+// writable and returns it to the arena. The caller must have stopped using
+// the bytes it took from them (Data's strings, slices over them).
 func (b *Buffer) Release() error {
 	a := b.a
 	a.mu.Lock()

@@ -189,3 +189,85 @@ func TestArenaPinner(t *testing.T) {
 		t.Errorf("%d of 2 pinned buffers unpinned", p.unpined)
 	}
 }
+
+// TestViewAfterRelease: a View taken from a value minted in an arena buffer
+// outlives neither the buffer's Release nor its reuse for another read:
+// Data panics, naming the record, instead of returning recycled bytes. A
+// view of memory of its own (Checkpoint.Expert) is not affected.
+func TestViewAfterRelease(t *testing.T) {
+	dir := convertFixture(t, "qwen3moe-dev-a/checkpoint")
+	c := open(t, dir)
+	refA, err := c.ExpertRef(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refB, err := c.ExpertRef(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewArena(int(max(refA.ReadLength(), refB.ReadLength())), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	verify := func(ref ExpertRef) (*Buffer, VerifiedExpert) {
+		t.Helper()
+		b, err := a.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(ref.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.ReadAt(b.Bytes()[:ref.ReadLength()], ref.Offset()); err != nil {
+			t.Fatal(err)
+		}
+		e, err := ref.Verify(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, e
+	}
+	own, err := c.Expert(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownDown := own.Down()
+	b, e := verify(refA)
+	down := e.Down()
+	if down.Data() != ownDown.Data() {
+		t.Fatal("the arena view differs from the checkpoint's")
+	}
+	mustPanic := func(what string) {
+		t.Helper()
+		defer func() {
+			r := recover()
+			if r == nil || !strings.Contains(fmtAny(r), "released") || !strings.Contains(fmtAny(r), "model.layers.2.mlp.experts.3: ") {
+				t.Errorf("%s: recovered %v, want a panic naming the record", what, r)
+			}
+		}()
+		_ = down.Data()
+	}
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	mustPanic("Data of a view after its buffer's Release")
+	// The arena hands the same buffer to the next read.
+	b2, e2 := verify(refB)
+	if b2 != b {
+		t.Fatal("the arena did not recycle the buffer")
+	}
+	mustPanic("Data of a view after its buffer was reused")
+	if down.Name() != "model.layers.2.mlp.experts.3.down_proj" || down.Dims() != 2 {
+		t.Errorf("the view's metadata: %s, %d dims", down.Name(), down.Dims())
+	}
+	if e2.Gate().Data() == "" || ownDown.Data() == "" {
+		t.Error("live views lost their data")
+	}
+	b2.Release()
+	if ownDown.Data() == "" {
+		t.Error("a view of memory of its own is affected by an arena's Release")
+	}
+}

@@ -283,6 +283,9 @@ func (r ExpertRef) Verify(b *Buffer) (VerifiedExpert, error) {
 		return VerifiedExpert{}, err
 	}
 	rec.buf, rec.gen = b, b.gen.Load()
+	for i := range rec.views {
+		rec.views[i].buf, rec.views[i].gen = b, rec.gen
+	}
 	r.ck.mu.Lock()
 	r.ck.served[1]++
 	r.ck.mu.Unlock()

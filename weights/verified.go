@@ -41,11 +41,21 @@ func (id ExpertID) String() string { return fmt.Sprintf("layer %d expert %d", id
 
 // View is a read-only view of one tensor's raw little-endian bytes: the
 // name, dtype and shape its manifest entry records and the verified bytes.
+// A view of a value minted in an arena buffer is valid until that buffer's
+// Release: Data panics after it, naming the record, instead of returning
+// bytes the arena may have recycled for another read. (The string Data
+// returned before the Release is not checked again: a consumer must be done
+// with it when it releases the buffer.)
 type View struct {
 	name  string
 	dtype jnf.DType
 	shape []int64
 	data  string
+	// buf is the arena buffer data lives in (nil: memory of its own), valid
+	// while its generation is gen; r is the value's record.
+	buf *Buffer
+	gen uint64
+	r   *record
 }
 
 // Name is the canonical tensor name (for an expert part, the expert's name
@@ -69,8 +79,14 @@ func (v View) Numel() int64 {
 	return n
 }
 
-// Data is the verified bytes, immutable.
-func (v View) Data() string { return v.data }
+// Data is the verified bytes, immutable. It panics if the arena buffer
+// they live in was released since they were verified.
+func (v View) Data() string {
+	if b := v.buf; b != nil && b.gen.Load() != v.gen {
+		panic((*releasedView)(v.r))
+	}
+	return v.data
+}
 
 // record is what a verified value points to: the bytes and what the
 // manifest says of them. It is never modified after minting.
@@ -95,6 +111,15 @@ func (r *record) live() *record {
 		panic("weights: use of a verified value whose arena buffer was released (" + r.name + ")")
 	}
 	return r
+}
+
+// releasedView is the panic of a view of the record used after its arena
+// buffer was released.
+type releasedView record
+
+func (r *releasedView) Error() string {
+	return fmt.Sprintf("weights: %s: view used after its arena buffer was released (%s@%d, verified in buffer generation %d, now %d: the bytes may be another read's)",
+		r.name, r.file, r.off, r.gen, r.buf.gen.Load())
 }
 
 func (r *record) recheck() error {
@@ -188,12 +213,12 @@ func mint(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []b
 	}
 	switch e.Kind {
 	case jnf.KindTensor:
-		r.views = []View{{name: e.Name, dtype: e.DType, shape: append([]int64(nil), e.Shape...), data: r.data}}
+		r.views = []View{{name: e.Name, dtype: e.DType, shape: append([]int64(nil), e.Shape...), data: r.data, r: r}}
 	case jnf.KindExpert:
 		r.views = make([]View, len(e.Parts))
 		for i, p := range e.Parts {
 			r.views[i] = View{name: e.Name + "." + p.Name, dtype: p.DType, shape: append([]int64(nil), p.Shape...),
-				data: r.data[p.Offset : p.Offset+p.Length]}
+				data: r.data[p.Offset : p.Offset+p.Length], r: r}
 		}
 	default:
 		return nil, fmt.Errorf("%s: kind %q is not a tensor or an expert", e.Name, e.Kind)

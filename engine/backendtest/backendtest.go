@@ -51,6 +51,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"Route", (*suite).route},
 		{"Combine", (*suite).combine},
 		{"GateAdd", (*suite).gateAdd},
+		{"SignedZeros", (*suite).signedZeros},
 		{"Experts", (*suite).experts},
 		{"Errors", (*suite).errors},
 	} {
@@ -620,6 +621,100 @@ func (s *suite) gateAdd() {
 		g := s.pair(s.values(c.T, 3))
 		s.run("GateAdd", func(q backend.Queue, b func(pair) backend.Buf) { q.GateAdd(b(y), b(x), b(g), c.T, c.n) })
 		s.same(fmt.Sprintf("GateAdd %+v", c), y)
+	}
+}
+
+// signedZeros pins the sign of a zero canonical sum in the reductions that
+// combine lanes (EXACTNESS.md, "The one reduction order"): every lane
+// starts at +0, so a sum whose terms are all ±0 is +0 — also when every
+// term is −0, where a lane started at −0 (or at its first term) would make
+// it −0. The inputs make every product ±0: a row's products all −0, all
+// inputs −0, all +0, mixed signs; batched over up to 17 tokens (a GPU
+// kernel's token groups) and every matrix shape. Each result must be +0
+// itself, not only equal to the reference's.
+func (s *suite) signedZeros() {
+	negZero := float32(math.Copysign(0, -1))
+	plusZero := func(what string, p pair) {
+		s.t.Helper()
+		s.same(what, p)
+		for i, v := range s.read(p.got) {
+			if math.Float32bits(v) != 0 {
+				s.t.Fatalf("%s: value %d of %d is %g (%08x), want +0: lanes start at +0", what, i, p.got.Len(), v, math.Float32bits(v))
+			}
+		}
+	}
+	// zeros returns n signed zeros: negative where neg(i).
+	zeros := func(n int, neg func(i int) bool) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			if neg(i) {
+				x[i] = negZero
+			}
+		}
+		return x
+	}
+	Ts := []int{1, 4, 8, 9, 17}
+	if s.o.Short {
+		Ts = []int{1, 9}
+	}
+	for _, ms := range matShapes(s.o.Short) {
+		name := matName(ms)
+		vt, err := s.ck.Tensor(name)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		// The sign of weight k of row 0.
+		d, size := vt.View().Data(), ms.dt.Size()
+		wneg := func(k int) bool { return d[k*int(size)+int(size)-1]&0x80 != 0 }
+		g, w := s.weight(name, backend.UseMatMul)
+		for _, T := range Ts {
+			if s.o.Short && T*ms.rows*ms.cols > 1<<20 {
+				continue
+			}
+			K := ms.cols
+			x := zeros(T*K, func(i int) bool {
+				t, k := i/K, i%K
+				switch t % 4 {
+				case 0: // row 0's products all −0
+					return !wneg(k)
+				case 1:
+					return true
+				case 2:
+					return false
+				}
+				return s.r.IntN(2) == 0
+			})
+			xp, y := s.pair(x), s.zeros(T*ms.rows)
+			s.run("MatMul", func(q backend.Queue, b func(pair) backend.Buf) {
+				ww := g
+				if b(y) == y.want {
+					ww = w
+				}
+				q.MatMul(b(y), ww, b(xp), T)
+			})
+			plusZero(fmt.Sprintf("MatMul %s T=%d of ±0 inputs", name, T), y)
+		}
+	}
+	for _, c := range []struct{ T, k, n int }{{1, 1, 1}, {3, 2, 64}, {5, 8, 100}, {2, 10, 300}, {1, 40, 9}} {
+		wv := s.normals(c.T*c.k, 0.5)
+		// x[t,s,i] of the opposite sign to w[t,s]: every product −0.
+		x := zeros(c.T*c.k*c.n, func(i int) bool { return wv[i/c.n] >= 0 })
+		xp, w, y := s.pair(x), s.pair(wv), s.zeros(c.T*c.n)
+		s.run("Combine", func(q backend.Queue, b func(pair) backend.Buf) { q.Combine(b(y), b(xp), b(w), c.T, c.k, c.n) })
+		plusZero(fmt.Sprintf("Combine %+v of −0 products", c), y)
+	}
+	for _, c := range []struct{ T, pos0, nq, nkv, hd int }{{1, 0, 1, 1, 8}, {4, 0, 4, 2, 32}, {1, 300, 2, 1, 256}, {9, 250, 8, 2, 64}} {
+		total := c.pos0 + c.T
+		q := s.pair(s.normals(c.T*c.nq*c.hd, 1))
+		k := s.pair(s.normals(total*c.nkv*c.hd, 1))
+		// p_u > 0, so every product p_u·v_u[c] is −0.
+		v := s.pair(zeros(total*c.nkv*c.hd, func(int) bool { return true }))
+		o := s.zeros(c.T * c.nq * c.hd)
+		scale := float32(1 / math.Sqrt(float64(c.hd)))
+		s.run("Attention", func(qq backend.Queue, b func(pair) backend.Buf) {
+			qq.Attention(b(o), b(q), b(k), b(v), c.T, c.pos0, c.nq, c.nkv, c.hd, scale)
+		})
+		plusZero(fmt.Sprintf("Attention %+v of −0 values", c), o)
 	}
 }
 

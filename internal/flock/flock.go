@@ -68,6 +68,9 @@ func TryAcquire(path string) (*Lock, error) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s is not a regular file", path)
 		}
+		if openedHook != nil {
+			openedHook(path)
+		}
 		for {
 			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 			if !errors.Is(err, unix.EINTR) {
@@ -95,6 +98,10 @@ func TryAcquire(path string) (*Lock, error) {
 	}
 	return nil, fmt.Errorf("lock %s: the file keeps being replaced", path)
 }
+
+// openedHook, set by tests only, runs between TryAcquire's open and its
+// flock: where another process can remove or replace the file.
+var openedHook func(path string)
 
 // Acquire takes the lock at path, waiting while another process holds it.
 // waiting, if not nil, is called when Acquire starts to wait and again if

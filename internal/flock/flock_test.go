@@ -177,3 +177,65 @@ func TestRefusesLinkedLockFile(t *testing.T) {
 		t.Errorf("the link's target was written: %q", b)
 	}
 }
+
+// TestReplacedBetweenOpenAndFlock: the lock file is removed, or replaced by
+// another holder's, after TryAcquire opened it and before it locked it.
+// Locking the orphaned file would let two writers hold "the" lock at once;
+// TryAcquire must lock the file that is at path when it returns.
+func TestReplacedBetweenOpenAndFlock(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		race func(t *testing.T, path string) *Lock // runs once, after the open
+	}{
+		{"removed (a holder's Unlock)", func(t *testing.T, path string) *Lock {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}},
+		{"replaced by another holder's file", func(t *testing.T, path string) *Lock {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			other, err := TryAcquire(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return other
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), Name)
+			if err := os.WriteFile(path, nil, 0o644); err != nil { // left by a killed holder
+				t.Fatal(err)
+			}
+			var other *Lock
+			openedHook = func(p string) {
+				openedHook = nil // once; the other holder's TryAcquire runs without it
+				other = c.race(t, p)
+			}
+			defer func() { openedHook = nil }()
+			l, err := TryAcquire(path)
+			if other != nil {
+				defer other.Unlock()
+				var held *HeldError
+				if !errors.As(err, &held) {
+					l.Unlock()
+					t.Fatalf("TryAcquire while another Lock holds the file now at the path: %v, want a HeldError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock()
+			st, err := l.f.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now, err := os.Lstat(path); err != nil || !os.SameFile(st, now) {
+				t.Fatalf("the locked file is not the one at %s (%v): another writer can lock that one", path, err)
+			}
+		})
+	}
+}
