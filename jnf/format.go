@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -227,9 +228,10 @@ type File struct {
 	// TableBytes are the raw table bytes (hashed by the preamble).
 	TableBytes []byte
 	f          *os.File
+	st         fs.FileInfo // of f, when it was opened
 }
 
-// OpenFile opens a JNF file and validates its preamble and record table:
+// OpenFile opens a JNF file (OpenModelFile: a regular file, not a link) and validates its preamble and record table:
 // magic, version, table digest, record offsets aligned, in order,
 // non-overlapping, inside the file, and the file size.
 func OpenFile(path string) (*File, error) { return OpenFileAs(path, filepath.Base(path)) }
@@ -237,7 +239,7 @@ func OpenFile(path string) (*File, error) { return OpenFileAs(path, filepath.Bas
 // OpenFileAs is OpenFile for a file that will be renamed to name (used to
 // check a temporary file before it is renamed into place).
 func OpenFileAs(path, name string) (*File, error) {
-	f, st, err := OpenRegular(path)
+	f, st, err := OpenModelFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -246,9 +248,15 @@ func OpenFileAs(path, name string) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	jf.f = f
+	jf.f, jf.st = f, st
 	return jf, nil
 }
+
+// Reopen opens the file again by its path with extra open flags (the
+// streaming tier's O_DIRECT descriptor) and returns the new descriptor only
+// if it is the file this one has open (ReopenModelFile): a file replaced
+// since OpenFile gives a *ReplacedError and is not read.
+func (f *File) Reopen(flag int) (*os.File, error) { return ReopenModelFile(f.Path, f.st, flag) }
 
 // Close closes the file.
 func (f *File) Close() error { return f.f.Close() }

@@ -80,14 +80,96 @@ func describeMode(m fs.FileMode) string {
 // OpenRegular opens path for reading and returns it only if it is a regular
 // file. The check is made on the opened descriptor (no race with a rename),
 // and the open itself never blocks: a FIFO is opened non-blocking and then
-// refused. Symbolic links are followed (every byte read from a model
-// directory is hashed against the manifest; where a link's target matters,
-// as in a conversion source, the caller checks with os.Lstat first).
+// refused. Symbolic links are followed (files a user names; where a link's
+// target matters, as in a conversion source, the caller checks with
+// os.Lstat first). The files of a model directory are opened with
+// OpenModelFile, which refuses links.
 func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}
+	return checkRegular(f, path)
+}
+
+// OpenModelFile opens path, a file of a JNF model directory (a JNF file,
+// the manifest, an auxiliary file), for reading: it must be a regular file
+// and not a symbolic link, which is refused, never followed. As with
+// OpenRegular the check is made on the opened descriptor and the open
+// never blocks; the descriptor is then made blocking. A model is opened
+// once: its files are read only through the descriptors opened here, so a
+// file replaced afterwards (by another file, a FIFO or a link) is never
+// read.
+func OpenModelFile(path string) (*os.File, fs.FileInfo, error) {
+	if oNoFollow == 0 {
+		if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+			return nil, nil, &NotRegularError{Path: path, Mode: st.Mode()}
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|oNoFollow, 0)
+	if err != nil {
+		// O_NOFOLLOW fails on a link with ELOOP (EMLINK on some systems):
+		// say what is there.
+		if st, lerr := os.Lstat(path); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+			return nil, nil, &NotRegularError{Path: path, Mode: st.Mode()}
+		}
+		return nil, nil, err
+	}
+	f, st, err := checkRegular(f, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setBlocking(f); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, st, nil
+}
+
+// ReopenModelFile opens path again with the extra open flags (O_DIRECT),
+// checked as OpenModelFile checks, and returns the descriptor only if it
+// is the file st describes (the same device and inode, from a descriptor
+// opened earlier): a file replaced in between gives a *ReplacedError.
+func ReopenModelFile(path string, st fs.FileInfo, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|oNoFollow|flag, 0)
+	if err != nil {
+		if lst, lerr := os.Lstat(path); lerr == nil && !os.SameFile(lst, st) {
+			return nil, &ReplacedError{Path: path}
+		}
+		return nil, err
+	}
+	f, got, err := checkRegular(f, path)
+	if err != nil {
+		return nil, &ReplacedError{Path: path, Err: err}
+	}
+	if !os.SameFile(got, st) {
+		f.Close()
+		return nil, &ReplacedError{Path: path}
+	}
+	if err := setBlocking(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ReplacedError says a model file is no longer the file opened when the
+// model was: it was replaced, moved or removed since. It matches
+// ErrVerification.
+type ReplacedError struct {
+	Path string
+	Err  error // what is there now, if known
+}
+
+func (e *ReplacedError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s was replaced since the model was opened (%v)", e.Path, e.Err)
+	}
+	return fmt.Sprintf("%s was replaced since the model was opened: it is no longer the file that was checked", e.Path)
+}
+func (e *ReplacedError) Is(target error) bool { return target == ErrVerification }
+
+func checkRegular(f *os.File, path string) (*os.File, fs.FileInfo, error) {
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -106,6 +188,17 @@ func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
 // which names the limit in the error ("config.json", "manifest").
 func ReadFileLimit(path string, max int64, which string) ([]byte, error) {
 	f, st, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readLimited(f, path, st.Size(), max, which)
+}
+
+// ReadModelFileLimit is ReadFileLimit for a file of a model directory:
+// opened with OpenModelFile (a symbolic link is refused, not followed).
+func ReadModelFileLimit(path string, max int64, which string) ([]byte, error) {
+	f, st, err := OpenModelFile(path)
 	if err != nil {
 		return nil, err
 	}

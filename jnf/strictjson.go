@@ -32,7 +32,7 @@ const MaxJSONDepth = 64
 //     for "name" and drop unknown keys).
 //
 // Errors name the path of the offending key, e.g. `records[3].Kind`.
-func DecodeJSON(data []byte, v any) error { return decodeStrict(data, v, false) }
+func DecodeJSON(data []byte, v any) error { return decodeStrict(data, v, modeStrict) }
 
 // DecodeJSONExtensible is DecodeJSON for formats whose specification tells
 // consumers to ignore unknown fields (in-toto statements, DSSE envelopes):
@@ -40,25 +40,61 @@ func DecodeJSON(data []byte, v any) error { return decodeStrict(data, v, false) 
 // name only in case is still an error. Because other implementations decode
 // such documents (and the parts this one keeps raw, like predicates) into
 // types of their own, keys equal ignoring case are refused in every object.
-func DecodeJSONExtensible(data []byte, v any) error { return decodeStrict(data, v, true) }
+func DecodeJSONExtensible(data []byte, v any) error { return decodeStrict(data, v, modeExtensible) }
 
-func decodeStrict(data []byte, v any, extensible bool) error {
+// DecodeForeignJSON is DecodeJSON for the formats Tarfa reads but does not
+// define (Hugging Face config.json and model.safetensors.index.json,
+// tokenizer.json, tokenizer_config.json, safetensors headers, the JSON
+// lines of `tarfa tokenize`): a key no struct field has is skipped, as
+// those formats grow fields Tarfa does not use, but every other rule holds.
+// The document must pass CheckJSON (one value, valid UTF-8, no duplicate
+// key in any object: encoding/json alone keeps the last of two, Python's
+// json the last too, other readers the first), and in an object decoded
+// into a struct no key may differ from a field's name only in case, nor two
+// keys be equal ignoring case (encoding/json matches both to one field).
+// Keys of maps and of parts kept raw are compared exactly: a vocabulary
+// holds both "A" and "a".
+func DecodeForeignJSON(data []byte, v any) error { return decodeStrict(data, v, modeForeign) }
+
+// CheckJSON checks the rules of DecodeJSON that hold whatever the document
+// is decoded into: data is exactly one JSON value with nothing but white
+// space after it, valid UTF-8 with no unpaired surrogate escape, nested at
+// most MaxJSONDepth levels, and no object holds the same key twice. Errors
+// give the byte offset and the path of the key.
+func CheckJSON(data []byte) error { return decodeStrict(data, nil, modeForeign) }
+
+type jsonMode int
+
+const (
+	modeStrict     jsonMode = iota // every key a field's, spelled exactly
+	modeExtensible                 // unknown keys skipped; keys equal ignoring case refused in every object
+	modeForeign                    // unknown keys skipped; case checked in struct objects only
+)
+
+func decodeStrict(data []byte, v any, mode jsonMode) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("JSON is not valid UTF-8 (at byte %d)", invalidUTF8At(data))
 	}
-	s := &scanner{data: data, extensible: extensible}
+	s := &scanner{data: data, foldAll: mode == modeExtensible, unknownOK: mode != modeStrict}
+	var t reflect.Type
+	if v != nil {
+		t = reflect.TypeOf(v)
+	}
 	s.space()
 	if s.pos == len(data) {
 		return fmt.Errorf("empty JSON document")
 	}
-	if err := s.value(reflect.TypeOf(v), "", 0); err != nil {
+	if err := s.value(t, jpath{}, 0); err != nil {
 		return err
 	}
 	s.space()
 	if s.pos != len(data) {
 		return fmt.Errorf("trailing data after the JSON value at byte %d", s.pos)
 	}
-	if extensible {
+	if v == nil {
+		return nil
+	}
+	if mode != modeStrict {
 		return json.Unmarshal(data, v)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
@@ -80,9 +116,10 @@ func invalidUTF8At(b []byte) int {
 // scanner validates a JSON document byte by byte, following the Go type the
 // document will be decoded into (nil: any type) to check key spelling.
 type scanner struct {
-	data       []byte
-	pos        int
-	extensible bool
+	data      []byte
+	pos       int
+	foldAll   bool // compare the keys of every object ignoring case
+	unknownOK bool // skip keys no struct field has
 }
 
 func (s *scanner) errf(format string, a ...any) error {
@@ -118,7 +155,7 @@ func elemType(t reflect.Type) reflect.Type {
 	return t
 }
 
-func (s *scanner) value(t reflect.Type, path string, depth int) error {
+func (s *scanner) value(t reflect.Type, path jpath, depth int) error {
 	if depth > MaxJSONDepth {
 		return fmt.Errorf("JSON nested deeper than %d levels at %s", MaxJSONDepth, pathOr(path))
 	}
@@ -147,14 +184,37 @@ func (s *scanner) value(t reflect.Type, path string, depth int) error {
 	}
 }
 
-func pathOr(p string) string {
-	if p == "" {
+func pathOr(p jpath) string {
+	if p.parent == nil {
 		return "the top level"
 	}
-	return p
+	return p.String()
 }
 
-func (s *scanner) object(t reflect.Type, path string, depth int) error {
+// jpath is where a value is in the document, rendered only for an error
+// (building the path of every key would cost more than the scan).
+type jpath struct {
+	parent *jpath // nil at the top level
+	key    string // of an object member
+	index  int    // of an array element, when key is ""
+	elem   bool   // an array element
+}
+
+func (p jpath) String() string {
+	if p.parent == nil {
+		return ""
+	}
+	prefix := p.parent.String()
+	if p.elem {
+		return fmt.Sprintf("%s[%d]", prefix, p.index)
+	}
+	if prefix == "" {
+		return strconv.Quote(p.key)
+	}
+	return prefix + "." + strconv.Quote(p.key)
+}
+
+func (s *scanner) object(t reflect.Type, path jpath, depth int) error {
 	s.pos++ // {
 	var fields map[string]reflect.Type
 	var folded map[string]string
@@ -178,25 +238,26 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
 			return s.errf("object key expected at %s", pathOr(path))
 		}
+		keyAt := s.pos
 		key, err := s.str(true)
 		if err != nil {
 			return err
 		}
-		kp := joinPath(path, key)
+		kp := jpath{parent: &path, key: key}
 		// Keys of a struct-typed object are compared ignoring case (as
 		// encoding/json matches them to fields); in extensible formats,
 		// which other implementations decode into types of their own, the
 		// keys of every object; otherwise exactly (a map keeps "a" and "A"
 		// apart).
 		f := key
-		if fields != nil || s.extensible {
+		if fields != nil || s.foldAll {
 			f = foldKey(key)
 		}
 		if prev, dup := seen[f]; dup {
 			if prev == key {
-				return fmt.Errorf("duplicate object key %s", kp)
+				return fmt.Errorf("duplicate object key %s (at byte %d)", kp, keyAt)
 			}
-			return fmt.Errorf("object keys %q and %q at %s differ only in case", prev, key, pathOr(path))
+			return fmt.Errorf("object keys %q and %q at %s differ only in case (at byte %d)", prev, key, pathOr(path), keyAt)
 		}
 		seen[f] = key
 		sub := elem
@@ -207,7 +268,7 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 				sub = ft
 			case folded[foldKey(key)] != "":
 				return fmt.Errorf("unknown field %s (keys are case-sensitive: the field is %q)", kp, folded[foldKey(key)])
-			case !s.extensible:
+			case !s.unknownOK:
 				return fmt.Errorf("unknown field %s", kp)
 			}
 		}
@@ -236,14 +297,7 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 	}
 }
 
-func joinPath(path, key string) string {
-	if path == "" {
-		return strconv.Quote(key)
-	}
-	return path + "." + strconv.Quote(key)
-}
-
-func (s *scanner) array(t reflect.Type, path string, depth int) error {
+func (s *scanner) array(t reflect.Type, path jpath, depth int) error {
 	s.pos++ // [
 	var elem reflect.Type
 	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
@@ -256,7 +310,7 @@ func (s *scanner) array(t reflect.Type, path string, depth int) error {
 	}
 	for i := 0; ; i++ {
 		s.space()
-		if err := s.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+		if err := s.value(elem, jpath{parent: &path, index: i, elem: true}, depth+1); err != nil {
 			return err
 		}
 		s.space()

@@ -20,6 +20,8 @@ import (
 	"math"
 	"net/http"
 	"strings"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // Limits of a request.
@@ -108,8 +110,15 @@ type Params struct {
 }
 
 // decode decodes body into v strictly: one JSON object, no unknown
-// members, nothing after it. The error names the member at fault.
+// members, nothing after it, and the rules of jnf.CheckJSON (valid UTF-8,
+// no member given twice at any depth: encoding/json keeps the last). The
+// error names the member at fault.
 func decode(body []byte, v any) *Error {
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := jnf.CheckJSON(body); err != nil {
+			return Errorf(http.StatusBadRequest, "", "invalid_json", "the request body is not valid JSON: %v", err)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

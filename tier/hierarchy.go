@@ -251,7 +251,9 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	if n <= 0 {
 		n = DefaultReaders
 	}
-	h.files = newFiles(opt.Direct)
+	if h.files, err = newFiles(opt.Direct, h.refs); err != nil {
+		return nil, err
+	}
 	h.reqs = make(chan readReq, n)
 	hashers := opt.Hashers
 	if hashers <= 0 {

@@ -14,11 +14,13 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
@@ -35,73 +37,87 @@ const (
 	DirectOn
 )
 
-// files keeps one descriptor per JNF file for the readers: O_DIRECT where
-// possible.
+// files holds the readers' descriptors, one or two per JNF file, all opened
+// when the hierarchy is made: the checkpoint's own descriptor (opened and
+// checked with the model) and, where O_DIRECT is wanted and allowed, a
+// second one opened with it and checked to be the same file (same device
+// and inode). Nothing is opened by path afterwards: a file replaced while
+// the model runs (by another file, a FIFO, a symbolic link) is never read.
 type files struct {
 	mode DirectMode
 	mu   sync.Mutex
-	fds  map[string]*fileFD
+	fds  map[*jnf.File]*fileFD
+	all  []*os.File // the O_DIRECT descriptors opened here, closed by close
 }
 
 type fileFD struct {
-	f      *os.File
+	r      io.ReaderAt
 	direct bool
 }
 
-func newFiles(mode DirectMode) *files { return &files{mode: mode, fds: map[string]*fileFD{}} }
+// newFiles opens what the readers of refs need.
+func newFiles(mode DirectMode, refs []weights.ExpertRef) (*files, error) {
+	fs := &files{mode: mode, fds: map[*jnf.File]*fileFD{}}
+	for _, ref := range refs {
+		jf := ref.File()
+		if jf == nil || fs.fds[jf] != nil {
+			continue
+		}
+		fd := &fileFD{r: jf}
+		if mode != DirectOff && oDirect != 0 {
+			f, err := jf.Reopen(oDirect)
+			var replaced *jnf.ReplacedError
+			switch {
+			case err == nil:
+				fd = &fileFD{r: f, direct: true}
+				fs.all = append(fs.all, f)
+			case errors.As(err, &replaced):
+				fs.close()
+				return nil, fmt.Errorf("tier: %w", err)
+			case mode == DirectOn:
+				fs.close()
+				return nil, fmt.Errorf("tier: %s: O_DIRECT refused (%w); read without --direct", jf.Path, err)
+			}
+		}
+		fs.fds[jf] = fd
+	}
+	return fs, nil
+}
 
-func (fs *files) get(path string) (*fileFD, error) {
+func (fs *files) get(jf *jnf.File) (*fileFD, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if fd, ok := fs.fds[path]; ok {
-		return fd, nil
+	fd, ok := fs.fds[jf]
+	if !ok {
+		return nil, fmt.Errorf("tier: %s was not opened with the hierarchy", jf.Path)
 	}
-	var fd *fileFD
-	if fs.mode != DirectOff && oDirect != 0 {
-		f, err := os.OpenFile(path, os.O_RDONLY|oDirect, 0)
-		switch {
-		case err == nil:
-			fd = &fileFD{f: f, direct: true}
-		case fs.mode == DirectOn:
-			return nil, fmt.Errorf("tier: %s: O_DIRECT refused (%w); read without --direct", path, err)
-		}
-	}
-	if fd == nil {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		fd = &fileFD{f: f}
-	}
-	fs.fds[path] = fd
 	return fd, nil
 }
 
 // demote replaces an O_DIRECT descriptor whose reads fail with EINVAL (a
-// file system that accepted the flag but not the reads) by a buffered one.
-func (fs *files) demote(path string, old *fileFD) (*fileFD, error) {
+// file system that accepted the flag but not the reads) by the checkpoint's
+// buffered one. The O_DIRECT descriptor stays open until close: another
+// reader may be using it.
+func (fs *files) demote(jf *jnf.File, old *fileFD) *fileFD {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if cur := fs.fds[path]; cur != old {
-		return cur, nil
+	if cur := fs.fds[jf]; cur != old {
+		return cur
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	old.f.Close()
-	fd := &fileFD{f: f}
-	fs.fds[path] = fd
-	return fd, nil
+	fd := &fileFD{r: jf}
+	fs.fds[jf] = fd
+	return fd
 }
 
+// close closes the descriptors opened here (the checkpoint closes its own).
 func (fs *files) close() {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	for _, fd := range fs.fds {
-		fd.f.Close()
+	for _, f := range fs.all {
+		f.Close()
 	}
-	fs.fds = map[string]*fileFD{}
+	fs.all = nil
+	fs.fds = map[*jnf.File]*fileFD{}
 }
 
 // read fills b with ref's record and its padding (ReadLength bytes, a
@@ -112,17 +128,16 @@ func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct bool, er
 	if int64(len(b.Bytes())) < n {
 		return false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), n)
 	}
-	fd, err := fs.get(ref.Path())
+	jf := ref.File()
+	fd, err := fs.get(jf)
 	if err != nil {
 		return false, err
 	}
 	dst := b.Bytes()[:n]
-	_, err = fd.f.ReadAt(dst, ref.Offset())
+	_, err = fd.r.ReadAt(dst, ref.Offset())
 	if err != nil && fd.direct && errors.Is(err, unix.EINVAL) && fs.mode != DirectOn {
-		if fd, err = fs.demote(ref.Path(), fd); err != nil {
-			return false, err
-		}
-		_, err = fd.f.ReadAt(dst, ref.Offset())
+		fd = fs.demote(jf, fd)
+		_, err = fd.r.ReadAt(dst, ref.Offset())
 	}
 	if err != nil {
 		return false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, ref.Offset(), err)

@@ -46,6 +46,7 @@ var allowedImports = []string{
 	"golang.org/x/sync/errgroup",    // jnf/convert's worker pool
 	"golang.org/x/sys/unix",         // internal/diskspace (statfs), internal/flock
 	"github.com/tarfa-ai/tarfa/internal/flock",
+	"github.com/tarfa-ai/tarfa/internal/outdir",    // the write journal of convert (standard library and internal/flock only)
 	"github.com/tarfa-ai/tarfa/internal/diskspace", // statfs only (golang.org/x/sys/unix)
 }
 

@@ -205,12 +205,12 @@ func (m *Manifest) Write(dir string) error {
 	return jnf.WriteFileAtomic(filepath.Join(dir, ManifestFile), b, 0o644)
 }
 
-// LoadManifest reads DIR/manifest.json (a regular file of at most
-// jnf.MaxManifestSize bytes) strictly and checks it against itself
+// LoadManifest reads DIR/manifest.json (a regular file, not a symbolic
+// link, of at most jnf.MaxManifestSize bytes) strictly and checks it against itself
 // (ParseManifest): its rules, its derived fields and both roots.
 func LoadManifest(dir string) (*Manifest, []byte, error) {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := jnf.ReadFileLimit(path, jnf.MaxManifestSize, "manifest.json")
+	b, err := jnf.ReadModelFileLimit(path, jnf.MaxManifestSize, "manifest.json")
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, nil, notJNF(dir, err)
 	}
@@ -486,15 +486,20 @@ func Build(dir string) (*Manifest, error) {
 	return b.manifest, nil
 }
 
-// built is a derived manifest with the open files whose tables it came from.
+// built is a derived manifest with the open files whose tables it came
+// from, and the open auxiliary files whose digests it holds.
 type built struct {
 	manifest *Manifest
 	config   *hf.Config
 	files    map[string]*jnf.File
+	aux      map[string]*os.File
 }
 
 func (b *built) close() {
 	for _, f := range b.files {
+		f.Close()
+	}
+	for _, f := range b.aux {
 		f.Close()
 	}
 }
@@ -505,7 +510,7 @@ func (b *built) close() {
 func build(ctx context.Context, dir string, cfgBytes []byte) (_ *built, err error) {
 	cfgPath := filepath.Join(dir, "config.json")
 	if cfgBytes == nil {
-		if cfgBytes, err = jnf.ReadFileLimit(cfgPath, jnf.MaxConfigSize, "config.json"); err != nil {
+		if cfgBytes, err = jnf.ReadModelFileLimit(cfgPath, jnf.MaxConfigSize, "config.json"); err != nil {
 			return nil, fmt.Errorf("JNF directory %s: %w", dir, err)
 		}
 	}
@@ -521,17 +526,29 @@ func build(ctx context.Context, dir string, cfgBytes []byte) (_ *built, err erro
 	cfgSum := jnf.SHA256Bytes(cfgBytes).Hex()
 	m := &Manifest{Format: ManifestFormat, Version: ManifestVersion, Arch: string(cfg.Arch), ModelType: cfg.ModelType,
 		Layers: cfg.Layers, ConfigSHA256: cfgSum, LayersHeld: []int{}, Sources: []jnf.SourceFile{}}
+	b := &built{manifest: m, config: cfg, files: map[string]*jnf.File{}, aux: map[string]*os.File{}}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
 
-	// Auxiliary files first, by name.
+	// Auxiliary files first, by name. Each stays open: what is hashed
+	// here is what a reader of the directory reads later.
 	for _, a := range hf.AuxFiles {
 		var d jnf.Digests
 		var n int64
 		if a == "config.json" {
 			d, n = jnf.SumBytes(cfgBytes), int64(len(cfgBytes))
-		} else if d, n, err = hashAux(filepath.Join(dir, a), auxLimit(a)); errors.Is(err, fs.ErrNotExist) {
-			continue
-		} else if err != nil {
-			return nil, err
+		} else {
+			var f *os.File
+			if f, d, n, err = hashAux(filepath.Join(dir, a), auxLimit(a)); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			b.aux[a] = f
 		}
 		m.Entries = append(m.Entries, Entry{File: a, Record: jnf.Record{Kind: jnf.KindFile, Name: a, Layer: -1, Expert: -1,
 			Length: n, SHA256: d.SHA256.Hex(), BLAKE3: d.BLAKE3.Hex()}})
@@ -542,12 +559,6 @@ func build(ctx context.Context, dir string, cfgBytes []byte) (_ *built, err erro
 	if err != nil {
 		return nil, err
 	}
-	b := &built{manifest: m, config: cfg, files: map[string]*jnf.File{}}
-	defer func() {
-		if err != nil {
-			b.close()
-		}
-	}()
 	sources := map[string]jnf.SourceFile{}
 	haveGlobal := false
 	for _, name := range names {
@@ -606,24 +617,29 @@ func checkTableOrder(t *jnf.Table) error {
 	return checkOrder(es)
 }
 
-// hashAux hashes an auxiliary file, a regular file of at most limit bytes.
-func hashAux(path string, limit int64) (jnf.Digests, int64, error) {
-	f, st, err := jnf.OpenRegular(path)
+// hashAux opens and hashes an auxiliary file, a regular file (not a link)
+// of at most limit bytes, and returns it open.
+func hashAux(path string, limit int64) (_ *os.File, _ jnf.Digests, _ int64, err error) {
+	f, st, err := jnf.OpenModelFile(path)
 	if err != nil {
-		return jnf.Digests{}, 0, err
+		return nil, jnf.Digests{}, 0, err
 	}
-	defer f.Close()
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	if st.Size() > limit {
-		return jnf.Digests{}, 0, &jnf.LimitError{Path: path, Size: st.Size(), Max: limit, Which: filepath.Base(path)}
+		return nil, jnf.Digests{}, 0, &jnf.LimitError{Path: path, Size: st.Size(), Max: limit, Which: filepath.Base(path)}
 	}
-	d, n, err := jnf.SumReader(io.LimitReader(f, limit+1))
+	d, n, err := jnf.SumReader(io.NewSectionReader(f, 0, limit+1))
 	if err != nil {
-		return jnf.Digests{}, 0, fmt.Errorf("%s: %w", path, err)
+		return nil, jnf.Digests{}, 0, fmt.Errorf("%s: %w", path, err)
 	}
 	if n > limit {
-		return jnf.Digests{}, 0, &jnf.LimitError{Path: path, Size: n, Max: limit, Which: filepath.Base(path)}
+		return nil, jnf.Digests{}, 0, &jnf.LimitError{Path: path, Size: n, Max: limit, Which: filepath.Base(path)}
 	}
-	return d, n, nil
+	return f, d, n, nil
 }
 
 // UnknownFileError names a *.jnf file in a model directory that does not
@@ -682,11 +698,18 @@ type Dir struct {
 	ConfigBytes   []byte
 	Config        *hf.Config
 	Files         map[string]*jnf.File // by file name; the tables the root was re-derived from
+	// AuxFiles are the auxiliary files other than config.json, open: the
+	// descriptors their digests were computed from. Read them, never their
+	// paths: a file replaced since OpenDir is then never read.
+	AuxFiles map[string]*os.File
 }
 
 // Close closes the files.
 func (d *Dir) Close() error {
 	for _, f := range d.Files {
+		f.Close()
+	}
+	for _, f := range d.AuxFiles {
 		f.Close()
 	}
 	return nil
@@ -697,8 +720,12 @@ func (d *Dir) Close() error {
 // manifest before parsing it, re-derives the manifest from the files with
 // those bytes and requires the same root. It does not re-read record data:
 // the records are verified as they are read (package weights) or by Check.
-// Every mismatch matches jnf.ErrVerification; a directory that is no JNF
-// directory gives a *NotJNFError.
+// Every file of the directory is opened once, here (jnf.OpenModelFile:
+// regular files only, a symbolic link is refused, not followed), and the
+// Dir keeps the descriptors: readers read through them, never by path, so a
+// file replaced after OpenDir is not read at all. Every mismatch matches
+// jnf.ErrVerification; a directory that is no JNF directory gives a
+// *NotJNFError.
 func OpenDir(ctx context.Context, dir string) (*Dir, error) {
 	m, raw, err := LoadManifest(dir)
 	if err != nil {
@@ -717,7 +744,7 @@ func OpenDir(ctx context.Context, dir string) (*Dir, error) {
 		ps := compareManifests(m, b.manifest)
 		return nil, fmt.Errorf("model %s: the files do not match the manifest (%d difference(s); run `tarfa verify %s`), first: %w", dir, len(ps), dir, ps[0])
 	}
-	return &Dir{Path: dir, Manifest: m, ManifestBytes: raw, ConfigBytes: cfgBytes, Config: b.config, Files: b.files}, nil
+	return &Dir{Path: dir, Manifest: m, ManifestBytes: raw, ConfigBytes: cfgBytes, Config: b.config, Files: b.files, AuxFiles: b.aux}, nil
 }
 
 // ConfigChangedError says config.json does not hash to the manifest's
@@ -736,7 +763,7 @@ func (e *ConfigChangedError) Is(target error) bool { return target == jnf.ErrVer
 // if they hash to the manifest's config_sha256: nothing is parsed first.
 func readConfig(dir string, m *Manifest) ([]byte, error) {
 	path := filepath.Join(dir, "config.json")
-	b, err := jnf.ReadFileLimit(path, jnf.MaxConfigSize, "config.json")
+	b, err := jnf.ReadModelFileLimit(path, jnf.MaxConfigSize, "config.json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w (the manifest lists it): %w", err, jnf.ErrVerification)
 	}

@@ -65,8 +65,10 @@ func (e *IncompleteError) Is(target error) bool { return target == jnf.ErrVerifi
 
 // Open opens dir (verify.OpenDir: the manifest checked against itself,
 // config.json against the manifest before it is parsed, the root re-derived
-// from the files) and requires a complete model. The files stay open; the
-// record tables served are the ones the root was re-derived from.
+// from the files) and requires a complete model. The files stay open, and
+// are read only through the descriptors opened then (never again by path,
+// so a file replaced after Open is never read); the record tables served
+// are the ones the root was re-derived from.
 func Open(ctx context.Context, dir string) (*Checkpoint, error) {
 	d, err := verify.OpenDir(ctx, dir)
 	if err != nil {
@@ -248,6 +250,11 @@ func (r ExpertRef) ID() ExpertID { return ExpertID{r.ref.rec.Layer, r.ref.rec.Ex
 // Path is the JNF file holding the record.
 func (r ExpertRef) Path() string { return r.ref.file.Path }
 
+// File is the JNF file holding the record, open since the checkpoint was:
+// read the record through it (or a descriptor from its Reopen), never by
+// Path.
+func (r ExpertRef) File() *jnf.File { return r.ref.file }
+
 // Offset is the record's offset in its file (a multiple of jnf.Align).
 func (r ExpertRef) Offset() int64 { return r.ref.rec.Offset }
 
@@ -305,14 +312,25 @@ func (c *Checkpoint) ExpertBytes(layer, expert int) int64 {
 // tokenizer, chat template: the manifest's "file" entries) and returns its
 // bytes only if they hash to the manifest's SHA-256 for it. A file the
 // manifest does not list does not exist (fs.ErrNotExist). Reads are bounded
-// by the manifest's length for the file.
+// by the manifest's length for the file, and go through the descriptor Open
+// opened (the path is not opened again).
 func (c *Checkpoint) AuxFile(name string) ([]byte, error) {
 	a, ok := c.aux[name]
 	if !ok {
 		return nil, fmt.Errorf("model %s: %s: %w (not in the manifest)", c.dir.Path, name, fs.ErrNotExist)
 	}
 	p := filepath.Join(c.dir.Path, name)
-	b, err := jnf.ReadFileLimit(p, a.length, name+" (its manifest length)")
+	var b []byte
+	var err error
+	if f, ok := c.dir.AuxFiles[name]; ok {
+		// The descriptor Open hashed, not the path: a file replaced since
+		// is never read.
+		b, err = jnf.ReadAllLimit(io.NewSectionReader(f, 0, a.length+1), p, a.length, name+" (its manifest length)")
+	} else if name == "config.json" {
+		b = slices.Clone(c.dir.ConfigBytes)
+	} else {
+		return nil, fmt.Errorf("model %s: %s: %w (not opened with the model)", c.dir.Path, name, fs.ErrNotExist)
+	}
 	if err != nil {
 		var le *jnf.LimitError
 		if errors.As(err, &le) {

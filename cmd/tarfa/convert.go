@@ -23,6 +23,7 @@ type convertOptions struct {
 	asJSON         bool
 	followSymlinks bool
 	noWait         bool
+	force          bool
 }
 
 // parseLayers parses "A-B" or "N" (inclusive); "" means all.
@@ -88,13 +89,16 @@ resolved target is outside SRC is refused. A Hugging Face hub cache snapshot
 ../../blobs/SHA: with --follow-symlinks, links there may resolve anywhere inside
 models--ORG--NAME. A FIFO or device is refused always.
 
-DIR must not be SRC, inside it, or contain it. Before writing, convert checks that
+DIR must not be SRC, inside it, or contain it, and must hold nothing but what a
+convert into it wrote (the files its manifest lists, or what an interrupted run
+recorded in DIR/.tarfa.written): any other file is named and refused, and nothing
+is deleted or replaced, unless --force. Before writing, convert checks that
 DIR's file system has room for the files still to write. While it writes DIR it
 holds DIR/.tarfa.lock: a second tarfa writing the same DIR says which process
 holds it and waits for it to finish (--no-wait: fail at once instead).
 
 Exit statuses: 0 ok; 1 error (bad flags, SRC is no Hugging Face checkpoint, too
-little space, DIR held by another tarfa with --no-wait); 3 verification failed
+little space, DIR holds files convert did not write, DIR held by another tarfa with --no-wait); 3 verification failed
 (--verify: a written record fails its digests or differs from the source); 130 interrupted (rerun the same
 command to resume).`,
 		Args: cobra.ExactArgs(1),
@@ -117,7 +121,7 @@ command to resume).`,
 			start := time.Now()
 			res, err := convert.Convert(cmd.Context(), args[0], o.out, convert.Options{
 				FirstLayer: first, LastLayer: last, Workers: o.workers, Verify: o.verify,
-				FollowSymlinks: o.followSymlinks, NoWait: o.noWait,
+				FollowSymlinks: o.followSymlinks, NoWait: o.noWait, Force: o.force,
 				Waiting: func(pid int) {
 					fmt.Fprintf(stderr, "%s is writing %s, waiting… (Ctrl-C stops; --no-wait fails at once)\n", holder(pid), o.out)
 				},
@@ -164,5 +168,6 @@ command to resume).`,
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&o.followSymlinks, "follow-symlinks", false, followSymlinksHelp)
 	f.BoolVar(&o.noWait, "no-wait", false, "fail at once if another tarfa is writing --out, instead of waiting for it")
+	f.BoolVar(&o.force, "force", false, "convert into a DIR that holds files no conversion wrote (left alone; those at the names convert writes are replaced)")
 	return cmd
 }

@@ -129,3 +129,17 @@ func checkFree(flag, dir string, need int64, advice string) error {
 	}
 	return nil
 }
+
+// createNew creates the output file path (flag names it in errors) for a
+// command with no --force: an existing file, whatever it is, is refused and
+// left as it is, never truncated.
+func createNew(flag, path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("%s %s exists: tarfa replaces nothing here; remove it or name a new file", flag, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	return f, nil
+}

@@ -34,7 +34,7 @@ func (f *simTraceFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.topK, "top-k", 8, "experts per token per layer (synthetic; checked against a --trace header if given)")
 	fs.IntVar(&f.maxTokens, "max-tokens", 100000, "refuse a --trace of more tokens")
 	fs.StringVar(&f.heat, "heat", "", `heat ledger for the heat and static policies and --warm-start: "previous[:N]" (the use counts of another run of a synthetic trace's model, stream seed + 1, of N tokens, default as many as the trace) or a trace FILE whose use counts are the heat`)
-	fs.StringVar(&f.save, "save-trace", "", "write the trace used to FILE")
+	fs.StringVar(&f.save, "save-trace", "", "write the trace used to FILE (a new file: an existing one is refused)")
 }
 
 // load validates the flags and returns the trace and the heat ledger (nil
@@ -116,7 +116,7 @@ func (f *simTraceFlags) load(cmd *cobra.Command) (*trace.Trace, []float64, error
 	}
 	if f.save != "" {
 		if err := writeTrace(f.save, tr); err != nil {
-			return nil, nil, fmt.Errorf("--save-trace: %w", err)
+			return nil, nil, err
 		}
 	}
 	return tr, heat, nil
@@ -154,7 +154,7 @@ func readTrace(path string, maxTokens int) (*trace.Trace, error) {
 }
 
 func writeTrace(path string, tr *trace.Trace) error {
-	fh, err := os.Create(path)
+	fh, err := createNew("--save-trace", path)
 	if err != nil {
 		return err
 	}

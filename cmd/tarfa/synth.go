@@ -18,6 +18,7 @@ type synthOptions struct {
 	noTok          bool
 	out            string
 	noWait, asJSON bool
+	force          bool
 }
 
 // synthResult is synth's --json output.
@@ -53,8 +54,11 @@ experts, F32 A_log and norm, mtp.* and visual.* tensors to be ignored).
 
 Before writing, synth checks every option and that DIR's file system has room.
 DIR must be new or empty; config.json is written last. Interrupted (Ctrl-C), synth
-removes what it wrote; what a killed synth leaves (shards, hidden .tmp-* files, no
-config.json) is removed by the next synth into DIR. While it writes DIR it holds
+removes what it wrote; what a killed synth leaves (the files it recorded in
+DIR/.tarfa.written before writing them, and their .tmp-* temporaries) is removed by
+the next synth into DIR. Any other file in DIR (one named like a shard too) is
+named and refused unless --force, which writes over the names synth writes and
+leaves the rest. While it writes DIR it holds
 DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at once).
 
 ` + exitStatuses,
@@ -122,7 +126,7 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			}
 			start := time.Now()
 			update, finish := byteProgress(cmd.ErrOrStderr(), "writing")
-			err = synth.WriteContext(cmd.Context(), s.out, o, synth.WriteOptions{Progress: update})
+			err = synth.WriteContext(cmd.Context(), s.out, o, synth.WriteOptions{Progress: update, Force: s.force})
 			finish()
 			if err != nil {
 				return interrupted(err, fmt.Sprintf("what was written to %s is removed; run the same command again", s.out))
@@ -149,6 +153,7 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 	f.BoolVar(&s.noTok, "no-tokenizer", false, "do not write tokenizer files")
 	f.StringVar(&s.out, "out", "", "output directory (new or empty)")
 	f.BoolVar(&s.noWait, "no-wait", false, noWaitHelp)
+	f.BoolVar(&s.force, "force", false, "write into a DIR holding files synth did not write (those at the names synth writes are replaced)")
 	f.BoolVar(&s.asJSON, "json", false, "print the result as JSON")
 	return cmd
 }

@@ -57,7 +57,7 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&t.heat, "heat", true, "keep this model's expert-heat ledger in the user cache directory (the heat policy's prior; updated by every run)")
 	f.BoolVar(&t.warm, "warm", false, "read the hottest experts of the heat ledger into the RAM tier in the background at start")
 	f.StringVar(&t.scrub, "scrub", tier.DefaultScrub.String(), `re-verify the copies kept resident: "off", "use" (re-hash each before every use), a duration (a background pass that often, at least 1s), or "use,10m"; a copy found changed stops the run`)
-	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE (tier/trace format, source measured)")
+	f.StringVar(&t.trace, "trace", "", "write the routing of every token and MoE layer to FILE, a new file (tier/trace format, source measured)")
 }
 
 // onlinePolicies are the policies a real model's tier can run: online,
@@ -144,16 +144,13 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	return o, nil
 }
 
-// openTrace creates the --trace file (nil when not asked for).
+// openTrace creates the --trace file (nil when not asked for); an existing
+// file is refused, not replaced.
 func (t *tierFlags) openTrace() (*os.File, error) {
 	if t.trace == "" {
 		return nil, nil
 	}
-	f, err := os.Create(t.trace)
-	if err != nil {
-		return nil, fmt.Errorf("--trace: %w", err)
-	}
-	return f, nil
+	return createNew("--trace", t.trace)
 }
 
 // parseBudget parses a byte size with an optional unit (B, KiB, MiB, GiB,

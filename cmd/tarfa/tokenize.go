@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 func newTokenizeCommand() *cobra.Command {
@@ -25,7 +27,8 @@ included. With --decode each argument is a list of ids ("9707,11,1879") and the
 output is {"text": "..."}; an id that no token has is an error.
 
 Without arguments it reads standard input: one JSON object per line,
-{"text": "..."} (or {"ids": [...]} with --decode), and writes one line for each,
+{"text": "..."} (or {"ids": [...]} with --decode; strict JSON: valid UTF-8, no key
+twice), and writes one line for each,
 flushed at once, so that a program can talk to it line by line.
 
   tarfa tokenize --tokenizer DIR "Hello, world!"
@@ -97,19 +100,30 @@ func nonNil(ids []int) []int {
 	return ids
 }
 
+// maxTokenizeLine bounds one line of standard input (a text to encode of
+// up to this many bytes).
+const maxTokenizeLine = jnf.MaxAuxFileSize
+
 func runTokenize(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode bool) error {
-	dec := json.NewDecoder(bufio.NewReader(in))
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 64<<10), maxTokenizeLine)
 	w := bufio.NewWriter(out)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	for n := 1; ; n++ {
+	n := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		n++
 		var rec struct {
 			Text *string `json:"text"`
 			IDs  []int   `json:"ids"`
 		}
-		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
-			return w.Flush()
-		} else if err != nil {
+		// Each line is one JSON object, read strictly (no key twice,
+		// valid UTF-8, nothing after it).
+		if err := jnf.DecodeForeignJSON(line, &rec); err != nil {
 			return fmt.Errorf("stdin record %d: %w (want one JSON object per line, %s)", n, err, wantLine(decode))
 		}
 		if decode {
@@ -140,6 +154,13 @@ func runTokenize(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode b
 			return err
 		}
 	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("stdin record %d: a line of more than %d bytes", n+1, maxTokenizeLine)
+		}
+		return fmt.Errorf("stdin record %d: %w", n+1, err)
+	}
+	return w.Flush()
 }
 
 func wantLine(decode bool) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tarfa-ai/tarfa/engine/tokenizer/internal/jinja"
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // ChatTemplate is a tokenizer's Jinja chat template, rendered as
@@ -62,7 +63,7 @@ func loadChatTemplate(read readFunc) (*ChatTemplate, error) {
 	var src string
 	if cfg != nil {
 		var c tokenizerConfig
-		if err := json.Unmarshal(cfg, &c); err != nil {
+		if err := jnf.DecodeForeignJSON(cfg, &c); err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: %w", TokenizerConfigFile, err)
 		}
 		if tokens, err = c.tokens(); err != nil {
@@ -151,8 +152,14 @@ func (c *ChatTemplate) Render(req ChatRequest) (string, error) {
 // "add_generation_prompt" (default false), and any others such as
 // "enable_thinking". Members of a "kwargs" object are passed the same way.
 // The tokenizer's special tokens (bos_token, eos_token, ...) are defined
-// too, and raise_exception / strftime_now are available.
+// too, and raise_exception / strftime_now are available. The input is read
+// strictly (jnf.CheckJSON: valid UTF-8, no duplicate key).
 func (c *ChatTemplate) RenderJSON(input []byte) (string, error) {
+	// Strict JSON (jnf.CheckJSON): a key given twice is refused, not left
+	// to the last occurrence.
+	if err := jnf.CheckJSON(input); err != nil {
+		return "", fmt.Errorf("tokenizer: chat input: %w", err)
+	}
 	v, err := jinja.FromJSON(input)
 	if err != nil {
 		return "", fmt.Errorf("tokenizer: chat input: %w", err)

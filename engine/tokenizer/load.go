@@ -48,8 +48,14 @@ type tokenizerJSON struct {
 
 // decodeTokenizerJSON splits tokenizer.json into members without decoding
 // the big ones (model.vocab, model.merges), which build reads directly, and
-// decodes the rest with encoding/json.
+// decodes the rest with jnf.DecodeForeignJSON.
 func decodeTokenizerJSON(data []byte) (*tokenizerJSON, error) {
+	// The whole document follows the strict JSON rules first
+	// (jnf.CheckJSON): no key twice in any object, vocab included, and
+	// valid UTF-8, so what is read here is what any other reader reads.
+	if err := jnf.CheckJSON(data); err != nil {
+		return nil, err
+	}
 	// Members of "model" come back as "model.type", "model.vocab", ...
 	members, err := splitObject(data, "model")
 	if err != nil {
@@ -79,7 +85,7 @@ func decodeTokenizerJSON(data []byte) (*tokenizerJSON, error) {
 		{"model.ignore_merges", &m.IgnoreMerges},
 	} {
 		if raw, ok := members[f.name]; ok {
-			if err := json.Unmarshal(raw, f.dst); err != nil {
+			if err := jnf.DecodeForeignJSON(raw, f.dst); err != nil {
 				return nil, fmt.Errorf("%s: %w", f.name, err)
 			}
 		}
@@ -458,7 +464,7 @@ func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 		return nil, nil
 	}
 	var c component
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := jnf.DecodeForeignJSON(raw, &c); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
 	switch c.Type {
@@ -501,14 +507,14 @@ func checkPreTokenizer(raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return errors.New("pre_tokenizer is null; want Sequence[Split(Qwen pattern), ByteLevel]")
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := jnf.DecodeForeignJSON(raw, &c); err != nil {
 		return fmt.Errorf("pre_tokenizer: %w", err)
 	}
 	if c.Type != "Sequence" || len(c.Pretokenizers) != 2 {
 		return fmt.Errorf("pre_tokenizer type %q is not supported; want Sequence[Split(Qwen pattern), ByteLevel]", c.Type)
 	}
 	var split component
-	if err := json.Unmarshal(c.Pretokenizers[0], &split); err != nil {
+	if err := jnf.DecodeForeignJSON(c.Pretokenizers[0], &split); err != nil {
 		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: %w", err)
 	}
 	if split.Type != "Split" {
@@ -524,7 +530,7 @@ func checkPreTokenizer(raw json.RawMessage) error {
 		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: Split behavior %q invert %v is not supported; want Isolated, false", split.Behavior, split.Invert)
 	}
 	var bl component
-	if err := json.Unmarshal(c.Pretokenizers[1], &bl); err != nil {
+	if err := jnf.DecodeForeignJSON(c.Pretokenizers[1], &bl); err != nil {
 		return fmt.Errorf("pre_tokenizer.pretokenizers[1]: %w", err)
 	}
 	if bl.Type != "ByteLevel" {
@@ -550,7 +556,7 @@ func checkByteLevel(where string, raw json.RawMessage, nullOK bool) error {
 		return fmt.Errorf("%s is null; want ByteLevel", where)
 	}
 	var c component
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := jnf.DecodeForeignJSON(raw, &c); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	if c.Type != "ByteLevel" {
@@ -595,7 +601,7 @@ func (c *tokenizerConfig) tokens() (configTokens, error) {
 	}
 	if len(c.Additional) > 0 && string(c.Additional) != "null" {
 		var list []json.RawMessage
-		if err := json.Unmarshal(c.Additional, &list); err != nil {
+		if err := jnf.DecodeForeignJSON(c.Additional, &list); err != nil {
 			return tokens, fmt.Errorf("additional_special_tokens: %w", err)
 		}
 		for i, raw := range list {
@@ -611,7 +617,7 @@ func (c *tokenizerConfig) tokens() (configTokens, error) {
 
 func (t *Tokenizer) applyConfig(data []byte) error {
 	var c tokenizerConfig
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := jnf.DecodeForeignJSON(data, &c); err != nil {
 		return err
 	}
 	if c.CleanUp != nil && *c.CleanUp {
@@ -647,13 +653,13 @@ func tokenString(raw json.RawMessage) (*string, error) {
 		return nil, nil
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if err := jnf.DecodeForeignJSON(raw, &s); err == nil {
 		return &s, nil
 	}
 	var obj struct {
 		Content *string `json:"content"`
 	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Content == nil {
+	if err := jnf.DecodeForeignJSON(raw, &obj); err != nil || obj.Content == nil {
 		return nil, fmt.Errorf("want a string or {\"content\": ...}, got %s", truncate(string(raw), 80))
 	}
 	return obj.Content, nil
@@ -666,14 +672,14 @@ func chatTemplateSource(raw json.RawMessage) (string, error) {
 		return "", nil
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if err := jnf.DecodeForeignJSON(raw, &s); err == nil {
 		return s, nil
 	}
 	var list []struct {
 		Name     string `json:"name"`
 		Template string `json:"template"`
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
+	if err := jnf.DecodeForeignJSON(raw, &list); err != nil {
 		return "", fmt.Errorf("chat_template: want a string or a list of {name, template}: %w", err)
 	}
 	names := make([]string, 0, len(list))

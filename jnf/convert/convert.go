@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tarfa-ai/tarfa/internal/flock"
+	"github.com/tarfa-ai/tarfa/internal/outdir"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/verify"
@@ -47,6 +48,11 @@ type Options struct {
 	// another conversion is writing the output directory; by default it
 	// waits for that one to finish.
 	NoWait bool
+	// Force converts into a directory that holds files no conversion into
+	// it wrote (see internal/outdir): they are left alone, except those
+	// at the names conversion writes, which are replaced. Without it such
+	// a directory is refused, naming the file.
+	Force bool
 	// Waiting, if set, is called when Convert starts to wait for another
 	// conversion into the output directory, with its process id (0 if
 	// unknown).
@@ -167,7 +173,20 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 		return nil, err
 	}
 	defer lock.Unlock()
-	if err := removeStaleTemps(dst); err != nil {
+	// What is in dst must be what a convert into it wrote: recorded in its
+	// write journal (a run that was interrupted), or listed by the manifest
+	// a finished run wrote. Anything else is the user's, and is neither
+	// deleted nor replaced without Force.
+	wj, err := outdir.Open(dst)
+	if err != nil {
+		return nil, err
+	}
+	defer wj.Close()
+	prev := previousOutputs(dst)
+	if err := wj.Check("convert", func(name string) bool { return prev[name] }, opt.Force); err != nil {
+		return nil, err
+	}
+	if err := wj.RemoveStaleTemps(); err != nil {
 		return nil, err
 	}
 	cfgSum := jnf.SHA256Bytes(ck.ConfigBytes).Hex()
@@ -207,6 +226,14 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 		}
 	}
 	if err := checkSpace(ck, dst, toWrite, cfgSum, ignored, opt.freeSpace); err != nil {
+		return nil, err
+	}
+	// Every name this run may write, recorded before anything is written.
+	written := append([]string{verify.ManifestFile}, ck.Aux...)
+	for _, u := range units {
+		written = append(written, u.file)
+	}
+	if err := wj.Record(written...); err != nil {
 		return nil, err
 	}
 	if err := copyAux(ck, dst); err != nil {
@@ -279,8 +306,27 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	if err := man.Write(dst); err != nil {
 		return nil, err
 	}
+	// Finished: the manifest now lists what was written.
+	if err := wj.Done(); err != nil {
+		return nil, err
+	}
 	res.Manifest = man
 	return res, nil
+}
+
+// previousOutputs is the set of files a finished conversion into dir
+// wrote, as its manifest lists them (with the manifest itself); empty if
+// dir holds no manifest that checks against itself.
+func previousOutputs(dir string) map[string]bool {
+	m, _, err := verify.LoadManifest(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{verify.ManifestFile: true}
+	for _, e := range m.Entries {
+		out[e.File] = true
+	}
+	return out
 }
 
 // lockDir takes dst's lock: waiting for another conversion into dst to
@@ -318,21 +364,6 @@ func (m *meter) add(n int64) {
 	if m.fn != nil {
 		m.fn(d, m.total.Load())
 	}
-}
-
-func removeStaleTemps(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // copyAux copies config and tokenizer files. A directory that already holds

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/internal/outdir"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/verify"
 )
@@ -106,7 +107,9 @@ func TestDeterministicAndResumable(t *testing.T) {
 			t.Errorf("%s differs between two conversions", e.Name())
 		}
 	}
-	// Simulate a kill: a stale temp file, one layer missing, one layer corrupted.
+	// Simulate a kill: a stale temp file (of a run whose write journal
+	// recorded the name), one layer missing, one layer corrupted.
+	os.WriteFile(filepath.Join(b, outdir.JournalName), []byte("layer-00002.jnf\n"), 0o644)
 	os.WriteFile(filepath.Join(b, ".layer-00002.jnf.tmp-123"), []byte("partial"), 0o644)
 	os.Remove(filepath.Join(b, "layer-00001.jnf"))
 	flipByte(t, filepath.Join(b, "layer-00003.jnf"), -100)

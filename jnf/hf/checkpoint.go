@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -286,7 +285,7 @@ func OpenWith(dir string, opt Options) (*Checkpoint, error) {
 			return nil, err
 		}
 		var idx indexFile
-		if err := json.Unmarshal(b, &idx); err != nil {
+		if err := jnf.DecodeForeignJSON(b, &idx); err != nil {
 			return nil, fmt.Errorf("%s: %v", idxPath, err)
 		}
 		if len(idx.WeightMap) == 0 {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // Arch is the text architecture Tarfa runs.
@@ -160,7 +162,9 @@ func ReadConfig(dir string) (*Config, error) {
 // limit.
 func ParseConfig(b []byte) (*Config, error) {
 	var top rawConfig
-	if err := json.Unmarshal(b, &top); err != nil {
+	// Strict JSON (jnf.DecodeForeignJSON): a key given twice, or twice in
+	// two cases, is an error, not "the last one wins".
+	if err := jnf.DecodeForeignJSON(b, &top); err != nil {
 		return nil, fmt.Errorf("config is not valid JSON: %v", err)
 	}
 	c := &Config{ModelType: top.ModelType}
@@ -176,7 +180,7 @@ func ParseConfig(b []byte) (*Config, error) {
 			return nil, fmt.Errorf("model_type qwen3_5_moe needs a text_config object")
 		}
 		raw = rawConfig{}
-		if err := json.Unmarshal(top.TextConfig, &raw); err != nil {
+		if err := jnf.DecodeForeignJSON(top.TextConfig, &raw); err != nil {
 			return nil, fmt.Errorf("text_config: %v", err)
 		}
 		if raw.ModelType != "" && raw.ModelType != "qwen3_5_moe_text" {

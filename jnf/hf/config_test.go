@@ -310,3 +310,23 @@ func TestCheckedProduct(t *testing.T) {
 		t.Error("addInt64(2^62, 2^62) did not overflow")
 	}
 }
+
+// TestConfigStrictJSON: config.json is read with the strict JSON rules
+// (jnf.DecodeForeignJSON): a field given twice, or in two cases, or bytes
+// that are not UTF-8, are errors naming the field, not "the last one wins".
+func TestConfigStrictJSON(t *testing.T) {
+	base := `"model_type":"qwen3_moe","hidden_size":64,"num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":256,"num_experts_per_tok":2,"moe_intermediate_size":32,"num_experts":8`
+	if _, err := ParseConfig([]byte("{" + base + "}")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ json, want string }{
+		{"{" + base + `,"num_hidden_layers":2}`, `duplicate object key "num_hidden_layers"`},
+		{"{" + base + `,"NUM_HIDDEN_LAYERS":2}`, `differ only in case`},
+		{"{" + base + ",\"torch_dtype\":\"bf\xff\"}", "not valid UTF-8"},
+		{`{"model_type":"qwen3_5_moe","text_config":{"hidden_size":64,"hidden_size":32}}`, `duplicate object key "text_config"."hidden_size"`},
+	} {
+		if _, err := ParseConfig([]byte(c.json)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.json, err, c.want)
+		}
+	}
+}

@@ -181,8 +181,8 @@ type rawTensor struct {
 	DataOffsets []int64 `json:"data_offsets"`
 }
 
-// parseHeader validates the JSON with a token walk so that duplicate keys and
-// unknown fields are detected.
+// parseHeader validates the JSON (jnf.CheckJSON: valid UTF-8, no duplicate
+// key anywhere) and walks it so that unknown fields are detected.
 func parseHeader(hb []byte, name string) (*Header, error) {
 	bad := func(tensor, format string, a ...any) error {
 		return &FormatError{File: name, Tensor: tensor, Rule: fmt.Sprintf(format, a...)}
@@ -241,6 +241,11 @@ func parseHeader(hb []byte, name string) (*Header, error) {
 	}
 	if dec.More() || dec.InputOffset() != int64(len(trimmed)) {
 		return nil, bad("", "header JSON: trailing data after the object")
+	}
+	// And the strict JSON rules (jnf.CheckJSON): encoding/json replaces
+	// invalid UTF-8 in a tensor name with U+FFFD.
+	if err := jnf.CheckJSON(trimmed); err != nil {
+		return nil, bad("", "header JSON: %v", err)
 	}
 	sort.Slice(h.Tensors, func(i, j int) bool { return h.Tensors[i].Name < h.Tensors[j].Name })
 	for i, t := range h.Tensors {

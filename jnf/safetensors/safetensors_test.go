@@ -104,6 +104,7 @@ func TestRejections(t *testing.T) {
 		{"extra field", "unknown field", raw(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}`, eight)},
 		{"bad metadata", "__metadata__", raw(`{"__metadata__":{"a":1}}`, nil)},
 		{"trailing json", "trailing data", raw(`{}{}`, nil)},
+		{"invalid UTF-8 name", "not valid UTF-8", raw("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", eight)},
 		{"inverted offsets", "not a valid range", raw(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}`, eight)},
 	}
 	for _, tc := range cases {

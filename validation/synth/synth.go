@@ -24,12 +24,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/tarfa-ai/tarfa/engine/canon"
 	"github.com/tarfa-ai/tarfa/internal/flock"
+	"github.com/tarfa-ai/tarfa/internal/outdir"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
@@ -179,6 +179,11 @@ type WriteOptions struct {
 	// Progress, if set, is called as tensor data is written, with the bytes
 	// written so far and the total (Size).
 	Progress func(done, total int64)
+	// Force writes into a directory holding files no synth recorded
+	// writing (internal/outdir): those at the names synth writes are
+	// replaced, the others left alone. Without it such a directory is
+	// refused, naming the file.
+	Force bool
 }
 
 // plan is a checked set of options with everything derived from them.
@@ -256,9 +261,10 @@ func Write(dir string, o Options) error {
 
 // WriteContext writes the checkpoint into dir, created if need be. dir must
 // not hold a checkpoint (config.json) nor anything but what an interrupted
-// Write leaves there: shards, index, tokenizer and generation config
-// without config.json, and hidden temporary files; those are removed
-// first. config.json is written last, so its presence marks a finished
+// Write leaves there: the files it recorded in dir's write journal
+// (internal/outdir) before writing them, and their temporaries; those are
+// removed first. Anything else is refused, naming the file, unless
+// wo.Force. config.json is written last, so its presence marks a finished
 // checkpoint. When ctx is done, or anything fails, WriteContext stops
 // within a megabyte of writing and removes what it wrote. Two writers must
 // not write the same dir at once (the command line holds its lock).
@@ -268,22 +274,43 @@ func WriteContext(ctx context.Context, dir string, o Options, wo WriteOptions) (
 		return err
 	}
 	o = p.o
-	created, err := prepareDir(dir, o)
+	created, err := makeDir(dir)
 	if err != nil {
 		return err
 	}
+	wj, err := prepareDir(dir, wo.Force)
+	if err != nil {
+		if created {
+			os.Remove(dir)
+		}
+		return err
+	}
+	defer wj.Close()
 	var written []string
 	defer func() {
 		if err == nil {
+			err = wj.Done()
 			return
 		}
 		for _, f := range written {
 			os.Remove(f)
 		}
+		wj.Done() // what it recorded is removed (or was never written)
 		if created {
 			os.Remove(dir) // only if empty
 		}
 	}()
+	shardName := func(i int) string { return fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(p.shards)) }
+	toWrite := []string{"model.safetensors.index.json", "generation_config.json", "config.json"}
+	for k := range o.Extra {
+		toWrite = append(toWrite, k)
+	}
+	for i := range p.shards {
+		toWrite = append(toWrite, shardName(i))
+	}
+	if err := wj.Record(toWrite...); err != nil {
+		return err
+	}
 	progress := wo.Progress
 	if progress == nil {
 		progress = func(int64, int64) {}
@@ -294,7 +321,7 @@ func WriteContext(ctx context.Context, dir string, o Options, wo WriteOptions) (
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(p.shards))
+		name := shardName(i)
 		var st []safetensors.Spec
 		byName := map[string]tensorSpec{}
 		for _, s := range sh {
@@ -364,54 +391,46 @@ func (c *ctxWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// reShard is the name of a shard file of any checkpoint synth writes.
-var reShard = regexp.MustCompile(`^model-\d{5}-of-\d{5}\.safetensors$`)
-
-// prepareDir makes dir ready for a checkpoint: created (created reports
-// it), or holding nothing but an interrupted Write's leftovers, which it
-// removes. A directory with a checkpoint (config.json) or with any other
-// file is refused: synth never deletes what it did not write.
-func prepareDir(dir string, o Options) (created bool, err error) {
-	ents, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return false, err
-		}
-		return true, nil
-	case err != nil:
+// makeDir creates dir if it does not exist (created reports it).
+func makeDir(dir string) (created bool, err error) {
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	ours := map[string]bool{"model.safetensors.index.json": true, "generation_config.json": true,
-		"tokenizer.json": true, "tokenizer_config.json": true}
-	for k := range o.Extra {
-		ours[k] = true
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
 	}
-	var stale []string
-	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case name == "config.json":
-			return false, fmt.Errorf("%s already holds a checkpoint (config.json exists)", dir)
-		case name == flock.Name:
-		case e.Type().IsRegular() && (ours[name] || reShard.MatchString(name) || isTemp(name)):
-			stale = append(stale, name)
-		default:
-			return false, fmt.Errorf("%s is not empty (it holds %s): synth writes into a new or empty directory", dir, name)
-		}
-	}
-	for _, name := range stale {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil {
-			return false, fmt.Errorf("removing %s, left by an interrupted synth: %w", filepath.Join(dir, name), err)
-		}
-	}
-	return false, nil
+	return true, nil
 }
 
-// isTemp reports whether name is a temporary file of jnf.CreateAtomic
-// (".NAME.tmp-*"), as left by a writer that was killed.
-func isTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+// prepareDir makes dir ready for a checkpoint: it must hold nothing but
+// what an interrupted synth recorded writing (its write journal), which is
+// removed; a checkpoint (config.json) or any other file is refused unless
+// force: synth never deletes what it did not write.
+func prepareDir(dir string, force bool) (*outdir.Journal, error) {
+	wj, err := outdir.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "config.json")); err == nil && !wj.Owns("config.json") && !force {
+		return nil, fmt.Errorf("%s already holds a checkpoint (config.json exists): synth replaces nothing without --force", dir)
+	}
+	if err := wj.Check("synth", nil, force); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if name == outdir.JournalName || name == flock.Name || !wj.Owns(name) || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return nil, fmt.Errorf("removing %s, which an interrupted synth recorded writing: %w", filepath.Join(dir, name), err)
+		}
+	}
+	return wj, nil
 }
 
 func numel(s shape) int64 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/internal/outdir"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 )
 
@@ -99,15 +100,16 @@ func TestWriteInterrupted(t *testing.T) {
 	}
 }
 
-// What an interrupted or killed write leaves (shards, hidden temporaries,
-// no config.json) is removed by the next write; anything else in the
-// directory is refused and kept.
+// What an interrupted or killed write leaves (the files it recorded in
+// its write journal, their hidden temporaries, no config.json) is removed
+// by the next write; anything else in the directory is refused and kept.
 func TestWriteCleansLeftoversAndKeepsOthers(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ck")
 	os.MkdirAll(dir, 0o755)
 	for _, name := range []string{".model-00001-of-00009.safetensors.tmp-123", "model-00007-of-00012.safetensors", "generation_config.json", ".tarfa.lock"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("stale"), 0o644)
 	}
+	os.WriteFile(filepath.Join(dir, outdir.JournalName), []byte("model-00001-of-00009.safetensors\nmodel-00007-of-00012.safetensors\ngeneration_config.json\n"), 0o644)
 	if err := Write(dir, tiny); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestWriteCleansLeftoversAndKeepsOthers(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "mine")
 	os.MkdirAll(other, 0o755)
 	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("keep me"), 0o644)
-	if err := Write(other, tiny); err == nil || !strings.Contains(err.Error(), "is not empty (it holds notes.txt)") {
+	if err := Write(other, tiny); err == nil || !strings.Contains(err.Error(), "holds notes.txt, which synth did not write") {
 		t.Errorf("a directory with a foreign file: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(other, "notes.txt")); string(b) != "keep me" {
@@ -134,5 +136,39 @@ func TestWriteCleansLeftoversAndKeepsOthers(t *testing.T) {
 	}
 	if err := Write(dir, tiny); err == nil || !strings.Contains(err.Error(), "already holds a checkpoint") {
 		t.Errorf("a finished checkpoint: %v", err)
+	}
+}
+
+// TestWriteReplacesNothingOfTheUsers: a file named like one of synth's
+// shards, or like one of its temporaries, that no synth recorded writing
+// is the user's: refused and kept (synth used to delete it as "left by an
+// interrupted synth"); with Force synth writes and leaves it alone unless
+// it is at a name synth writes.
+func TestWriteReplacesNothingOfTheUsers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ck")
+	os.MkdirAll(dir, 0o755)
+	user := map[string]string{"model-00007-of-00012.safetensors": "my shard", ".draft.tmp-1": "mine"}
+	for n, b := range user {
+		os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644)
+	}
+	var fe *outdir.ForeignError
+	if err := Write(dir, tiny); !errors.As(err, &fe) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("a directory holding the user's files: %v", err)
+	}
+	for n, want := range user {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); string(b) != want {
+			t.Errorf("%s after the refusal: %q, %v", n, b, err)
+		}
+	}
+	if err := WriteContext(context.Background(), dir, tiny, WriteOptions{Force: true}); err != nil {
+		t.Fatalf("with Force: %v", err)
+	}
+	for n, want := range user {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); string(b) != want {
+			t.Errorf("%s after a forced write: %q, %v", n, b, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, outdir.JournalName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the write journal is left after success: %v", err)
 	}
 }
