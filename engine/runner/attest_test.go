@@ -69,15 +69,13 @@ func TestAttestRunSignVerifyReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		diffs, err := r2.ReplayRun(context.Background(), &res.Predicate)
+		rep, err := r2.ReplayRun(context.Background(), &res.Predicate, ReplayOptions{Golden: g, GoldenRuns: gruns})
 		r2.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range diffs {
-			if !d.Exact {
-				t.Errorf("%d threads: prompt %d replays with differences %v", th, d.Index, d.Differ)
-			}
+		if !rep.Exact() || len(rep.Prompts) != 3 {
+			t.Errorf("%d threads: the replay differs: %v", th, rep.Differences)
 		}
 	}
 	// A forged report (routing digest or a token changed, transcript
@@ -105,12 +103,12 @@ func TestAttestRunSignVerifyReplay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		diffs, err := r.ReplayRun(context.Background(), &res.Predicate)
+		rep, err := r.ReplayRun(context.Background(), &res.Predicate, ReplayOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diffs[0].Exact != true || diffs[1].Exact || len(diffs[1].Differ) == 0 {
-			t.Errorf("%s forged: replay %+v", name, diffs)
+		if diffs := rep.Prompts; diffs[0].Exact != true || diffs[1].Exact || len(diffs[1].Differ) == 0 || rep.Exact() {
+			t.Errorf("%s forged: replay %+v", name, rep)
 		}
 	}
 }
