@@ -63,7 +63,7 @@ func checkStop(pr *RunPrompt) error {
 
 // checkExperts checks the experts list on its own: sorted by layer, then
 // expert, each once, every item with token slots and uses from the known
-// tiers; and the prompts' experts_used against it.
+// tiers.
 func (p *RunPredicate) checkExperts() error {
 	for i, u := range p.Experts {
 		if i > 0 {
@@ -85,15 +85,21 @@ func (p *RunPredicate) checkExperts() error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkExpertsUsed checks the prompts' experts_used against the experts
+// list: none uses more than the list holds, and together they use all of it.
+func (p *RunPredicate) checkExpertsUsed() error {
 	sum := 0
 	for _, pr := range p.Prompts {
-		if pr.ExpertsUsed < 1 || pr.ExpertsUsed > len(p.Experts) {
-			return predicateErr("prompts[%d].experts_used %d: want 1 to %d (the experts list)", pr.Index, pr.ExpertsUsed, len(p.Experts))
+		if pr.ExpertsUsed < 0 || pr.ExpertsUsed > len(p.Experts) {
+			return predicateErr("prompts[%d].experts_used %d: want 0 to %d (the experts list)", pr.Index, pr.ExpertsUsed, len(p.Experts))
 		}
 		sum += pr.ExpertsUsed
 	}
 	if len(p.Experts) > sum {
-		return predicateErr("%d experts in the list, but the prompts used %d in all", len(p.Experts), sum)
+		return predicateErr("experts: %d items, but the prompts used %d in all (experts_used)", len(p.Experts), sum)
 	}
 	return nil
 }
