@@ -242,6 +242,10 @@ func TestAttestVerifyForgedClaims(t *testing.T) {
 	if _, err := replay(report, "--golden", gDiff); exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "golden.id") {
 		t.Errorf("replay against another golden record: exit %d, %v", exitCode(err), err)
 	}
+	seed := forge(t, report, func(p *attest.RunPredicate) { p.Prompts[1].Sampling.Seed++ })
+	if _, err := replay(seed, "--golden", g); exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "the golden record's prompt 1 differs") {
+		t.Errorf("a report whose prompt is not its golden record's: exit %d, %v", exitCode(err), err)
+	}
 	if _, err := offline(report, "--golden", g); exitCode(err) != exitError {
 		t.Errorf("--golden without --replay: exit %d, %v", exitCode(err), err)
 	}
