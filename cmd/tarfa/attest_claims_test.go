@@ -120,6 +120,14 @@ func TestAttestVerifyForgedClaims(t *testing.T) {
 		!strings.Contains(out, "  - build (") {
 		t.Errorf("replay of the honest report: %v\n%s", err, out)
 	}
+	// report show: the prompts' sources and outputs, decoded with a
+	// tokenizer when one is given; what the verification did not check.
+	tokDir := filepath.Join("..", "..", "validation", "testdata", "qwen3-tokenizer", "flags-tokenizer")
+	out, err = runCLI(t, "", "report", "show", report, "--pub", key+".pub", "--manifest", model, "--tokenizer", tokDir)
+	if err != nil || !strings.Contains(out, "decoded with "+filepath.Join(tokDir, "tokenizer.json")+" (the report's model lists no tokenizer.json)") ||
+		!strings.Contains(out, `source  "{\"tokens\": [5, 9, 200], \"max_tokens\": 5}"`) || !strings.Contains(out, "stated, not checked: ") {
+		t.Errorf("report show --tokenizer: %v\n%s", err, out)
+	}
 	p := read(t, report)
 	positions := int64(0)
 	for _, pr := range p.Prompts {
@@ -254,7 +262,8 @@ func TestAttestVerifyForgedClaims(t *testing.T) {
 	notJSON := filepath.Join(tmp, "notes.txt")
 	os.WriteFile(notJSON, []byte("not a report\n"), 0o644)
 	for _, path := range []string{notJSON, filepath.Join(model, verify.ManifestFile)} {
-		if _, err := offline(path); exitCode(err) != exitError || !strings.Contains(err.Error(), "is not a run report") {
+		if _, err := offline(path); exitCode(err) != exitError || !strings.Contains(err.Error(), "is not a run report") ||
+			path == notJSON && !strings.Contains(err.Error(), "not a JSON object") {
 			t.Errorf("%s: exit %d, %v, want 1", path, exitCode(err), err)
 		}
 	}
