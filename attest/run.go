@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tarfa-ai/tarfa/golden"
@@ -238,19 +239,49 @@ type RunResult struct {
 	Config *hf.Config `json:"-"`
 	// Checked lists what was verified, for people.
 	Checked []string `json:"checked"`
+	// Stated lists the report's claims that were not checked (Stated, and
+	// what only a replay re-derives), for people.
+	Stated []string `json:"stated"`
 }
 
-// VerifyRun checks a run report offline, with no weights: the DSSE
-// signature by one of trusted, the statement and predicate (strict JSON),
-// that every subject is the transcript digest of its prompt, and against
-// man (a manifest that LoadManifest checked): the model root and
-// weights_root, config.json (carried in the report) by the manifest's
-// config_sha256, every auxiliary file digest, that every routed expert the
-// report claims was used is the manifest's expert of that layer and index
-// with that BLAKE3 digest, and that every routing entry used the
-// configuration's top-k, for every position of every MoE layer. Every
-// failure matches ErrVerification and names what differed.
+// Offline is what an offline verification shows, and Replayed what one by
+// replay adds; verifiers print them above their checks.
+const (
+	Offline  = "offline: the signer's claims are consistent with the manifest and with each other"
+	Replayed = "replay: the claims are true on this machine (every prompt run again and compared bit for bit)"
+)
+
+// StatedUntilReplay is the offline Stated line that a replay checks.
+const StatedUntilReplay = "the generated tokens, logits chains, routing digests, stop reasons, experts list and k per layer themselves (committed and consistent; --replay re-derives them)"
+
+// VerifyRunOptions are what the verifier knows besides the report, the
+// keys and the manifest.
+type VerifyRunOptions struct {
+	// Signature is what the verifier knows of the model's own signature,
+	// to check the report's manifest_signature claim against.
+	Signature ManifestSignatureFacts
+}
+
+// VerifyRun is VerifyRunWith with no facts about the model's signature.
 func VerifyRun(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest) (*RunResult, error) {
+	return VerifyRunWith(env, trusted, man, VerifyRunOptions{})
+}
+
+// VerifyRunWith checks a run report offline, with no weights: the DSSE
+// signature by one of trusted, the statement and predicate (strict JSON,
+// modes and stop reasons from their sets, stop reasons as the tokens and
+// settings imply), that every subject is the transcript digest of its
+// prompt, and against man (a manifest that LoadManifest checked): the model
+// root and weights_root, config.json (carried in the report) by the
+// manifest's config_sha256, every auxiliary file digest, that the experts
+// list is sorted and unique and every item the manifest's expert of that
+// layer and index with that BLAKE3 digest, that every MoE layer's token
+// slots sum to top-k × positions, that every routing entry used the
+// configuration's top-k, for every position of every MoE layer, and the
+// manifest_signature claim against opt.Signature. This shows the claims
+// consistent, not true: that takes a replay. Every failure matches
+// ErrVerification and names the field that is wrong.
+func VerifyRunWith(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest, opt VerifyRunOptions) (*RunResult, error) {
 	payload, keyID, err := VerifyEnvelope(env, PayloadTypeInToto, trusted)
 	if err != nil {
 		return nil, err
@@ -270,9 +301,10 @@ func VerifyRun(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest) 
 		return nil, err
 	}
 	res := &RunResult{KeyID: keyID, Predicate: p}
-	res.Checked = append(res.Checked, "signature by key "+keyID, "statement and predicate (strict JSON)")
+	res.Checked = append(res.Checked, "signature by key "+keyID,
+		"statement and predicate: strict JSON; mode and every stop_reason from their allowed sets, each stop_reason as the tokens, stop tokens and max_tokens imply")
 	if len(st.Subject) != len(p.Prompts) {
-		return nil, fmt.Errorf("%w: %d subjects for %d prompts", ErrSubject, len(st.Subject), len(p.Prompts))
+		return nil, fmt.Errorf("%w: %s for %s", ErrSubject, plural(len(st.Subject), "subject"), plural(len(p.Prompts), "prompt"))
 	}
 	for i, pr := range p.Prompts {
 		sub := st.Subject[i]
@@ -281,18 +313,48 @@ func VerifyRun(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest) 
 			return nil, fmt.Errorf("%w: subject %d is %q %v, want %s with the transcript digest %s of prompt %d", ErrSubject, i, sub.Name, sub.Digest, PromptSubject(pr.Index), pr.Transcript, pr.Index)
 		}
 	}
-	res.Checked = append(res.Checked, fmt.Sprintf("%d subjects: the transcript digests of the prompts", len(st.Subject)))
-	cfg, err := p.checkManifest(man)
+	res.Checked = append(res.Checked, plural(len(st.Subject), "subject")+": the transcript digests of the prompts' tokens")
+	cfg, positions, err := p.checkManifest(man)
 	if err != nil {
 		return nil, err
 	}
 	res.Config = cfg
 	res.Checked = append(res.Checked,
 		"model root and weights_root: the manifest's",
-		"config.json in the report: the manifest's config_sha256; auxiliary files: the manifest's digests",
-		fmt.Sprintf("%d routed experts: each the manifest's record (layer, index, BLAKE3)", len(p.Experts)),
-		fmt.Sprintf("top-k %d in every routing entry of every MoE layer, for every position", cfg.TopK))
+		"config.json in the report: the manifest's config_sha256 (arch, layers, experts, top-k as it says); auxiliary files: exactly the manifest's, with its digests",
+		fmt.Sprintf("experts: %s, sorted and unique, each the manifest's record (layer, index, BLAKE3); in every MoE layer %s = top-k %d × %s, none over %d",
+			plural(len(p.Experts), "routed expert"), plural(int(positions)*cfg.TopK, "token slot"), cfg.TopK, plural(int(positions), "position"), positions),
+		fmt.Sprintf("k_per_layer: every MoE layer, k = top-k %d in all %s; each prompt's routing_entries = its positions × MoE layers", cfg.TopK, plural(int(positions), "entry")))
+	if p.Golden != nil {
+		res.Checked = append(res.Checked, "golden verdicts: each agrees with its own step counts")
+	}
+	checked, stated, err := CheckManifestSignature(p.Model.Signature, opt.Signature)
+	if err != nil {
+		return nil, err
+	}
+	if checked != "" {
+		res.Checked = append(res.Checked, checked)
+	}
+	res.Stated = append(res.Stated, StatedUntilReplay)
+	if p.Golden != nil {
+		res.Stated = append(res.Stated, fmt.Sprintf("golden verdict against %s (--replay --golden re-derives it)", p.Golden.ID))
+	}
+	if stated != "" {
+		res.Stated = append(res.Stated, stated)
+	}
+	res.Stated = append(res.Stated, Stated...)
 	return res, nil
+}
+
+// plural is "1 prompt", "2 prompts" (nouns ending in y: "entries").
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return strconv.Itoa(n) + " " + noun[:len(noun)-1] + "ies"
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func predicateErr(format string, a ...any) error {
@@ -321,16 +383,27 @@ func (p *RunPredicate) checkSelf() error {
 		if d := TranscriptDigest(p.Model.Root, pr.PromptTokens, pr.Generated); !d.Equal(pr.Transcript) {
 			return predicateErr("prompt %d: transcript %s, its tokens hash to %s", i, pr.Transcript, d)
 		}
-		for _, h := range []string{pr.LogitsChain, pr.RoutingDigest} {
-			if _, err := jnf.ParseHex(jnf.SHA256, h); err != nil {
-				return predicateErr("prompt %d: %v", i, err)
+		for _, h := range []struct{ field, hex string }{{"logits_chain", pr.LogitsChain}, {"routing_digest", pr.RoutingDigest}} {
+			if _, err := jnf.ParseHex(jnf.SHA256, h.hex); err != nil {
+				return predicateErr("prompts[%d].%s %q: want 64 lower-case hex digits", i, h.field, h.hex)
 			}
+		}
+		if err := checkStop(&pr); err != nil {
+			return err
 		}
 		if g := pr.Golden; g != nil && g.Exact != (g.TokensEqual && g.Identical == g.Steps && g.FirstDivergent < 0) {
 			return predicateErr("prompt %d: golden verdict exact=%v with tokens equal %v, %d of %d steps identical, first divergent step %d", i, g.Exact, g.TokensEqual, g.Identical, g.Steps, g.FirstDivergent)
 		}
 	}
+	for _, pr := range p.Prompts {
+		if (pr.Golden != nil) != (p.Golden != nil) {
+			return predicateErr("prompts[%d].golden and the run's golden: one is there without the other", pr.Index)
+		}
+	}
 	if p.Golden != nil {
+		if d, err := jnf.ParseDigest(p.Golden.ID); err != nil || d.Alg != jnf.SHA256 {
+			return predicateErr("golden.id %q: want sha256:<hex>", p.Golden.ID)
+		}
 		exact := true
 		for _, pr := range p.Prompts {
 			exact = exact && pr.Golden != nil && pr.Golden.Exact
@@ -339,31 +412,35 @@ func (p *RunPredicate) checkSelf() error {
 			return predicateErr("golden verdict exact=%v, the prompts' verdicts say %v", p.Golden.Exact, exact)
 		}
 	}
-	return nil
+	if err := p.checkExperts(); err != nil {
+		return err
+	}
+	return p.Model.Signature.checkShape()
 }
 
 // checkManifest checks the predicate against a manifest and returns the
-// configuration from the report's config.json.
-func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, error) {
+// configuration from the report's config.json and the positions the prompts
+// ran.
+func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, int64, error) {
 	if root, err := man.RootDigest(); err != nil || !root.Equal(p.Model.Root) {
-		return nil, fmt.Errorf("%w: the report is for the model with root %s, the manifest's root is %s", ErrSubject, p.Model.Root.Hex(), man.Root)
+		return nil, 0, fmt.Errorf("%w: the report is for the model with root %s, the manifest's root is %s", ErrSubject, p.Model.Root.Hex(), man.Root)
 	}
 	if p.Model.WeightsRoot.Hex() != man.WeightsRoot {
-		return nil, predicateErr("weights_root %s, the manifest's is %s", p.Model.WeightsRoot.Hex(), man.WeightsRoot)
+		return nil, 0, predicateErr("model.weights_root %s, the manifest's is %s", p.Model.WeightsRoot.Hex(), man.WeightsRoot)
 	}
 	cfgBytes, err := base64.StdEncoding.Strict().DecodeString(p.Model.ConfigJSON)
 	if err != nil {
-		return nil, predicateErr("config_json: %v", err)
+		return nil, 0, predicateErr("config_json: %v", err)
 	}
 	if got := jnf.SHA256Bytes(cfgBytes).Hex(); got != man.ConfigSHA256 {
-		return nil, predicateErr("the report's config.json has sha256 %s, the manifest records %s", got, man.ConfigSHA256)
+		return nil, 0, predicateErr("the report's config.json has sha256 %s, the manifest records %s", got, man.ConfigSHA256)
 	}
 	cfg, err := hf.ParseConfig(cfgBytes)
 	if err != nil {
-		return nil, predicateErr("config.json: %v", err)
+		return nil, 0, predicateErr("config.json: %v", err)
 	}
 	if cfg.TopK != p.Model.TopK || cfg.Layers != p.Model.Layers || cfg.Experts != p.Model.Experts || string(cfg.Arch) != p.Model.Arch {
-		return nil, predicateErr("model says arch %s, %d layers, %d experts, top-k %d; its config.json says %s, %d, %d, %d",
+		return nil, 0, predicateErr("model says arch %s, %d layers, %d experts, top-k %d; its config.json says %s, %d, %d, %d",
 			p.Model.Arch, p.Model.Layers, p.Model.Experts, p.Model.TopK, cfg.Arch, cfg.Layers, cfg.Experts, cfg.TopK)
 	}
 	entries := map[string]*verify.Entry{}
@@ -375,26 +452,34 @@ func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, error) {
 			files++
 			d, ok := p.Model.Files[e.Name]
 			if !ok || d.Alg != jnf.SHA256 || d.Hex() != e.SHA256 {
-				return nil, predicateErr("auxiliary file %s: the report says %v, the manifest %s", e.Name, d, e.SHA256)
+				return nil, 0, predicateErr("model.files: auxiliary file %s: the report says %v, the manifest %s", e.Name, d, e.SHA256)
 			}
 		}
 	}
 	if len(p.Model.Files) != files {
-		return nil, predicateErr("the report lists %d auxiliary files, the manifest %d", len(p.Model.Files), files)
+		return nil, 0, predicateErr("model.files: the report lists %d auxiliary files, the manifest %d", len(p.Model.Files), files)
 	}
-	for _, u := range p.Experts {
-		e, ok := entries[hf.ExpertName(u.Layer, u.Expert)]
-		if !ok || e.Kind != jnf.KindExpert || e.Layer != u.Layer || e.Expert != u.Expert {
-			return nil, predicateErr("layer %d expert %d: the manifest has no such expert record", u.Layer, u.Expert)
-		}
-		if u.Digest.Alg != jnf.BLAKE3 || u.Digest.Hex() != e.BLAKE3 {
-			return nil, predicateErr("layer %d expert %d: the report says digest %s, the manifest's record is blake3:%s", u.Layer, u.Expert, u.Digest, e.BLAKE3)
-		}
-	}
-	// k per layer: every MoE layer, every position, exactly top-k.
+	// Positions the model ran: every prompt token and every generated
+	// token but the last (which is not run through the model), as the
+	// routing chain counts them (PREDICATE.md §4).
 	positions := int64(0)
 	for _, pr := range p.Prompts {
 		positions += int64(len(pr.PromptTokens) + len(pr.Generated) - 1)
+	}
+	slots := map[int]int64{}
+	for i, u := range p.Experts {
+		e, ok := entries[hf.ExpertName(u.Layer, u.Expert)]
+		if !ok || e.Kind != jnf.KindExpert || e.Layer != u.Layer || e.Expert != u.Expert {
+			return nil, 0, predicateErr("experts[%d]: layer %d expert %d: the manifest has no such expert record", i, u.Layer, u.Expert)
+		}
+		if u.Digest.Alg != jnf.BLAKE3 || u.Digest.Hex() != e.BLAKE3 {
+			return nil, 0, predicateErr("experts[%d]: layer %d expert %d: the report says digest %s, the manifest's record is blake3:%s", i, u.Layer, u.Expert, u.Digest, e.BLAKE3)
+		}
+		// A position routes to k distinct experts: one slot each at most.
+		if u.Tokens > positions {
+			return nil, 0, predicateErr("experts[%d]: layer %d expert %d: %d token slots, but the prompts ran %d positions (one slot a position at most)", i, u.Layer, u.Expert, u.Tokens, positions)
+		}
+		slots[u.Layer] += u.Tokens
 	}
 	moe := 0
 	var want []int
@@ -409,22 +494,36 @@ func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, error) {
 		got = append(got, lk.Layer)
 		for k, n := range lk.K {
 			if k != cfg.TopK {
-				return nil, predicateErr("layer %d: %d routing entries with k = %d, the model's top-k is %d", lk.Layer, n, k, cfg.TopK)
+				return nil, 0, predicateErr("k_per_layer: layer %d: %d routing entries with k = %d, the model's top-k is %d", lk.Layer, n, k, cfg.TopK)
 			}
 		}
 		if n := lk.K[cfg.TopK]; n != positions {
-			return nil, predicateErr("layer %d: %d routing entries, the prompts ran %d positions", lk.Layer, n, positions)
+			return nil, 0, predicateErr("k_per_layer: layer %d: %d routing entries, the prompts ran %d positions", lk.Layer, n, positions)
 		}
 	}
 	if !slices.Equal(got, want) {
-		return nil, predicateErr("routing entries for layers %v, the model's MoE layers are %v", got, want)
+		return nil, 0, predicateErr("k_per_layer: routing entries for layers %v, the model's MoE layers are %v", got, want)
+	}
+	// Every position sends top-k token slots to the experts of every MoE
+	// layer, so each layer's experts hold top-k × positions slots.
+	for _, l := range want {
+		if n := slots[l]; n != int64(cfg.TopK)*positions {
+			return nil, 0, predicateErr("experts: layer %d has %d token slots, want top-k %d × %d positions = %d", l, n, cfg.TopK, positions, int64(cfg.TopK)*positions)
+		}
+		delete(slots, l)
+	}
+	for l := range slots {
+		return nil, 0, predicateErr("experts: layer %d is not a MoE layer of the model", l)
+	}
+	if err := p.checkExpertsUsed(); err != nil {
+		return nil, 0, err
 	}
 	for _, pr := range p.Prompts {
 		if want := int64(len(pr.PromptTokens)+len(pr.Generated)-1) * int64(moe); pr.RoutingEntries != want {
-			return nil, predicateErr("prompt %d: %d routing entries, want %d (positions × MoE layers)", pr.Index, pr.RoutingEntries, want)
+			return nil, 0, predicateErr("prompts[%d].routing_entries %d, want %d (positions × MoE layers)", pr.Index, pr.RoutingEntries, want)
 		}
 	}
-	return cfg, nil
+	return cfg, positions, nil
 }
 
 // ReadRunUnverified decodes a run report without checking its signature,

@@ -57,7 +57,7 @@ func testRun(t *testing.T) (RunPredicate, *verify.Manifest) {
 	}
 	var positions int64
 	for i, toks := range [][2][]int{{{1, 2, 3}, {4, 5}}, {{9}, {7, 7, 1}}} {
-		pr := RunPrompt{Index: i, Source: `{"tokens": [1]}`, PromptTokens: toks[0], Generated: toks[1], MaxTokens: 4,
+		pr := RunPrompt{Index: i, Source: `{"tokens": [1]}`, PromptTokens: toks[0], Generated: toks[1], MaxTokens: len(toks[1]),
 			StopReason: "length", LogitsChain: strings.Repeat("ab", 32), RoutingDigest: strings.Repeat("cd", 32), Hashed: map[jnf.Alg]int64{}}
 		pr.Transcript = TranscriptDigest(root, pr.PromptTokens, pr.Generated)
 		n := int64(len(toks[0]) + len(toks[1]) - 1)
@@ -81,6 +81,9 @@ func testRun(t *testing.T) (RunPredicate, *verify.Manifest) {
 			d, _ := jnf.ParseHex(jnf.BLAKE3, man.Entries[i].BLAKE3)
 			p.Experts = append(p.Experts, ledger.ExpertUse{Layer: l, Expert: e, Digest: d, Tokens: positions, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1}})
 		}
+	}
+	for i := range p.Prompts {
+		p.Prompts[i].ExpertsUsed = len(p.Experts)
 	}
 	return p, man
 }
@@ -142,7 +145,7 @@ func TestRunReportRefusals(t *testing.T) {
 				p.Prompts[i].Transcript = TranscriptDigest(p.Model.Root, p.Prompts[i].PromptTokens, p.Prompts[i].Generated)
 			}
 		}, "the report is for the model with root"},
-		{"an expert the manifest does not have", func(p *RunPredicate) { p.Experts[0].Expert = 999 }, "no such expert record"},
+		{"an expert the manifest does not have", func(p *RunPredicate) { p.Experts[len(p.Experts)-1].Expert = 999 }, "no such expert record"},
 		{"an expert with other bytes", func(p *RunPredicate) { p.Experts[1].Digest.Sum[3] ^= 1 }, "the manifest's record is blake3:"},
 		{"reduced top-k", func(p *RunPredicate) {
 			lk := &p.KPerLayer[0]

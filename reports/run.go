@@ -24,6 +24,13 @@ type RunView struct {
 	// Verified lists the checks that passed; empty when the report was
 	// only read (its signature not checked).
 	Verified []string `json:"verified"`
+	// Stated lists what the verification did not check (attest.RunResult.Stated).
+	Stated []string `json:"stated,omitempty"`
+	// Decode, if set, turns generated token ids into text (the model's
+	// tokenizer); without it the output shows the ids. Tokenizer says
+	// which tokenizer that is, for people.
+	Decode    func(ids []int) (string, error) `json:"-"`
+	Tokenizer string                          `json:"tokenizer,omitempty"`
 }
 
 // RunFormats are the formats RenderRun writes.
@@ -64,10 +71,18 @@ type runSummary struct {
 	Scrub     string // what the run re-verified of its resident copies
 	Distinct  int
 	TotalSecs string
+	// OutputHead says how the outputs are shown: decoded with which
+	// tokenizer, or as ids.
+	OutputHead string
 }
 
 type promptRow struct {
 	Index, Prompt, Generated, Stop, TokS, Chain, Routing, Golden string
+	// Source is the prompt as given (the prompt file's line, or a served
+	// response's id); Output what came out: the decoded text, or the ids.
+	Source, Output string
+	// Decoded says Output is text (else it is the ids).
+	Decoded bool
 }
 
 type layerRow struct {
@@ -124,11 +139,23 @@ func summarise(v *RunView) *runSummary {
 				g += fmt.Sprintf(", first divergent step %d", pr.Golden.FirstDivergent)
 			}
 		}
-		s.Prompts = append(s.Prompts, promptRow{Index: strconv.Itoa(pr.Index), Prompt: strconv.Itoa(len(pr.PromptTokens)),
+		row := promptRow{Index: strconv.Itoa(pr.Index), Prompt: strconv.Itoa(len(pr.PromptTokens)),
 			Generated: strconv.Itoa(len(pr.Generated)), Stop: pr.StopReason, TokS: toks, Chain: short(pr.LogitsChain),
-			Routing: short(pr.RoutingDigest), Golden: g})
+			Routing: short(pr.RoutingDigest), Golden: g, Source: pr.Source, Output: fmt.Sprint(pr.Generated)}
+		if v.Decode != nil {
+			if text, err := v.Decode(pr.Generated); err == nil {
+				row.Output, row.Decoded = text, true
+			} else {
+				row.Output = fmt.Sprintf("%v (not decoded: %v)", pr.Generated, err)
+			}
+		}
+		s.Prompts = append(s.Prompts, row)
 	}
 	s.TotalSecs = fmt.Sprintf("%.2f", secs)
+	s.OutputHead = "Outputs as token ids (give --tokenizer DIR to decode them)."
+	if v.Decode != nil {
+		s.OutputHead = "Outputs decoded with " + v.Tokenizer + "."
+	}
 	type acc struct {
 		distinct          int
 		slots, st, res, b int64
@@ -164,7 +191,7 @@ func summarise(v *RunView) *runSummary {
 		}
 	}
 	if allK {
-		s.KLine = fmt.Sprintf("k = %d (the model's top-k) in every routing entry of all %d MoE layers", p.Model.TopK, len(p.KPerLayer))
+		s.KLine = fmt.Sprintf("k = %d (the model's top-k) in every routing entry of %s", p.Model.TopK, count(len(p.KPerLayer), "MoE layer"))
 	} else {
 		s.KLine = fmt.Sprintf("WARNING: a routing entry used a k other than the model's top-k %d", p.Model.TopK)
 	}
@@ -183,9 +210,9 @@ func summarise(v *RunView) *runSummary {
 	case in.Scrub == "":
 		s.Scrub = "not stated (a report from before scrubbing was recorded)"
 	default:
-		s.Scrub = fmt.Sprintf("schedule %s; %d passes, %s re-hashed (%s after the last prompt)", in.Scrub, in.Passes, Bytes(in.ScrubbedBytes), Bytes(in.FinalBytes))
+		s.Scrub = fmt.Sprintf("schedule %s; %s, %s re-hashed (%s after the last prompt)", in.Scrub, count(int(in.Passes), "pass"), Bytes(in.ScrubbedBytes), Bytes(in.FinalBytes))
 		if in.ScrubFailures > 0 {
-			s.Scrub += fmt.Sprintf("; %d resident copies found changed before a use and read again", in.ScrubFailures)
+			s.Scrub += fmt.Sprintf("; %s found changed before a use and read again", count(int(in.ScrubFailures), "resident copy"))
 		} else {
 			s.Scrub += "; no copy found changed"
 		}
@@ -205,6 +232,9 @@ func runText(w io.Writer, s *runSummary) error {
 	fmt.Fprintf(&b, "root       %s\nweights    %s\n", p.Model.Root, p.Model.WeightsRoot)
 	fmt.Fprintf(&b, "manifest   %s\n", s.Manifest)
 	fmt.Fprintf(&b, "signer     %s\nstatus     %s\n", s.Signer, s.Status)
+	if len(s.V.Stated) > 0 {
+		fmt.Fprintf(&b, "unchecked  stated, not checked: %s\n", strings.Join(s.V.Stated, "; "))
+	}
 	fmt.Fprintf(&b, "build      %s\n", s.Build)
 	fmt.Fprintf(&b, "host       %s, %s, %d cores\n", p.Host.OS, p.Host.CPU, p.Host.Cores)
 	fmt.Fprintf(&b, "time       %s → %s (%s s generating; load %.2f s, %d tensors verified)\n", p.StartedAt.Format("2006-01-02 15:04:05Z07:00"),
@@ -212,7 +242,7 @@ func runText(w io.Writer, s *runSummary) error {
 	if s.Golden != "" {
 		fmt.Fprintf(&b, "golden     %s\n", s.Golden)
 	}
-	fmt.Fprintf(&b, "routing    %s\nhashed     %s; %d distinct experts used\nscrub      %s\n\n", s.KLine, s.Bytes, s.Distinct, s.Scrub)
+	fmt.Fprintf(&b, "routing    %s\nhashed     %s; %s used\nscrub      %s\n\n", s.KLine, s.Bytes, count(s.Distinct, "distinct expert"), s.Scrub)
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return err
 	}
@@ -221,6 +251,18 @@ func runText(w io.Writer, s *runSummary) error {
 		rows = append(rows, []string{r.Index, r.Prompt, r.Generated, r.Stop, r.TokS, r.Chain, r.Routing, r.Golden})
 	}
 	if err := Table(w, []string{"prompt", "prompt tokens", "generated", "stop", "decode tok/s", "logits chain", "routing", "golden"}, rows); err != nil {
+		return err
+	}
+	b.Reset()
+	fmt.Fprintf(&b, "\n%s\n", s.OutputHead)
+	for _, r := range s.Prompts {
+		out := r.Output
+		if r.Decoded {
+			out = strconv.Quote(out)
+		}
+		fmt.Fprintf(&b, "prompt %s\n  source  %s\n  output  %s\n", r.Index, strconv.Quote(r.Source), out)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
 		return err
 	}
 	rows = rows[:0]
@@ -233,6 +275,32 @@ func runText(w io.Writer, s *runSummary) error {
 
 func mdEscape(s string) string { return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s) }
 
+// mdCode is s as inline code in a table cell: a fence longer than any run
+// of backticks in s, and '|' escaped.
+func mdCode(s string) string {
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	return fence + " " + mdEscape(s) + " " + fence
+}
+
+// count is "1 pass", "2 passes", "3 resident copies".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	switch {
+	case strings.HasSuffix(noun, "ss"):
+		noun += "es"
+	case strings.HasSuffix(noun, "y"):
+		noun = noun[:len(noun)-1] + "ies"
+	default:
+		noun += "s"
+	}
+	return strconv.Itoa(n) + " " + noun
+}
+
 func runMarkdown(w io.Writer, s *runSummary) error {
 	p := s.P
 	var b strings.Builder
@@ -241,8 +309,8 @@ func runMarkdown(w io.Writer, s *runSummary) error {
 	for _, kv := range [][2]string{
 		{"model", fmt.Sprintf("%s, %d layers, %d experts, top-k %d", p.Model.Arch, p.Model.Layers, p.Model.Experts, p.Model.TopK)},
 		{"root", "`" + p.Model.Root.String() + "`"}, {"weights_root", "`" + p.Model.WeightsRoot.String() + "`"},
-		{"manifest", s.Manifest}, {"signer", s.Signer}, {"status", s.Status}, {"build", s.Build},
-		{"golden", s.Golden}, {"routing", s.KLine}, {"hashed", s.Bytes}, {"scrub", s.Scrub},
+		{"manifest", s.Manifest}, {"signer", s.Signer}, {"status", s.Status}, {"stated, not checked", strings.Join(s.V.Stated, "; ")}, {"build", s.Build},
+		{"golden", s.Golden}, {"routing", s.KLine}, {"hashed", s.Bytes + "; " + s.DistinctLine() + " used"}, {"scrub", s.Scrub},
 	} {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, "| %s | %s |\n", kv[0], mdEscape(kv[1]))
@@ -251,6 +319,14 @@ func runMarkdown(w io.Writer, s *runSummary) error {
 	b.WriteString("\n## Prompts\n\n| prompt | prompt tokens | generated | stop | decode tok/s | logits chain | routing | golden |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.Prompts {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | `%s` | `%s` | %s |\n", r.Index, r.Prompt, r.Generated, r.Stop, r.TokS, r.Chain, r.Routing, mdEscape(r.Golden))
+	}
+	fmt.Fprintf(&b, "\n## Outputs\n\n%s\n\n| prompt | source | output |\n|---|---|---|\n", mdEscape(s.OutputHead))
+	for _, r := range s.Prompts {
+		out := r.Output
+		if r.Decoded {
+			out = strconv.Quote(out)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Index, mdCode(strconv.Quote(r.Source)), mdCode(out))
 	}
 	b.WriteString("\n## Experts by layer\n\n| layer | distinct experts | token slots | read+hashed | resident |\n|---|---|---|---|---|\n")
 	for _, r := range s.Layers {
@@ -264,3 +340,6 @@ func runMarkdown(w io.Writer, s *runSummary) error {
 var templates embed.FS
 
 var runHTML = template.Must(template.ParseFS(templates, "run.html.tmpl"))
+
+// DistinctLine is "N distinct experts", for the HTML page.
+func (s *runSummary) DistinctLine() string { return count(s.Distinct, "distinct expert") }

@@ -20,7 +20,7 @@ func sampleView(verified bool) *RunView {
 		Build:  attest.RunBuild{Tarfa: "v|1", Commit: "abc", Go: "go1.26.8", GOOS: "linux", GOARCH: "amd64", Kernels: "avx2", Backend: "cpu", Threads: 2},
 		Mode:   ledger.ModeExact,
 		Hashed: map[jnf.Alg]int64{jnf.BLAKE3: 3 << 20},
-		Prompts: []attest.RunPrompt{{Index: 0, PromptTokens: []int{1, 2}, Generated: []int{3, 4, 5}, StopReason: "length", Transcript: d,
+		Prompts: []attest.RunPrompt{{Index: 0, Source: `{"tokens": [1, 2]}`, PromptTokens: []int{1, 2}, Generated: []int{3, 4, 5}, StopReason: "length", Transcript: d,
 			LogitsChain: strings.Repeat("a", 64), RoutingDigest: strings.Repeat("b", 64), DecodeSeconds: 0.5,
 			Golden: &attest.PromptGolden{Exact: true, Steps: 3, Identical: 3, FirstDivergent: -1}}},
 		Experts: []ledger.ExpertUse{{Layer: 1, Expert: 3, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1, ledger.TierRAM: 2}},
@@ -53,8 +53,9 @@ func TestRenderRun(t *testing.T) {
 				}
 				continue
 			}
-			for _, want := range []string{"EXACT", "top-k 2", "1 MoE layers", "4.0 tok/s"[:3], d16("b"), "3/3 identical",
-				"schedule use,10m0s; 3 passes, 5.0 MiB re-hashed (2.0 MiB after the last prompt); 1 resident copies found changed before a use",
+			for _, want := range []string{"EXACT", "top-k 2", "of 1 MoE layer", "4.0 tok/s"[:3], d16("b"), "3/3 identical",
+				"schedule use,10m0s; 3 passes, 5.0 MiB re-hashed (2.0 MiB after the last prompt); 1 resident copy found changed before a use",
+				"2 distinct experts used", `tokens`, "[1, 2]}", "[3 4 5]", "give --tokenizer DIR",
 				"every expert copied to the device re-hashed there (3.0 MiB, and 1.0 MiB by scrubs of its resident copies)"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s (verified %v): no %q in\n%s", f, verified, want, out)
@@ -77,3 +78,39 @@ func TestRenderRun(t *testing.T) {
 }
 
 func d16(c string) string { return strings.Repeat(c, 16) }
+
+// TestRenderRunOutputs: every human format shows each prompt's source and
+// what came out — decoded with the tokenizer when one is given, else the
+// ids — and the grammar and alignment of its counts (newcomer review m5,
+// p1, p7).
+func TestRenderRunOutputs(t *testing.T) {
+	for _, f := range []string{"text", "md", "html"} {
+		v := sampleView(true)
+		v.Predicate.Integrity.Passes = 1
+		v.Decode = func(ids []int) (string, error) {
+			if len(ids) != 3 || ids[0] != 3 {
+				t.Errorf("decoded %v, want the generated ids", ids)
+			}
+			return "Paris <b>|", nil
+		}
+		v.Tokenizer = "tok/tokenizer.json"
+		var b bytes.Buffer
+		if err := RenderRun(&b, v, f); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		want := map[string][]string{
+			"text": {`source  "{\"tokens\": [1, 2]}"`, `output  "Paris <b>|"`},
+			"md":   {"| 0 | ` \"{\\\"tokens\\\": [1, 2]}\" ` | ` \"Paris <b>\\|\" ` |"},
+			"html": {`<pre class="out">Paris &lt;b&gt;|</pre>`, `<th class="num">distinct experts</th>`, `<th class="num">token slots</th>`, "th.num { text-align: right; }"},
+		}[f]
+		for _, w := range append(want, "decoded with tok/tokenizer.json", "1 pass,") {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in\n%s", f, w, out)
+			}
+		}
+		if strings.Contains(out, "1 passes") || strings.Contains(out, "[3 4 5]") {
+			t.Errorf("%s: ids or bad grammar where text was decoded:\n%s", f, out)
+		}
+	}
+}

@@ -625,9 +625,9 @@ func TestAttestation(t *testing.T) {
 		if len(p.Prompts) != 1 || p.Prompts[0].LogitsChain != o.chain || p.Prompts[0].Source != o.id || len(p.Prompts[0].Generated) != o.gen {
 			t.Errorf("response %d: report prompts %+v, header chain %s", i, p.Prompts, o.chain)
 		}
-		diffs, err := f.r.ReplayRun(context.Background(), &p)
-		if err != nil || len(diffs) != 1 || !diffs[0].Exact {
-			t.Errorf("response %d replay: %+v %v", i, diffs, err)
+		rep, err := f.r.ReplayRun(context.Background(), &p, runner.ReplayOptions{})
+		if err != nil || len(rep.Prompts) != 1 || !rep.Exact() {
+			t.Errorf("response %d replay: %+v %v", i, rep, err)
 		}
 		// Another key does not verify it.
 		other, _, _ := attest.GenerateKey()

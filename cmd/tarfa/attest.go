@@ -4,11 +4,14 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -155,8 +158,8 @@ is not bit-identical to --golden); 130 interrupted (nothing is written).`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "report %s: %d prompts, %d tokens generated, model root %s, signed by keyid %s\n",
-					o.out, res.Prompts, res.Generated, res.ModelRoot, kid)
+				fmt.Fprintf(cmd.OutOrStdout(), "report %s: %s, %s generated, model root %s, signed by keyid %s\n",
+					o.out, nounCount(res.Prompts, "prompt"), nounCount(res.Generated, "token"), res.ModelRoot, kid)
 				if p.Golden != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "golden %s: exact=%v\n", p.Golden.ID, p.Golden.Exact)
 				}
@@ -200,50 +203,69 @@ func buildFacts(r *runner.Runner) attest.RunBuild {
 }
 
 type attestVerifyOptions struct {
-	pubs, manifestPubs []string
-	manifest, model    string
-	replay, asJSON     bool
-	threads            int
-	tier               tierFlags
+	pubs, manifestPubs      []string
+	manifest, model, golden string
+	replay, asJSON          bool
+	threads                 int
+	tier                    tierFlags
 }
 
 // attestVerifyResult is attest verify's --json output.
 type attestVerifyResult struct {
-	Report    string              `json:"report"`
-	KeyID     string              `json:"keyid"`
-	ModelRoot string              `json:"model_root"`
-	Checked   []string            `json:"checked"`
-	Replay    []runner.ReplayDiff `json:"replay,omitempty"`
-	Exact     bool                `json:"exact"`
+	Report    string `json:"report"`
+	KeyID     string `json:"keyid"`
+	ModelRoot string `json:"model_root"`
+	// Proves says what the checks show: the offline line, and the replay
+	// line after a replay (attest.Offline, attest.Replayed).
+	Proves  []string `json:"proves"`
+	Checked []string `json:"checked"`
+	// Stated are the report's claims that were not checked.
+	Stated      []string            `json:"stated"`
+	Replay      []runner.ReplayDiff `json:"replay,omitempty"`
+	Differences []attest.Difference `json:"differences,omitempty"`
+	Exact       bool                `json:"exact"`
 }
 
 func newAttestVerifyCommand() *cobra.Command {
 	var o attestVerifyOptions
 	cmd := &cobra.Command{
-		Use:   "verify REPORT --pub NAME.pub (--manifest DIR | --model DIR) [--replay]",
+		Use:   "verify REPORT --pub NAME.pub (--manifest DIR | --model DIR) [--replay [--golden G]]",
 		Short: "Check a signed run report offline, or by replaying it",
 		Long: `Attest verify checks a run report (tarfa attest run) without trusting the
 machine that wrote it.
 
-Offline, with no weights: the signature by one of the --pub keys, the statement
-and predicate, that every subject is the transcript digest of its prompt, and
-against the model's manifest (--manifest DIR: a directory holding manifest.json —
-a few MB even for a 122B model — or that file itself): that the report's model root
-and weights_root are the manifest's, that the config.json the report carries is the
-one the manifest hashes, that the tokenizer and template digests are the
-manifest's, that every routed expert the report says was used is the manifest's
-record of that layer and index with that digest, and that every routing entry of
-every MoE layer used the model's top-k, for every position. With --manifest-pub the
-model's own signature (manifest.sig.json beside the manifest) is verified too.
+Offline, with no weights, it shows that the signer's claims are consistent with
+the model's manifest and with each other: the signature by one of the --pub keys;
+the statement and predicate (strict JSON, mode and stop reasons from their sets,
+each stop reason as the tokens, stop tokens and max_tokens imply); that every
+subject is the transcript digest of its prompt; and against the manifest
+(--manifest DIR: a directory holding manifest.json — a few MB even for a 122B
+model — or that file itself): that the report's model root and weights_root are
+the manifest's, that the config.json it carries is the one the manifest hashes,
+that the auxiliary file digests are exactly the manifest's, that the experts list
+is sorted and unique and every item the manifest's record of that layer and index
+with that digest, that every MoE layer's token slots add up to top-k × the
+positions run, that every routing entry of every MoE layer used the model's top-k,
+for every position. The manifest_signature claim is checked against the
+manifest.sig.json beside the manifest, and with --manifest-pub the model's own
+signature is verified and a "verified" claim must name one of those keys.
 
 With --model DIR --replay, every prompt is run again on the CPU reference with the
-report's tokens and settings, and the generated tokens, the logits chain, the
-routing-trace digest and the transcript must be bit-identical.
+report's tokens and settings, and everything the run computed must come out the
+same: every prompt's generated tokens, stop reason, logits chain, routing digest
+and entries, transcript and experts used, and the run's experts list (layer,
+expert, digest, token slots) and k per layer. With --golden G (the golden record
+the report names) the golden verdicts are re-derived too. A replay shows the
+claims true on this machine.
+
+What neither re-derives (build, host, timings, where expert bytes came from,
+bytes hashed, scrubbing) is printed as "stated, not checked".
 
 Exit statuses: 0 verified (and replayed bit for bit); 1 error (flags, a key or
-the report cannot be read, DIR is no JNF directory); 3 verification failed (a
-tampered byte, another key, another model, a claim the manifest contradicts, a
-replay that differs — each named); 130 interrupted.`,
+the report cannot be read, REPORT is not a DSSE envelope, DIR is no JNF
+directory); 3 verification failed (a tampered byte, another key, another model, a
+claim the manifest or the report itself contradicts, a replay that differs — each
+named by its field and first differing item); 130 interrupted.`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if len(o.pubs) == 0 {
@@ -254,6 +276,9 @@ replay that differs — each named); 130 interrupted.`,
 			}
 			if o.replay && o.model == "" {
 				return fmt.Errorf("--replay needs --model DIR (the weights)")
+			}
+			if o.golden != "" && !o.replay {
+				return fmt.Errorf("--golden G needs --replay (the golden verdicts are re-derived by running the prompts)")
 			}
 			if err := threadsFlag(o.threads); err != nil {
 				return err
@@ -274,6 +299,12 @@ replay that differs — each named); 130 interrupted.`,
 			if err != nil {
 				return err
 			}
+			ropt := runner.ReplayOptions{}
+			if o.golden != "" {
+				if ropt.Golden, ropt.GoldenRuns, err = golden.Read(o.golden); err != nil {
+					return fmt.Errorf("--golden: %w", err)
+				}
+			}
 			dir := o.manifest
 			if dir == "" {
 				dir = o.model
@@ -282,25 +313,21 @@ replay that differs — each named); 130 interrupted.`,
 			if err != nil {
 				return err
 			}
-			res, err := attest.VerifyRun(env, keys, man)
+			vopt, sigChecked, err := manifestSignatureFacts(mdir, manBytes, mkeys)
 			if err != nil {
 				return err
 			}
-			out := attestVerifyResult{Report: args[0], KeyID: res.KeyID, ModelRoot: man.Root, Checked: res.Checked, Exact: true}
-			if len(mkeys) > 0 {
-				sig, err := manifestSignatureFor(mdir, mkeys)
-				if err != nil {
-					return err
-				}
-				mr, err := attest.VerifyManifestBytesAny(manBytes, sig.Data, "", mkeys)
-				if err != nil {
-					return fmt.Errorf("the model's signature: %w", err)
-				}
-				what := "the model's manifest signature"
-				if sig.Form == attest.FormOMS {
-					what = "the model's OMS v1.0 signature (model.sig, manifest.json and every file it names)"
-				}
-				out.Checked = append(out.Checked, fmt.Sprintf("%s: keyid %s, model name %q", what, mr.KeyID, mr.MatchedSubject.Name))
+			res, err := attest.VerifyRunWith(env, keys, man, vopt)
+			if err != nil {
+				return err
+			}
+			if ropt.Golden != nil && res.Predicate.Golden == nil {
+				return fmt.Errorf("--golden %s: the report names no golden record", o.golden)
+			}
+			out := attestVerifyResult{Report: args[0], KeyID: res.KeyID, ModelRoot: man.Root, Proves: []string{attest.Offline},
+				Checked: res.Checked, Stated: res.Stated, Exact: true}
+			if sigChecked != "" {
+				out.Checked = append(out.Checked, sigChecked)
 			}
 			if o.replay {
 				r, _, err := openRunner(cmd, o.model, o.threads, &o.tier)
@@ -310,16 +337,25 @@ replay that differs — each named); 130 interrupted.`,
 				defer r.Close()
 				update, finish := countProgress(cmd.ErrOrStderr(), "replaying prompts")
 				update(0, len(res.Predicate.Prompts))
-				diffs, err := r.ReplayRun(cmd.Context(), &res.Predicate)
+				rep, err := r.ReplayRun(cmd.Context(), &res.Predicate, ropt)
 				finish()
 				if err != nil {
 					return err
 				}
-				out.Replay = diffs
-				for _, d := range diffs {
-					out.Exact = out.Exact && d.Exact
+				out.Proves = append(out.Proves, attest.Replayed)
+				out.Replay, out.Differences, out.Exact = rep.Prompts, rep.Differences, rep.Exact()
+				if out.Exact {
+					what := "generated tokens, stop reasons, logits chains, routing digests and entries, transcripts, experts used"
+					out.Checked = append(out.Checked,
+						fmt.Sprintf("replay of %s on %s (%s): %s — identical", nounCount(len(rep.Prompts), "prompt"), r.Engine.Backend().Name(), nounCount(r.Threads, "thread"), what),
+						fmt.Sprintf("experts (%s: layer, expert, digest, token slots) and k_per_layer: re-derived, identical", nounCount(len(res.Predicate.Experts), "item")))
+					if ropt.Golden != nil {
+						out.Checked = append(out.Checked, fmt.Sprintf("golden verdicts: re-derived against %s, identical", o.golden))
+					}
 				}
-				out.Checked = append(out.Checked, fmt.Sprintf("replay of %d prompts on %s (%d threads)", len(diffs), r.Engine.Backend().Name(), r.Threads))
+				out.Stated = slices.DeleteFunc(out.Stated, func(s string) bool {
+					return s == attest.StatedUntilReplay || ropt.Golden != nil && strings.HasPrefix(s, "golden verdict")
+				})
 			}
 			w := cmd.OutOrStdout()
 			if o.asJSON {
@@ -328,12 +364,19 @@ replay that differs — each named); 130 interrupted.`,
 				}
 			} else {
 				fmt.Fprintf(w, "report %s: model root %s, signed by keyid %s\n", args[0], man.Root, res.KeyID)
+				for _, p := range out.Proves {
+					fmt.Fprintf(w, "%s\n", p)
+				}
 				for _, c := range out.Checked {
 					fmt.Fprintf(w, "  ✓ %s\n", c)
 				}
-				for _, d := range out.Replay {
-					if !d.Exact {
-						fmt.Fprintf(w, "  ✗ prompt %d replays differently: %s\n", d.Index, strings.Join(d.Differ, ", "))
+				for _, d := range out.Differences {
+					fmt.Fprintf(w, "  ✗ %s\n", d)
+				}
+				if len(out.Stated) > 0 {
+					fmt.Fprintln(w, "stated, not checked:")
+					for _, s := range out.Stated {
+						fmt.Fprintf(w, "  - %s\n", s)
 					}
 				}
 				if out.Exact {
@@ -342,10 +385,8 @@ replay that differs — each named); 130 interrupted.`,
 			}
 			if !out.Exact {
 				var bad []string
-				for _, d := range out.Replay {
-					if !d.Exact {
-						bad = append(bad, fmt.Sprintf("prompt %d (%s)", d.Index, strings.Join(d.Differ, ", ")))
-					}
+				for _, d := range out.Differences {
+					bad = append(bad, d.String())
 				}
 				return failVerification(fmt.Errorf("the replay differs from the report: %s", strings.Join(bad, "; ")))
 			}
@@ -356,12 +397,60 @@ replay that differs — each named); 130 interrupted.`,
 	f.StringArrayVar(&o.pubs, "pub", nil, "public key the report must be signed by (repeatable)")
 	f.StringVar(&o.manifest, "manifest", "", "the model's manifest: a JNF directory or its manifest.json (offline)")
 	f.StringVar(&o.model, "model", "", "the model's JNF directory (with the weights)")
-	f.BoolVar(&o.replay, "replay", false, "run every prompt again (needs --model) and compare bit for bit")
-	f.StringArrayVar(&o.manifestPubs, "manifest-pub", nil, "also verify the model's manifest.sig.json with this key (repeatable)")
+	f.BoolVar(&o.replay, "replay", false, "run every prompt again (needs --model) and compare everything it computed")
+	f.StringVar(&o.golden, "golden", "", "with --replay: the golden record the report names, to re-derive its golden verdicts")
+	f.StringArrayVar(&o.manifestPubs, "manifest-pub", nil, "also verify the model's signature (manifest.sig.json with an Ed25519 key, model.sig with an ECDSA one) with this key (repeatable)")
 	f.IntVar(&o.threads, "threads", 0, fmt.Sprintf("CPU threads for --replay, 0 (all cores) to %d", maxThreads))
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	o.tier.add(cmd)
 	return cmd
+}
+
+// manifestSignatureFacts reads the manifest.sig.json beside the manifest
+// (if any) and, with mkeys, verifies the model's signature that those keys
+// can check (manifest.sig.json for Ed25519 keys, model.sig, OMS v1.0, for
+// ECDSA ones): what attest.VerifyRunWith checks the report's
+// manifest_signature claim against (the run records the DSSE form), and
+// the check line of the model's own signature ("" without mkeys).
+func manifestSignatureFacts(mdir string, manBytes []byte, mkeys []crypto.PublicKey) (attest.VerifyRunOptions, string, error) {
+	var opt attest.VerifyRunOptions
+	sig, err := jnf.ReadFileLimit(filepath.Join(mdir, verify.SignatureFile), jnf.MaxEnvelopeSize, verify.SignatureFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return opt, "", err
+	default:
+		opt.Signature.Envelope = sig
+	}
+	if len(mkeys) == 0 {
+		return opt, "", nil
+	}
+	for _, k := range mkeys {
+		ek, ok := k.(ed25519.PublicKey)
+		if !ok {
+			continue // an OMS key: the run's claim is about manifest.sig.json
+		}
+		kid, err := attest.KeyID(ek)
+		if err != nil {
+			return opt, "", fmt.Errorf("--manifest-pub: %w", err)
+		}
+		opt.Signature.TrustedKeyIDs = append(opt.Signature.TrustedKeyIDs, kid)
+	}
+	ms, err := manifestSignatureFor(mdir, mkeys)
+	if err != nil {
+		return opt, "", err
+	}
+	mr, err := attest.VerifyManifestBytesAny(manBytes, ms.Data, "", mkeys)
+	if err != nil {
+		return opt, "", fmt.Errorf("the model's signature: %w", err)
+	}
+	what := "the model's manifest signature"
+	if ms.Form == attest.FormOMS {
+		what = "the model's OMS v1.0 signature (model.sig, manifest.json and every file it names)"
+	} else {
+		opt.Signature.VerifiedKeyID, opt.Signature.VerifiedSubject = mr.KeyID, mr.MatchedSubject.Name
+	}
+	return opt, fmt.Sprintf("%s: keyid %s, model name %q", what, mr.KeyID, mr.MatchedSubject.Name), nil
 }
 
 func loadPubs(flag string, paths []string) ([]ed25519.PublicKey, error) {
@@ -407,11 +496,22 @@ func manifestSignatureFor(dir string, keys []crypto.PublicKey) (attest.ManifestS
 	return attest.ManifestSignature{}, fmt.Errorf("--manifest-pub: %s: %w", sigs[0].Path, attest.KeysFor(sigs[0].Form, keys))
 }
 
-// readEnvelope reads a report file (bounded) as a DSSE envelope.
+// readEnvelope reads a report file (bounded) as a DSSE envelope. A file
+// that is not a JSON object with the envelope's three members is the wrong
+// kind of input (exit 1); a malformed envelope is a verification failure.
 func readEnvelope(path string) (attest.Envelope, error) {
 	b, err := jnf.ReadFileLimit(path, jnf.MaxEnvelopeSize, "report")
 	if err != nil {
 		return attest.Envelope{}, err
+	}
+	var shape map[string]json.RawMessage
+	if err := json.Unmarshal(b, &shape); err != nil {
+		return attest.Envelope{}, fmt.Errorf("%s is not a run report: not a JSON object (a report is the DSSE envelope tarfa attest run writes)", path)
+	}
+	for _, k := range []string{"payloadType", "payload", "signatures"} {
+		if _, ok := shape[k]; !ok {
+			return attest.Envelope{}, fmt.Errorf("%s is not a run report: a JSON object without %q (a report is the DSSE envelope tarfa attest run writes)", path, k)
+		}
 	}
 	env, err := attest.ParseEnvelope(b)
 	if err != nil {
@@ -440,4 +540,12 @@ func loadManifestArg(p string) (*verify.Manifest, []byte, string, error) {
 		return nil, nil, "", fmt.Errorf("%s: %w", p, err)
 	}
 	return m, raw, filepath.Dir(p), nil
+}
+
+// nounCount is "1 prompt", "2 prompts".
+func nounCount(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -107,7 +107,7 @@ func TestAttestRunVerifyShow(t *testing.T) {
 	if _, err := runCLI(t, "", "attest", "verify", forged, "--pub", key+".pub", "--manifest", model); err != nil {
 		t.Errorf("forged routing, offline: %v", err)
 	}
-	if _, err := runCLI(t, "", "attest", "verify", forged, "--pub", key+".pub", "--model", model, "--replay"); exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "prompt 0 (routing digest)") {
+	if _, err := runCLI(t, "", "attest", "verify", forged, "--pub", key+".pub", "--model", model, "--replay"); exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "prompts[0].routing_digest") {
 		t.Errorf("forged routing, replay: exit %d, %v", exitCode(err), err)
 	}
 	// report show.

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/tarfa-ai/tarfa/attest"
@@ -83,8 +83,7 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 	tensors, bytes := r.Engine.Loaded()
 	p.Load = attest.RunLoad{Tensors: tensors, Bytes: bytes, Seconds: opt.LoadSeconds}
 	p.Hashed = map[jnf.Alg]int64{jnf.BLAKE3: bytes}
-	experts := map[ledger.ExpertKey]*ledger.ExpertUse{}
-	kper := map[int]map[int]int64{}
+	var totals attest.RunTotals
 	var runs []PromptRun
 	exact := true
 	for i, pl := range prompts {
@@ -119,29 +118,7 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 				TokensEqual: d.TokensEqual && d.PromptEqual && d.Compared == d.Steps, MaxAbs: d.MaxAbs}
 			exact = exact && rp.Golden.Exact
 		}
-		for _, u := range s.Experts {
-			k := ledger.ExpertKey{Layer: u.Layer, Expert: u.Expert}
-			e := experts[k]
-			if e == nil {
-				c := u
-				c.Uses = map[ledger.Tier]int64{}
-				e = &c
-				e.Tokens = 0
-				experts[k] = e
-			}
-			e.Tokens += u.Tokens
-			for t, n := range u.Uses {
-				e.Uses[t] += n
-			}
-		}
-		for _, lk := range s.KPerLayer {
-			if kper[lk.Layer] == nil {
-				kper[lk.Layer] = map[int]int64{}
-			}
-			for k, n := range lk.K {
-				kper[lk.Layer][k] += n
-			}
-		}
+		totals.Add(&s)
 		for a, n := range s.BytesHashed {
 			p.Hashed[a] += n
 		}
@@ -151,17 +128,7 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 			opt.OnPrompt(i, rp)
 		}
 	}
-	for _, e := range experts {
-		p.Experts = append(p.Experts, *e)
-	}
-	sort.Slice(p.Experts, func(i, j int) bool {
-		a, b := p.Experts[i], p.Experts[j]
-		return a.Layer < b.Layer || a.Layer == b.Layer && a.Expert < b.Expert
-	})
-	for l, k := range kper {
-		p.KPerLayer = append(p.KPerLayer, ledger.LayerK{Layer: l, K: k})
-	}
-	sort.Slice(p.KPerLayer, func(i, j int) bool { return p.KPerLayer[i].Layer < p.KPerLayer[j].Layer })
+	p.Experts, p.KPerLayer = totals.Experts(), totals.KPerLayer()
 	if opt.Golden != nil {
 		p.Golden = &attest.RunGolden{ID: opt.Golden.ID(), Exact: exact}
 	}
@@ -265,41 +232,95 @@ func manifestSignature(dir string, opt AttestOptions) (attest.RunManifestSignatu
 
 // ReplayDiff is how one prompt's replay compares with a run report.
 type ReplayDiff struct {
-	Index     int      `json:"index"`
-	Exact     bool     `json:"exact"`
-	Differ    []string `json:"differ,omitempty"` // what differs: tokens, logits chain, routing, transcript
+	Index int  `json:"index"`
+	Exact bool `json:"exact"`
+	// Differ names the prompt's fields that differ (generated,
+	// stop_reason, logits_chain, routing_digest, routing_entries,
+	// transcript, experts_used, golden).
+	Differ    []string `json:"differ,omitempty"`
 	Generated []int    `json:"generated"`
 }
 
+// ReplayOptions configures ReplayRun.
+type ReplayOptions struct {
+	// Golden, if set, is the golden record the report names: the replay
+	// compares every prompt with it (the runs of GoldenRuns) and the
+	// report's golden verdicts must be what that comparison gives.
+	Golden     *golden.Golden
+	GoldenRuns []golden.Run
+}
+
+// Replay is a run report replayed.
+type Replay struct {
+	// Prompts are the per-prompt comparisons, in order.
+	Prompts []ReplayDiff `json:"prompts"`
+	// Differences are every claim the replay did not re-derive, run-level
+	// (experts, k_per_layer, golden, the model) and per prompt, each with
+	// its first differing item; empty when the replay re-derives the
+	// report.
+	Differences []attest.Difference `json:"differences,omitempty"`
+	// Predicate is what the replay produced.
+	Predicate *attest.RunPredicate `json:"-"`
+}
+
+// Exact reports whether the replay re-derived every claim it compares.
+func (r *Replay) Exact() bool { return len(r.Differences) == 0 }
+
 // ReplayRun re-runs every prompt of a (verified) run predicate on this
-// model with the report's tokens and settings and compares the generated
-// tokens, the logits chain, the routing chain and the transcript digest
-// bit for bit.
-func (r *Runner) ReplayRun(ctx context.Context, p *attest.RunPredicate) ([]ReplayDiff, error) {
+// model with the report's tokens and settings, through AttestRun (so the
+// replay computes the report the same way the run did), and compares
+// everything the run computed (attest.CompareRuns): every prompt's
+// generated tokens, stop reason, logits chain, routing digest and entries,
+// transcript and experts_used, the run's experts list (layer, expert,
+// digest, token slots) and k per layer, and with opt.Golden the golden
+// verdicts. A report that names another golden record than opt.Golden
+// differs in "golden.id"; one whose prompts are not that record's, in
+// "prompts[i]".
+func (r *Runner) ReplayRun(ctx context.Context, p *attest.RunPredicate, opt ReplayOptions) (*Replay, error) {
 	if root := r.Checkpoint.Root(); !root.Equal(p.Model.Root) {
 		return nil, fmt.Errorf("the report is for the model with root %s, %s has root %s: %w", p.Model.Root.Hex(), r.Dir, root.Hex(), jnf.ErrVerification)
 	}
-	var out []ReplayDiff
-	for _, pr := range p.Prompts {
-		run, err := r.GenerateLedger(ctx, pr.PromptTokens, pr.MaxTokens, pr.Stop, pr.Sampling)
-		if err != nil {
-			return nil, fmt.Errorf("prompt %d: %w", pr.Index, err)
+	prompts := make([]golden.Prompt, len(p.Prompts))
+	for i, pr := range p.Prompts {
+		prompts[i] = golden.Prompt{Line: i + 1, Source: pr.Source, Tokens: pr.PromptTokens, MaxTokens: pr.MaxTokens,
+			Stop: append([]int{}, pr.Stop...), Sampling: pr.Sampling}
+	}
+	var pre []attest.Difference
+	aopt := AttestOptions{}
+	if g := opt.Golden; g != nil {
+		switch {
+		case p.Golden == nil:
+			return nil, fmt.Errorf("the report names no golden record to compare with")
+		case len(opt.GoldenRuns) != len(prompts):
+			pre = append(pre, attest.Difference{Field: "golden", Prompt: -1, Claimed: fmt.Sprintf("%d prompts", len(prompts)),
+				Replayed: fmt.Sprintf("the golden record has %d", len(opt.GoldenRuns))})
+		default:
+			aopt.Golden, aopt.GoldenRuns = g, opt.GoldenRuns
+			for i, pl := range prompts {
+				gr := &opt.GoldenRuns[i]
+				if !slices.Equal(gr.PromptTokens, pl.Tokens) || !slices.Equal(gr.Stop, pl.Stop) || gr.MaxTokens != pl.MaxTokens || gr.Sampling != pl.Sampling {
+					pre = append(pre, attest.Difference{Field: fmt.Sprintf("prompts[%d]", i), Prompt: i, Claimed: "the report's prompt",
+						Replayed: fmt.Sprintf("the golden record's prompt %d differs (tokens, stop, max_tokens or sampling)", i)})
+					aopt.Golden, aopt.GoldenRuns = nil, nil
+					break
+				}
+			}
 		}
-		d := ReplayDiff{Index: pr.Index, Generated: run.Run.Generated}
-		if !slices.Equal(run.Run.Generated, pr.Generated) {
-			d.Differ = append(d.Differ, "generated tokens")
-		}
-		if run.Ledger.LogitsChain != pr.LogitsChain {
-			d.Differ = append(d.Differ, "logits chain")
-		}
-		if run.Ledger.RoutingDigest != pr.RoutingDigest || run.Ledger.RoutingEntries != pr.RoutingEntries {
-			d.Differ = append(d.Differ, "routing digest")
-		}
-		if t := attest.TranscriptDigest(r.Checkpoint.Root(), pr.PromptTokens, run.Run.Generated); !t.Equal(pr.Transcript) {
-			d.Differ = append(d.Differ, "transcript")
+	}
+	q, runs, err := r.AttestRun(ctx, prompts, aopt)
+	if err != nil {
+		return nil, err
+	}
+	out := &Replay{Predicate: q, Differences: append(pre, attest.CompareRuns(p, q)...)}
+	for i, pr := range p.Prompts {
+		d := ReplayDiff{Index: pr.Index, Generated: runs[i].Run.Generated}
+		for _, df := range out.Differences {
+			if df.Prompt == pr.Index {
+				d.Differ = append(d.Differ, strings.TrimPrefix(df.Field, fmt.Sprintf("prompts[%d].", pr.Index)))
+			}
 		}
 		d.Exact = len(d.Differ) == 0
-		out = append(out, d)
+		out.Prompts = append(out.Prompts, d)
 	}
 	return out, nil
 }

@@ -10,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/attest"
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/backendtest"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
 )
 
@@ -69,15 +71,13 @@ func TestAttestRunSignVerifyReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		diffs, err := r2.ReplayRun(context.Background(), &res.Predicate)
+		rep, err := r2.ReplayRun(context.Background(), &res.Predicate, ReplayOptions{Golden: g, GoldenRuns: gruns})
 		r2.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range diffs {
-			if !d.Exact {
-				t.Errorf("%d threads: prompt %d replays with differences %v", th, d.Index, d.Differ)
-			}
+		if !rep.Exact() || len(rep.Prompts) != 3 {
+			t.Errorf("%d threads: the replay differs: %v", th, rep.Differences)
 		}
 	}
 	// A forged report (routing digest or a token changed, transcript
@@ -105,12 +105,45 @@ func TestAttestRunSignVerifyReplay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		diffs, err := r.ReplayRun(context.Background(), &res.Predicate)
+		rep, err := r.ReplayRun(context.Background(), &res.Predicate, ReplayOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diffs[0].Exact != true || diffs[1].Exact || len(diffs[1].Differ) == 0 {
-			t.Errorf("%s forged: replay %+v", name, diffs)
+		if diffs := rep.Prompts; diffs[0].Exact != true || diffs[1].Exact || len(diffs[1].Differ) == 0 || rep.Exact() {
+			t.Errorf("%s forged: replay %+v", name, rep)
+		}
+	}
+	// The replay compares every field itself, also those the offline
+	// checks refuse first: each lie below is told straight to ReplayRun.
+	for _, c := range []struct {
+		field string
+		edit  func(*attest.RunPredicate)
+	}{
+		{"k_per_layer", func(q *attest.RunPredicate) {
+			q.KPerLayer = append([]ledger.LayerK(nil), q.KPerLayer...)
+			q.KPerLayer[1] = ledger.LayerK{Layer: q.KPerLayer[1].Layer, K: map[int]int64{1: 3}}
+		}},
+		{"experts", func(q *attest.RunPredicate) {
+			q.Experts = append([]ledger.ExpertUse(nil), q.Experts...)
+			q.Experts[0].Tokens = 1
+		}},
+		{"prompts[2].stop_reason", func(q *attest.RunPredicate) { q.Prompts[2].StopReason = "eos" }},
+		{"prompts[0].routing_entries", func(q *attest.RunPredicate) { q.Prompts[0].RoutingEntries++ }},
+		{"mode", func(q *attest.RunPredicate) { q.Mode = ledger.ModeFast }},
+	} {
+		q := res.Predicate
+		q.Golden = nil
+		q.Prompts = append([]attest.RunPrompt(nil), res.Predicate.Prompts...)
+		for i := range q.Prompts {
+			q.Prompts[i].Golden = nil
+		}
+		c.edit(&q)
+		rep, err := r.ReplayRun(context.Background(), &q, ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Differences) != 1 || rep.Differences[0].Field != c.field {
+			t.Errorf("%s told to the replay: differences %v", c.field, rep.Differences)
 		}
 	}
 }
@@ -200,5 +233,14 @@ func TestAttestRunDeviceIntegrity(t *testing.T) {
 		if !dev && (in.DeviceVerify || in.DeviceVerifiedBytes != 0 || in.DeviceScrubbedBytes != 0) {
 			t.Errorf("cpu backend: integrity %+v; want no device verification", in)
 		}
+	}
+}
+
+// TestStopReasonNames: a run report's stop reasons are the engine's and the
+// scheduler's names, so the offline check of stop_reason knows every one.
+func TestStopReasonNames(t *testing.T) {
+	if attest.StopToken != engine.StopToken || attest.StopLength != engine.StopLength || attest.StopSequence != StopSequence {
+		t.Errorf("attest's stop reasons %q, %q, %q; the engine's %q, %q, the scheduler's %q",
+			attest.StopToken, attest.StopLength, attest.StopSequence, engine.StopToken, engine.StopLength, StopSequence)
 	}
 }
