@@ -14,7 +14,7 @@ import (
 //	go build -ldflags "-X main.version=0.1.0 -X main.commit=$(git rev-parse HEAD)" ./cmd/tarfa
 //
 // Without -X main.commit the commit comes from the Go toolchain's VCS
-// stamping (absent under go run and -buildvcs=false) or from the module's
+// stamping (absent under go run, -buildvcs=false and in a git worktree) or from the module's
 // pseudo-version (go install …@COMMIT); when neither has it, version says
 // so and how to get it.
 var (
@@ -73,8 +73,10 @@ func gitCommit() string {
 }
 
 // noVCS is why the commit is unknown in a build without VCS information.
-const noVCS = "built without VCS information (go run, -buildvcs=false in go env GOFLAGS, or outside a git clone); " +
-	"go build -buildvcs=true ./cmd/tarfa in a clone records it"
+// Go stamps neither go run nor a git worktree (a .git file, not a
+// directory: cmd/go's VCS lookup wants the directory).
+const noVCS = "built without VCS information (go run, -buildvcs=false in go env GOFLAGS, a git worktree, or outside a git clone); " +
+	`go build -buildvcs=true ./cmd/tarfa in a clone records it, -ldflags "-X main.commit=$(git rev-parse HEAD)" anywhere`
 
 // commitInfo is the commit the binary was built from: -X main.commit,
 // else the VCS revision the Go toolchain recorded (with -dirty for

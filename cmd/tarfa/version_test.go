@@ -29,7 +29,8 @@ func TestVersionWithoutVCS(t *testing.T) {
 	}
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, err := runCLI(t, "", args...)
-		want := "tarfa " + version + " (commit unknown: built without VCS information (go run, -buildvcs=false in go env GOFLAGS, or outside a git clone); go build -buildvcs=true ./cmd/tarfa in a clone records it)\n"
+		want := "tarfa " + version + " (commit unknown: built without VCS information (go run, -buildvcs=false in go env GOFLAGS, a git worktree, or outside a git clone); " +
+			`go build -buildvcs=true ./cmd/tarfa in a clone records it, -ldflags "-X main.commit=$(git rev-parse HEAD)" anywhere)` + "\n"
 		if err != nil || out != want {
 			t.Errorf("%v: %q %v, want %q", args, out, err, want)
 		}
