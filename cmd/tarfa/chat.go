@@ -2,24 +2,26 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/openai"
 	"github.com/tarfa-ai/tarfa/server"
 )
 
@@ -95,9 +97,11 @@ session; Ctrl-D (or Ctrl-C) at the prompt, or /quit, leaves. Commands:
 	return cmd
 }
 
-// chatSession is one conversation.
+// chatSession is one conversation. It speaks the OpenAI API over plain
+// net/http with the server's own wire types (package openai): the SDK
+// (github.com/openai/openai-go) is only the tests' oracle client, so
+// building tarfa does not compile it.
 type chatSession struct {
-	client openai.Client
 	hc     *http.Client
 	base   string
 	apiKey string
@@ -108,7 +112,7 @@ type chatSession struct {
 	sendMax bool
 	out     io.Writer
 	system  string
-	history []openai.ChatCompletionMessageParamUnion
+	history []chatTurn
 
 	// totals and the last reply, for /stats
 	replies, tokens int
@@ -145,7 +149,12 @@ func runChat(cmd *cobra.Command, o *chatOptions) error {
 			return err
 		}
 		defer sched.Close()
-		srv, err := server.New(server.Options{ModelName: "local", DefaultMaxTokens: o.maxTokens})
+		// Named as tarfa serve names it.
+		name := "tarfa-default"
+		if o.model != "" {
+			name = filepath.Base(filepath.Clean(o.model))
+		}
+		srv, err := server.New(server.Options{ModelName: name, DefaultMaxTokens: o.maxTokens})
 		if err != nil {
 			return err
 		}
@@ -154,22 +163,19 @@ func runChat(cmd *cobra.Command, o *chatOptions) error {
 		defer stop()
 		s.base, s.hc = "http://tarfa.in-process", hc
 	}
-	opts := []option.RequestOption{option.WithBaseURL(s.base + "/v1/"), option.WithHTTPClient(s.hc), option.WithMaxRetries(0),
-		option.WithAPIKey(orDefault(s.apiKey, "none"))}
-	s.client = openai.NewClient(opts...)
-	page, err := s.client.Models.List(cmd.Context())
-	if err != nil {
+	var models openai.ModelList
+	if err := s.getJSON(cmd.Context(), "/v1/models", &models); err != nil {
 		return fmt.Errorf("listing the models at %s: %w", s.base, err)
 	}
-	if len(page.Data) == 0 {
+	if len(models.Data) == 0 {
 		return fmt.Errorf("%s serves no model", s.base)
 	}
-	s.model = page.Data[0].ID
-	where := "local, in-process"
+	s.model = models.Data[0].ID
+	where := "in-process"
 	if o.url != "" {
-		where = o.url
+		where = "at " + o.url
 	}
-	fmt.Fprintf(stderr, "tarfa chat · %s (%s) · EXACT mode · /help for commands, Ctrl-D to leave\n", s.model, where)
+	fmt.Fprintf(stderr, "tarfa chat · EXACT mode · model %s %s · /help for commands, Ctrl-D to leave\n", s.model, where)
 
 	read, closeInput, err := s.input(cmd)
 	if err != nil {
@@ -258,12 +264,56 @@ func (s *chatSession) input(cmd *cobra.Command) (func() (string, error), func(),
 	}, func() {}, nil
 }
 
-func (s *chatSession) messages(user string) []openai.ChatCompletionMessageParamUnion {
-	var m []openai.ChatCompletionMessageParamUnion
+// chatTurn is a message of the conversation as a request sends it.
+type chatTurn struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// chatRequest is the body of the POST /v1/chat/completions that chat
+// sends: the members openai-go sent for the same parameters.
+type chatRequest struct {
+	Model         string            `json:"model"`
+	Messages      []chatTurn        `json:"messages"`
+	Temperature   float64           `json:"temperature"`
+	MaxTokens     *int              `json:"max_tokens,omitempty"`
+	Seed          *int64            `json:"seed,omitempty"`
+	Stream        bool              `json:"stream"`
+	StreamOptions chatStreamOptions `json:"stream_options"`
+}
+
+type chatStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatChunk is one event of a streamed reply: a chunk, whose "tarfa"
+// member (on the last chunks) is the attestation facts, or an error the
+// server sent in the stream.
+type chatChunk struct {
+	openai.ChatChunk
+	Tarfa *server.Tarfa `json:"tarfa"`
+	Error *openai.Error `json:"error"`
+}
+
+func (s *chatSession) messages(user string) []chatTurn {
+	var m []chatTurn
 	if s.system != "" {
-		m = append(m, openai.SystemMessage(s.system))
+		m = append(m, chatTurn{"system", s.system})
 	}
-	return append(append(m, s.history...), openai.UserMessage(user))
+	return append(append(m, s.history...), chatTurn{"user", user})
+}
+
+// request is the body of the request for the next reply.
+func (s *chatSession) request(user string) chatRequest {
+	req := chatRequest{Model: s.model, Messages: s.messages(user), Temperature: s.o.temperature, Stream: true,
+		StreamOptions: chatStreamOptions{IncludeUsage: true}}
+	if s.sendMax {
+		req.MaxTokens = &s.o.maxTokens
+	}
+	if s.o.temperature > 0 {
+		req.Seed = &s.o.seed
+	}
+	return req
 }
 
 // reply streams one reply; Ctrl-C stops it and keeps the session (the
@@ -273,62 +323,63 @@ func (s *chatSession) reply(ctx context.Context, user string) error {
 	defer cancel()
 	var interrupted atomic.Bool
 	defer takeInterrupts(func() { interrupted.Store(true); cancel() })()
-	params := openai.ChatCompletionNewParams{Model: s.model, Messages: s.messages(user),
-		Temperature: openai.Float(s.o.temperature), StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}}
-	if s.sendMax {
-		params.MaxTokens = openai.Int(int64(s.o.maxTokens))
-	}
-	if s.o.temperature > 0 {
-		params.Seed = openai.Int(s.o.seed)
-	}
-	var resp *http.Response
 	start := time.Now()
 	var first time.Time
-	st := s.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
 	var text strings.Builder
-	var usage openai.CompletionUsage
+	var usage openai.Usage
 	var tf *server.Tarfa
-	for st.Next() {
-		ch := st.Current()
-		for _, c := range ch.Choices {
-			if c.Delta.Content != "" {
-				if first.IsZero() {
-					first = time.Now()
-				}
-				text.WriteString(c.Delta.Content)
-				io.WriteString(s.out, c.Delta.Content)
-			}
-		}
-		if ch.Usage.TotalTokens > 0 {
-			usage = ch.Usage
-		}
-		if raw, ok := ch.JSON.ExtraFields["tarfa"]; ok {
-			var t server.Tarfa
-			if json.Unmarshal([]byte(raw.Raw()), &t) == nil {
-				tf = &t
-			}
-		}
-	}
-	err := st.Err()
 	mode := "exact"
-	if resp != nil {
+	err := func() error {
+		resp, err := s.do(ctx, "POST", "/v1/chat/completions", s.request(user))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
 		mode = orDefault(resp.Header.Get(server.HeaderMode), "unknown")
-	}
+		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+			return fmt.Errorf("POST /v1/chat/completions: the reply is %q, not a stream (text/event-stream)", resp.Header.Get("Content-Type"))
+		}
+		return readEvents(resp.Body, func(data []byte) error {
+			var ch chatChunk
+			if err := json.Unmarshal(data, &ch); err != nil {
+				return fmt.Errorf("POST /v1/chat/completions: a bad event in the stream: %v: %.200q", err, data)
+			}
+			if ch.Error != nil {
+				return fmt.Errorf("the server stopped the reply: %s", ch.Error.Message)
+			}
+			for _, c := range ch.Choices {
+				if c.Delta.Content != nil && *c.Delta.Content != "" {
+					if first.IsZero() {
+						first = time.Now()
+					}
+					text.WriteString(*c.Delta.Content)
+					io.WriteString(s.out, *c.Delta.Content)
+				}
+			}
+			if ch.Usage != nil && ch.Usage.TotalTokens > 0 {
+				usage = *ch.Usage
+			}
+			if ch.Tarfa != nil {
+				tf = ch.Tarfa
+			}
+			return nil
+		})
+	}()
 	s.lastMode = mode
 	if interrupted.Load() {
 		fmt.Fprintf(s.out, "\n[%s · interrupted: generation stopped]\n", mode)
 		if text.Len() > 0 {
-			s.history = append(s.history, openai.UserMessage(user), openai.AssistantMessage(text.String()))
+			s.history = append(s.history, chatTurn{"user", user}, chatTurn{"assistant", text.String()})
 		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	s.history = append(s.history, openai.UserMessage(user), openai.AssistantMessage(text.String()))
+	s.history = append(s.history, chatTurn{"user", user}, chatTurn{"assistant", text.String()})
 	dur := time.Since(start).Seconds()
 	s.replies++
-	s.tokens += int(usage.CompletionTokens)
+	s.tokens += usage.CompletionTokens
 	s.seconds += dur
 	s.lastTokS = 0
 	if n := usage.CompletionTokens; n > 1 && !first.IsZero() {
@@ -343,6 +394,122 @@ func (s *chatSession) reply(ctx context.Context, user string) error {
 	}
 	fmt.Fprintln(s.out, "\n"+line+"]")
 	return nil
+}
+
+// do sends a request (body, when not nil, as JSON) with the API key and
+// returns the response of status 200; any other status is an error
+// carrying the server's message (apiError).
+func (s *chatSession) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if s.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, s.apiError(method+" "+path, resp)
+	}
+	return resp, nil
+}
+
+// getJSON decodes the JSON (at most 1 MiB) of GET path into v.
+func (s *chatSession) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := s.do(ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: the reply is not the JSON wanted: %v", path, err)
+	}
+	return nil
+}
+
+// apiError is the error of a response of status other than 200: the
+// status and the message of the server's OpenAI-shaped error body
+// ({"error":{"message",…}}), or the start of the body when it has none;
+// a 401 says what to do about the API key.
+func (s *chatSession) apiError(what string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error *openai.Error `json:"error"`
+	}
+	msg := ""
+	if json.Unmarshal(b, &e) == nil && e.Error != nil && e.Error.Message != "" {
+		msg = e.Error.Message
+	} else if t := strings.TrimSpace(string(b)); t != "" {
+		msg = fmt.Sprintf("%.200q", t)
+	}
+	err := what + ": " + resp.Status
+	if msg != "" {
+		err += ": " + msg
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		if s.apiKey == "" {
+			err += " (the server wants an API key: pass --api-key-file FILE, the file its --api-key-file reads)"
+		} else {
+			err += fmt.Sprintf(" (the server refused the key in %s)", s.o.apiKeyFile)
+		}
+	}
+	return errors.New(err)
+}
+
+// readEvents calls fn with the data of each event of a server-sent event
+// stream (text/event-stream: "data:" lines, joined by newlines, up to an
+// empty line; comments and other fields are skipped) until the event
+// "[DONE]"; a stream that ends before it is an error.
+func readEvents(r io.Reader, fn func(data []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var data []byte
+	has := false
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if !has {
+				continue
+			}
+			if string(data) == "[DONE]" {
+				return nil
+			}
+			if err := fn(data); err != nil {
+				return err
+			}
+			data, has = data[:0], false
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if string(name) != "data" {
+			continue // a comment (":…"), event, id, retry
+		}
+		if has {
+			data = append(data, '\n')
+		}
+		data = append(data, bytes.TrimPrefix(value, []byte(" "))...)
+		has = true
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading the stream: %w", err)
+	}
+	return errors.New("the stream ended before its last event (data: [DONE])")
 }
 
 func short(h string) string { return h[:min(12, len(h))] }
@@ -371,21 +538,11 @@ func (s *chatSession) stats(ctx context.Context) {
 // metrics reads the server's /metrics into name{labels} → value (0 for
 // the ones not there).
 func (s *chatSession) metrics(ctx context.Context) (map[string]string, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", s.base+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	if s.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
-	}
-	resp, err := s.hc.Do(req)
+	resp, err := s.do(ctx, "GET", "/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
 	m := map[string]string{}
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 1<<20))
 	for sc.Scan() {

@@ -120,7 +120,7 @@ with status 130; a second Ctrl-C exits at once.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetVersionTemplate("tarfa {{.Version}} (commit " + gitCommit() + ")\n")
+	root.SetVersionTemplate(versionLine())
 	root.SetFlagErrorFunc(flagError)
 	root.AddGroup(
 		&cobra.Group{ID: "model", Title: "Models:"},

@@ -163,7 +163,7 @@ func TestChatPipes(t *testing.T) {
 	t.Cleanup(func() { pw.Close() }) // before start's cleanup waits for the child: its stdin copy ends
 	say := func(s string) { pw.Write([]byte(s + "\n")) }
 	waitFor(t, "the chat prompt", 60*time.Second, func() bool { return strings.Contains(p.stdout.String(), "[exact] you> ") })
-	if !strings.Contains(p.stderr.String(), "tarfa chat · local (local, in-process) · EXACT mode") {
+	if !strings.Contains(p.stderr.String(), "tarfa chat · EXACT mode · model tarfa-default in-process · /help for commands") {
 		t.Errorf("banner:\n%s", p.stderr.String())
 	}
 	// A reply to the end of the context takes seconds: interrupt it.
