@@ -512,13 +512,27 @@ type ChatLogprobs struct {
 	Refusal []TokenLogprob `json:"refusal"`
 }
 
-// Bytes is the "bytes" member: the token's UTF-8 bytes as integers.
+// Bytes is the "bytes" member of a token whose text is s: its UTF-8
+// bytes as integers. A token that stands for raw bytes which are not
+// valid UTF-8 alone (a byte-level BPE piece of a character) has them as
+// its bytes: see RawBytes.
 func Bytes(s string) []int {
 	b := make([]int, len(s))
 	for i := range len(s) {
 		b[i] = int(s[i])
 	}
 	return b
+}
+
+// RawBytes is the "bytes" member of a token that stands for the bytes b
+// (possibly part of a UTF-8 character): b as integers, so that the bytes
+// of a response's tokens, concatenated, are its text.
+func RawBytes(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
 }
 
 // Logprob converts a float32 log-probability for JSON; −∞ (a token the

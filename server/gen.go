@@ -305,13 +305,43 @@ func decodeAll(tok *tokenizer.Tokenizer, ids []int, skipSpecial bool) string {
 	return s
 }
 
-// tokenText is one token's text for logprobs.
+// tokenText is one token's text for logprobs: its bytes as UTF-8, a
+// byte that is not valid UTF-8 alone (a piece of a character split
+// across tokens) as U+FFFD.
 func tokenText(tok *tokenizer.Tokenizer, id int) string {
 	if tok == nil {
 		return strconv.Itoa(id)
 	}
 	s, _ := tok.Decode([]int{id})
 	return s
+}
+
+// tokenBytes is the "bytes" of a token's logprobs: the bytes it stands
+// for, raw (a byte-level piece of a character is that one byte, not the
+// UTF-8 of U+FFFD), so that a client rebuilds the text by concatenating
+// them.
+func tokenBytes(tok *tokenizer.Tokenizer, id int) []int {
+	if tok == nil {
+		return openai.Bytes(strconv.Itoa(id))
+	}
+	b, err := tok.Bytes(id)
+	if err != nil {
+		return []int{}
+	}
+	return openai.RawBytes(b)
+}
+
+// textBytes is how many bytes token id adds to a response's text (its raw
+// bytes; none for a special token, which the text leaves out).
+func textBytes(tok *tokenizer.Tokenizer, id int) int {
+	if tok == nil {
+		return len(strconv.Itoa(id))
+	}
+	if tok.IsSpecial(id) {
+		return 0
+	}
+	b, _ := tok.Bytes(id)
+	return len(b)
 }
 
 // finishReason is a choice's finish_reason: "tool_calls" once the
@@ -331,11 +361,9 @@ func finishReason(res runner.Result, out *textOut, calls int) string {
 func chatLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token) []openai.TokenLogprob {
 	out := make([]openai.TokenLogprob, 0, len(toks))
 	for _, t := range toks {
-		text := tokenText(tok, t.ID)
-		e := openai.TokenLogprob{Token: text, Logprob: openai.Logprob(t.Logprob), Bytes: openai.Bytes(text), TopLogprobs: []openai.TopLogprob{}}
+		e := openai.TokenLogprob{Token: tokenText(tok, t.ID), Logprob: openai.Logprob(t.Logprob), Bytes: tokenBytes(tok, t.ID), TopLogprobs: []openai.TopLogprob{}}
 		for _, a := range t.Top {
-			at := tokenText(tok, a.ID)
-			e.TopLogprobs = append(e.TopLogprobs, openai.TopLogprob{Token: at, Logprob: openai.Logprob(a.Logprob), Bytes: openai.Bytes(at)})
+			e.TopLogprobs = append(e.TopLogprobs, openai.TopLogprob{Token: tokenText(tok, a.ID), Logprob: openai.Logprob(a.Logprob), Bytes: tokenBytes(tok, a.ID)})
 		}
 		out = append(out, e)
 	}
@@ -343,8 +371,9 @@ func chatLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token) []openai.TokenL
 }
 
 // completionLogprobs converts logprobs to the legacy completions form;
-// offset is the text offset of the first token.
-func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset int) *openai.CompletionLogprobs {
+// offset is the text offset of the first token, in bytes of the text, and
+// the returned offset that of the token after the last.
+func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset int) (*openai.CompletionLogprobs, int) {
 	lp := &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	for _, t := range toks {
 		text := tokenText(tok, t.ID)
@@ -358,9 +387,9 @@ func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset in
 		}
 		lp.TopLogprobs = append(lp.TopLogprobs, top)
 		lp.TextOffset = append(lp.TextOffset, offset)
-		offset += len(text)
+		offset += textBytes(tok, t.ID)
 	}
-	return lp
+	return lp, offset
 }
 
 // generate runs one request and writes the response, whole or streamed.
@@ -399,7 +428,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, st *state, cha
 		syn = st.tools
 	}
 	g := &gen{s: s, w: w, r: r, st: st, chat: chat, p: p, id: id, created: time.Now().Unix(), stream: stream,
-		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, start: time.Now()}
+		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, offset: len(echo), start: time.Now()}
 	if p.Stream {
 		g.streamed()
 	} else {
@@ -424,6 +453,7 @@ type gen struct {
 	seed    uint64
 	echo    string
 	start   time.Time
+	offset  int // streamed completions: the text offset of the next token
 }
 
 // finish signs the response's report (with a key), counts it and returns
@@ -521,7 +551,7 @@ func (g *gen) whole() {
 		reason := finishReason(res, g.out, 0)
 		c := openai.CompletionChoice{Text: g.echo + text, FinishReason: &reason}
 		if g.p.Logprobs {
-			c.Logprobs = completionLogprobs(g.st.r.Tok, toks, len(g.echo))
+			c.Logprobs, _ = completionLogprobs(g.st.r.Tok, toks, len(g.echo))
 		}
 		b, _ = jsonMarshal(openai.Completion{ID: g.id, Object: "text_completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fingerprint(g.st), Choices: []openai.CompletionChoice{c}, Usage: usage, Tarfa: tf})
@@ -594,7 +624,7 @@ func (g *gen) streamed() {
 			c.Text = *text
 		}
 		if g.p.Logprobs && len(lp) > 0 {
-			c.Logprobs = completionLogprobs(g.st.r.Tok, lp, 0)
+			c.Logprobs, g.offset = completionLogprobs(g.st.r.Tok, lp, g.offset)
 		}
 		return openai.Completion{ID: g.id, Object: "text_completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fp, Choices: []openai.CompletionChoice{c}, Tarfa: ext}
