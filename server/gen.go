@@ -150,6 +150,7 @@ func (s *Server) request(st *state, p *openai.Params, ids []int) (runner.Request
 		if p.TopP < 1 {
 			g.TopP = float32(p.TopP)
 		}
+		g.TopK = p.TopK
 		if p.Seed != nil {
 			g.Seed = *p.Seed
 		} else {

@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,11 +141,38 @@ func New(opt Options) (*Server, error) {
 	mux.Handle("POST /v1/chat/completions", s.auth(s.ready(s.chat)))
 	mux.Handle("POST /v1/completions", s.auth(s.ready(s.completions)))
 	mux.Handle("GET /v1/attestations/{id}", s.auth(s.ready(s.attestation)))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, openai.Errorf(http.StatusNotFound, "", "unknown_url", "%s %s: no such endpoint", r.Method, r.URL.Path))
-	})
 	s.mux = mux
 	return s, nil
+}
+
+// probeMethods are the methods a wrong-method answer looks for.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// route serves r through the mux; a path the mux has no pattern for is
+// 404, and one it has only for other methods 405 with Allow, both as
+// OpenAI errors.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if _, pat := s.mux.Handler(r); pat != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pat := s.mux.Handler(probe); pat != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, openai.Errorf(http.StatusNotFound, "", "unknown_url", "%s %s: no such endpoint", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, openai.Errorf(http.StatusMethodNotAllowed, "", "method_not_allowed", "%s %s: method not allowed; this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
 }
 
 // Attach makes the server ready: r's model, generating through sched;
@@ -162,7 +190,7 @@ func (s *Server) Attach(r *runner.Runner, sched *runner.Scheduler, a runner.Atte
 }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.route) }
 
 // Shutdown stops taking requests (503 from now on), lets the queued and
 // in-flight ones finish until ctx is done, then ends the rest (their
