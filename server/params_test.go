@@ -156,7 +156,9 @@ func TestWrongMethod(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var e struct{ Error struct{ Message, Code string } }
+		var e struct {
+			Error struct{ Message, Code string }
+		}
 		json.Unmarshal(b, &e)
 		if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow || e.Error.Message == "" {
 			t.Errorf("%s %s: %d Allow %q %s, want %d Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), b, c.status, c.allow)
