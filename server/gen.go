@@ -37,14 +37,23 @@ type Tarfa struct {
 	Attestation string `json:"attestation"`
 	Signed      bool   `json:"signed"`
 	// ExpertsVerified counts the distinct routed experts the response's
-	// tokens were computed with; BytesVerified the bytes hashed for them
-	// while it ran (an expert shared within a batch step is hashed once,
-	// for one of the requests routed to it).
-	ExpertsVerified int    `json:"experts_verified"`
-	BytesVerified   int64  `json:"bytes_verified"`
-	LogitsChain     string `json:"logits_chain"`
-	Routing         string `json:"routing"`
-	RoutingEntries  int64  `json:"routing_entries"`
+	// tokens were computed with, each verified against the manifest:
+	// when the server loaded it (resident experts) or when it was read
+	// for this response.
+	ExpertsVerified int `json:"experts_verified"`
+	// BytesHashed is the bytes hashed for this response while it ran:
+	// experts read from storage and verified on the way (an expert shared
+	// within a batch step is hashed once, for one of the requests routed
+	// to it). 0 does not mean unverified: with every expert resident,
+	// each was verified when the server loaded it (the signed report's
+	// load section), and nothing needs re-hashing per request.
+	BytesHashed int64 `json:"bytes_hashed"`
+	// BytesVerified is BytesHashed under its old name, kept for clients
+	// that read it. Deprecated: read bytes_hashed.
+	BytesVerified  int64  `json:"bytes_verified"`
+	LogitsChain    string `json:"logits_chain"`
+	Routing        string `json:"routing"`
+	RoutingEntries int64  `json:"routing_entries"`
 	// Seed is the sampling seed (drawn at random when the request set none
 	// and sampled), so that the response can be reproduced.
 	Seed uint64 `json:"seed"`
@@ -462,7 +471,7 @@ type gen struct {
 func (g *gen) finish(res runner.Result) (*Tarfa, error) {
 	l := res.Ledger
 	t := &Tarfa{Mode: l.Mode, ManifestRoot: g.st.root, Attestation: g.id, ExpertsVerified: len(l.Experts),
-		BytesVerified: l.BytesHashed[jnf.BLAKE3], LogitsChain: l.LogitsChain, Routing: l.RoutingDigest, RoutingEntries: l.RoutingEntries, Seed: g.seed}
+		BytesHashed: l.BytesHashed[jnf.BLAKE3], BytesVerified: l.BytesHashed[jnf.BLAKE3], LogitsChain: l.LogitsChain, Routing: l.RoutingDigest, RoutingEntries: l.RoutingEntries, Seed: g.seed}
 	g.s.m.finished(res)
 	if g.s.opt.Signer == nil {
 		return t, nil

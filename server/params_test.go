@@ -229,3 +229,38 @@ func TestExpertsVerifiedDistinct(t *testing.T) {
 			h, c.Tarfa.ExpertsVerified, p.Prompts[0].ExpertsUsed, len(distinct), s.RoutingEntries, c.Tarfa.RoutingEntries)
 	}
 }
+
+// TestBytesHashed: the tarfa member's bytes_hashed (streamed and not) is
+// what the response's own signed report says was hashed for it while it
+// ran; bytes_verified, its old name, says the same.
+func TestBytesHashed(t *testing.T) {
+	f := newFixture(t, Options{}, runner.SchedOptions{})
+	for i := range 3 {
+		body := `{"model":"tarfa-test","prompt":"bytes","max_tokens":3,"temperature":0}`
+		var raw string
+		if i == 1 {
+			evs := f.events(t, "/v1/completions", strings.TrimSuffix(body, "}")+`,"stream":true}`)
+			raw = evs[len(evs)-1]
+		} else {
+			resp, b := f.post(t, "/v1/completions", body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			raw = string(b)
+		}
+		var c struct {
+			Tarfa map[string]any
+		}
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			t.Fatal(err)
+		}
+		hashed, ok := c.Tarfa["bytes_hashed"].(float64)
+		if !ok || c.Tarfa["bytes_verified"] != hashed {
+			t.Fatalf("response %d: tarfa member %v, want bytes_hashed (and bytes_verified equal to it)", i, c.Tarfa)
+		}
+		p := f.report(t, c.Tarfa["attestation"].(string))
+		if want := p.Prompts[0].Hashed["blake3"]; int64(hashed) != want {
+			t.Errorf("response %d: bytes_hashed %v, its report %d", i, hashed, want)
+		}
+	}
+}
