@@ -18,6 +18,14 @@
 // see HTTP trailers). With a signing key, GET /v1/attestations/{id}
 // returns the DSSE envelope of the response's run report, which `tarfa
 // attest verify` checks offline or by replay.
+//
+// # Limits and shutdown
+//
+// HTTPServer bounds the time headers take to arrive; readBody bounds a
+// body's size and time (413, 408). Shutdown drains: the listener stays
+// open, new requests get 503 and /health "draining", the requests in
+// flight finish; at its deadline the rest are cut, in bounded time
+// (ShutdownError). docs/serve.md describes all of it for users.
 package server
 
 import (
