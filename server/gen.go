@@ -499,7 +499,9 @@ func (g *gen) endError(err error) *openai.Error {
 	switch {
 	case g.r.Context().Err() != nil:
 		return nil
-	case errors.Is(err, runner.ErrClosed):
+	case errors.Is(err, runner.ErrClosed), g.s.closing.Load() && errors.Is(err, context.Canceled):
+		// Closing the scheduler ends its requests with ErrClosed, or, for
+		// those in the step it interrupts, with the step's cancellation.
 		return openai.Errorf(http.StatusServiceUnavailable, "", "shutting_down", "the server shut down before the response was complete")
 	default:
 		return openai.Errorf(http.StatusInternalServerError, "", "generation_failed", "generation failed: %v", err)
