@@ -32,6 +32,13 @@ const (
 	MaxCompLogprob = 5  // completions logprobs
 	MaxMessages    = 1024
 	MaxTools       = 128
+	MaxTopK        = 1 << 20 // top_k (more than any vocabulary: off)
+	// metadata: at most MaxMetadata pairs, keys of at most
+	// MaxMetadataKey bytes, string values of at most MaxMetadataValue
+	// (the OpenAI API's limits).
+	MaxMetadata      = 16
+	MaxMetadataKey   = 64
+	MaxMetadataValue = 512
 )
 
 // Error is an API error: the HTTP status and the body
@@ -87,9 +94,10 @@ type Params struct {
 	Model string
 	// MaxTokens is 0 when the request sets none (the server's default).
 	MaxTokens int
-	// Temperature (default 1), TopP (default 1, off); Seed is nil when the
-	// request sets none.
+	// Temperature (default 1), TopP (default 1, off), TopK (default 0,
+	// off); Seed is nil when the request sets none.
 	Temperature, TopP float64
+	TopK              int
 	Seed              *uint64
 	Stop              []string
 	Logprobs          bool
@@ -156,6 +164,7 @@ type common struct {
 	MaxTokens        *int            `json:"max_tokens"`
 	Temperature      *float64        `json:"temperature"`
 	TopP             *float64        `json:"top_p"`
+	TopK             *int            `json:"top_k"`
 	Seed             *int64          `json:"seed"`
 	Stop             json.RawMessage `json:"stop"`
 	N                *int            `json:"n"`
@@ -190,6 +199,13 @@ func (c *common) params(p *Params) *Error {
 			return badParam("top_p", "%g, want above 0 and at most 1", t)
 		}
 		p.TopP = *c.TopP
+	}
+	if c.TopK != nil {
+		// -1 is vLLM's "off", sent by clients that set it by default.
+		if k := *c.TopK; k < -1 || k > MaxTopK {
+			return badParam("top_k", "%d, want 1 to %d, or 0 or -1 (off)", k, MaxTopK)
+		}
+		p.TopK = max(*c.TopK, 0)
 	}
 	if c.Seed != nil {
 		if *c.Seed < 0 {
@@ -245,6 +261,54 @@ type chatRequest struct {
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
+	// Accepted at their neutral values only (noops).
+	ResponseFormat  json.RawMessage `json:"response_format"`
+	Store           *bool           `json:"store"`
+	Metadata        json.RawMessage `json:"metadata"`
+	ReasoningEffort *string         `json:"reasoning_effort"`
+	ServiceTier     *string         `json:"service_tier"`
+}
+
+// noops checks the chat parameters that frameworks send by default and
+// that change nothing at their neutral value: those are accepted (and
+// ignored); any other value would change what the response means, and is
+// refused naming the parameter.
+func (c *chatRequest) noops() *Error {
+	if rf := bytes.TrimSpace(c.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
+		var f struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(rf, &f); err != nil || f.Type == "" {
+			return badParam("response_format", `want {"type": "text"}`)
+		}
+		if f.Type != "text" {
+			return badParam("response_format", `type %q: not supported (the output is not constrained to a format); want {"type": "text"} or none`, f.Type)
+		}
+	}
+	if c.Store != nil && *c.Store {
+		return badParam("store", "true: this server stores no completions for later retrieval (with --key it keeps each response's signed report: GET /v1/attestations/{id}); want false or none")
+	}
+	if md := bytes.TrimSpace(c.Metadata); len(md) > 0 && string(md) != "null" {
+		var m map[string]string
+		if err := json.Unmarshal(md, &m); err != nil {
+			return badParam("metadata", "want an object of string values")
+		}
+		if len(m) > MaxMetadata {
+			return badParam("metadata", "%d pairs, want at most %d", len(m), MaxMetadata)
+		}
+		for k, v := range m {
+			if len(k) > MaxMetadataKey || len(v) > MaxMetadataValue {
+				return badParam("metadata", "key %.64q: want keys of at most %d bytes and values of at most %d", k, MaxMetadataKey, MaxMetadataValue)
+			}
+		}
+	}
+	if c.ReasoningEffort != nil && *c.ReasoningEffort != "medium" {
+		return badParam("reasoning_effort", `%q: not supported (the model reasons as its chat template has it); want "medium" (the default) or none`, *c.ReasoningEffort)
+	}
+	if c.ServiceTier != nil && *c.ServiceTier != "auto" && *c.ServiceTier != "default" {
+		return badParam("service_tier", `%q: this server has one tier; want "auto", "default" or none`, *c.ServiceTier)
+	}
+	return nil
 }
 
 // ParseChat parses and checks a chat completions request.
@@ -255,6 +319,9 @@ func ParseChat(body []byte) (*Params, *Error) {
 	}
 	p := &Params{}
 	if err := c.params(p); err != nil {
+		return nil, err
+	}
+	if err := c.noops(); err != nil {
 		return nil, err
 	}
 	if c.MaxCompletionTokens != nil {
@@ -521,13 +588,27 @@ type ChatLogprobs struct {
 	Refusal []TokenLogprob `json:"refusal"`
 }
 
-// Bytes is the "bytes" member: the token's UTF-8 bytes as integers.
+// Bytes is the "bytes" member of a token whose text is s: its UTF-8
+// bytes as integers. A token that stands for raw bytes which are not
+// valid UTF-8 alone (a byte-level BPE piece of a character) has them as
+// its bytes: see RawBytes.
 func Bytes(s string) []int {
 	b := make([]int, len(s))
 	for i := range len(s) {
 		b[i] = int(s[i])
 	}
 	return b
+}
+
+// RawBytes is the "bytes" member of a token that stands for the bytes b
+// (possibly part of a UTF-8 character): b as integers, so that the bytes
+// of a response's tokens, concatenated, are its text.
+func RawBytes(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
 }
 
 // Logprob converts a float32 log-probability for JSON; −∞ (a token the

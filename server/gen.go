@@ -37,14 +37,23 @@ type Tarfa struct {
 	Attestation string `json:"attestation"`
 	Signed      bool   `json:"signed"`
 	// ExpertsVerified counts the distinct routed experts the response's
-	// tokens were computed with; BytesVerified the bytes hashed for them
-	// while it ran (an expert shared within a batch step is hashed once,
-	// for one of the requests routed to it).
-	ExpertsVerified int    `json:"experts_verified"`
-	BytesVerified   int64  `json:"bytes_verified"`
-	LogitsChain     string `json:"logits_chain"`
-	Routing         string `json:"routing"`
-	RoutingEntries  int64  `json:"routing_entries"`
+	// tokens were computed with, each verified against the manifest:
+	// when the server loaded it (resident experts) or when it was read
+	// for this response.
+	ExpertsVerified int `json:"experts_verified"`
+	// BytesHashed is the bytes hashed for this response while it ran:
+	// experts read from storage and verified on the way (an expert shared
+	// within a batch step is hashed once, for one of the requests routed
+	// to it). 0 does not mean unverified: with every expert resident,
+	// each was verified when the server loaded it (the signed report's
+	// load section), and nothing needs re-hashing per request.
+	BytesHashed int64 `json:"bytes_hashed"`
+	// BytesVerified is BytesHashed under its old name, kept for clients
+	// that read it. Deprecated: read bytes_hashed.
+	BytesVerified  int64  `json:"bytes_verified"`
+	LogitsChain    string `json:"logits_chain"`
+	Routing        string `json:"routing"`
+	RoutingEntries int64  `json:"routing_entries"`
 	// Seed is the sampling seed (drawn at random when the request set none
 	// and sampled), so that the response can be reproduced.
 	Seed uint64 `json:"seed"`
@@ -150,6 +159,7 @@ func (s *Server) request(st *state, p *openai.Params, ids []int) (runner.Request
 		if p.TopP < 1 {
 			g.TopP = float32(p.TopP)
 		}
+		g.TopK = p.TopK
 		if p.Seed != nil {
 			g.Seed = *p.Seed
 		} else {
@@ -305,13 +315,43 @@ func decodeAll(tok *tokenizer.Tokenizer, ids []int, skipSpecial bool) string {
 	return s
 }
 
-// tokenText is one token's text for logprobs.
+// tokenText is one token's text for logprobs: its bytes as UTF-8, a
+// byte that is not valid UTF-8 alone (a piece of a character split
+// across tokens) as U+FFFD.
 func tokenText(tok *tokenizer.Tokenizer, id int) string {
 	if tok == nil {
 		return strconv.Itoa(id)
 	}
 	s, _ := tok.Decode([]int{id})
 	return s
+}
+
+// tokenBytes is the "bytes" of a token's logprobs: the bytes it stands
+// for, raw (a byte-level piece of a character is that one byte, not the
+// UTF-8 of U+FFFD), so that a client rebuilds the text by concatenating
+// them.
+func tokenBytes(tok *tokenizer.Tokenizer, id int) []int {
+	if tok == nil {
+		return openai.Bytes(strconv.Itoa(id))
+	}
+	b, err := tok.Bytes(id)
+	if err != nil {
+		return []int{}
+	}
+	return openai.RawBytes(b)
+}
+
+// textBytes is how many bytes token id adds to a response's text (its raw
+// bytes; none for a special token, which the text leaves out).
+func textBytes(tok *tokenizer.Tokenizer, id int) int {
+	if tok == nil {
+		return len(strconv.Itoa(id))
+	}
+	if tok.IsSpecial(id) {
+		return 0
+	}
+	b, _ := tok.Bytes(id)
+	return len(b)
 }
 
 // finishReason is a choice's finish_reason: "tool_calls" once the
@@ -331,11 +371,9 @@ func finishReason(res runner.Result, out *textOut, calls int) string {
 func chatLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token) []openai.TokenLogprob {
 	out := make([]openai.TokenLogprob, 0, len(toks))
 	for _, t := range toks {
-		text := tokenText(tok, t.ID)
-		e := openai.TokenLogprob{Token: text, Logprob: openai.Logprob(t.Logprob), Bytes: openai.Bytes(text), TopLogprobs: []openai.TopLogprob{}}
+		e := openai.TokenLogprob{Token: tokenText(tok, t.ID), Logprob: openai.Logprob(t.Logprob), Bytes: tokenBytes(tok, t.ID), TopLogprobs: []openai.TopLogprob{}}
 		for _, a := range t.Top {
-			at := tokenText(tok, a.ID)
-			e.TopLogprobs = append(e.TopLogprobs, openai.TopLogprob{Token: at, Logprob: openai.Logprob(a.Logprob), Bytes: openai.Bytes(at)})
+			e.TopLogprobs = append(e.TopLogprobs, openai.TopLogprob{Token: tokenText(tok, a.ID), Logprob: openai.Logprob(a.Logprob), Bytes: tokenBytes(tok, a.ID)})
 		}
 		out = append(out, e)
 	}
@@ -343,8 +381,9 @@ func chatLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token) []openai.TokenL
 }
 
 // completionLogprobs converts logprobs to the legacy completions form;
-// offset is the text offset of the first token.
-func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset int) *openai.CompletionLogprobs {
+// offset is the text offset of the first token, in bytes of the text, and
+// the returned offset that of the token after the last.
+func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset int) (*openai.CompletionLogprobs, int) {
 	lp := &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	for _, t := range toks {
 		text := tokenText(tok, t.ID)
@@ -358,9 +397,9 @@ func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset in
 		}
 		lp.TopLogprobs = append(lp.TopLogprobs, top)
 		lp.TextOffset = append(lp.TextOffset, offset)
-		offset += len(text)
+		offset += textBytes(tok, t.ID)
 	}
-	return lp
+	return lp, offset
 }
 
 // generate runs one request and writes the response, whole or streamed.
@@ -399,7 +438,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, st *state, cha
 		syn = st.tools
 	}
 	g := &gen{s: s, w: w, r: r, st: st, chat: chat, p: p, id: id, created: time.Now().Unix(), stream: stream,
-		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, start: time.Now()}
+		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, offset: len(echo), start: time.Now()}
 	if p.Stream {
 		g.streamed()
 	} else {
@@ -424,6 +463,7 @@ type gen struct {
 	seed    uint64
 	echo    string
 	start   time.Time
+	offset  int // streamed completions: the text offset of the next token
 }
 
 // finish signs the response's report (with a key), counts it and returns
@@ -431,7 +471,7 @@ type gen struct {
 func (g *gen) finish(res runner.Result) (*Tarfa, error) {
 	l := res.Ledger
 	t := &Tarfa{Mode: l.Mode, ManifestRoot: g.st.root, Attestation: g.id, ExpertsVerified: len(l.Experts),
-		BytesVerified: l.BytesHashed[jnf.BLAKE3], LogitsChain: l.LogitsChain, Routing: l.RoutingDigest, RoutingEntries: l.RoutingEntries, Seed: g.seed}
+		BytesHashed: l.BytesHashed[jnf.BLAKE3], BytesVerified: l.BytesHashed[jnf.BLAKE3], LogitsChain: l.LogitsChain, Routing: l.RoutingDigest, RoutingEntries: l.RoutingEntries, Seed: g.seed}
 	g.s.m.finished(res)
 	if g.s.opt.Signer == nil {
 		return t, nil
@@ -459,7 +499,9 @@ func (g *gen) endError(err error) *openai.Error {
 	switch {
 	case g.r.Context().Err() != nil:
 		return nil
-	case errors.Is(err, runner.ErrClosed):
+	case errors.Is(err, runner.ErrClosed), g.s.closing.Load() && errors.Is(err, context.Canceled):
+		// Closing the scheduler ends its requests with ErrClosed, or, for
+		// those in the step it interrupts, with the step's cancellation.
 		return openai.Errorf(http.StatusServiceUnavailable, "", "shutting_down", "the server shut down before the response was complete")
 	default:
 		return openai.Errorf(http.StatusInternalServerError, "", "generation_failed", "generation failed: %v", err)
@@ -521,7 +563,7 @@ func (g *gen) whole() {
 		reason := finishReason(res, g.out, 0)
 		c := openai.CompletionChoice{Text: g.echo + text, FinishReason: &reason}
 		if g.p.Logprobs {
-			c.Logprobs = completionLogprobs(g.st.r.Tok, toks, len(g.echo))
+			c.Logprobs, _ = completionLogprobs(g.st.r.Tok, toks, len(g.echo))
 		}
 		b, _ = jsonMarshal(openai.Completion{ID: g.id, Object: "text_completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fingerprint(g.st), Choices: []openai.CompletionChoice{c}, Usage: usage, Tarfa: tf})
@@ -594,7 +636,7 @@ func (g *gen) streamed() {
 			c.Text = *text
 		}
 		if g.p.Logprobs && len(lp) > 0 {
-			c.Logprobs = completionLogprobs(g.st.r.Tok, lp, 0)
+			c.Logprobs, g.offset = completionLogprobs(g.st.r.Tok, lp, g.offset)
 		}
 		return openai.Completion{ID: g.id, Object: "text_completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fp, Choices: []openai.CompletionChoice{c}, Tarfa: ext}

@@ -18,6 +18,14 @@
 // see HTTP trailers). With a signing key, GET /v1/attestations/{id}
 // returns the DSSE envelope of the response's run report, which `tarfa
 // attest verify` checks offline or by replay.
+//
+// # Limits and shutdown
+//
+// HTTPServer bounds the time headers take to arrive; readBody bounds a
+// body's size and time (413, 408). Shutdown drains: the listener stays
+// open, new requests get 503 and /health "draining", the requests in
+// flight finish; at its deadline the rest are cut, in bounded time
+// (ShutdownError). docs/serve.md describes all of it for users.
 package server
 
 import (
@@ -29,8 +37,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,10 +62,18 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultMaxBody         = 1 << 20
-	DefaultMaxTokens       = 256
-	DefaultMaxAttestations = 1024
+	DefaultMaxBody           = 1 << 20
+	DefaultMaxTokens         = 256
+	DefaultMaxAttestations   = 1024
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
 )
+
+// cutGrace is how long Shutdown waits, once it has cut the requests left
+// at its deadline, for their handlers to end (twice: before and after
+// closing their connections).
+const cutGrace = 5 * time.Second
 
 // Options configures a Server.
 type Options struct {
@@ -78,6 +97,15 @@ type Options struct {
 	// Logger receives one line per request (never prompts or outputs);
 	// nil: none.
 	Logger *slog.Logger
+	// BodyTimeout bounds the time a request body takes to arrive once
+	// its headers have (default DefaultBodyTimeout); a slower one gets
+	// 408 and its connection is closed.
+	BodyTimeout time.Duration
+	// ReadHeaderTimeout bounds the time a request's headers take to
+	// arrive and IdleTimeout how long a kept-alive connection waits for
+	// the next request, in the http.Server that HTTPServer returns
+	// (defaults DefaultReadHeaderTimeout, DefaultIdleTimeout).
+	ReadHeaderTimeout, IdleTimeout time.Duration
 }
 
 // Server serves one model. Its handler answers 503 until Attach hands it
@@ -89,6 +117,16 @@ type Server struct {
 	state   atomic.Pointer[state]
 	closing atomic.Bool
 	created int64
+	hs      *http.Server // HTTPServer's, if made
+	// grace is cutGrace (shorter in tests).
+	grace time.Duration
+
+	// flightMu guards inFlight, the requests past ready (being read,
+	// generated or written), and idle, closed when it drops to 0 once
+	// closing is set.
+	flightMu sync.Mutex
+	inFlight int
+	idle     chan struct{}
 
 	attMu   sync.Mutex
 	att     map[string][]byte
@@ -127,10 +165,22 @@ func New(opt Options) (*Server, error) {
 	if opt.MaxAttestations == 0 {
 		opt.MaxAttestations = DefaultMaxAttestations
 	}
+	if opt.BodyTimeout == 0 {
+		opt.BodyTimeout = DefaultBodyTimeout
+	}
+	if opt.ReadHeaderTimeout == 0 {
+		opt.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if opt.IdleTimeout == 0 {
+		opt.IdleTimeout = DefaultIdleTimeout
+	}
 	if opt.MaxBody < 1 || opt.DefaultMaxTokens < 1 || opt.MaxAttestations < 1 {
 		return nil, fmt.Errorf("server: MaxBody %d, DefaultMaxTokens %d, MaxAttestations %d: want each at least 1", opt.MaxBody, opt.DefaultMaxTokens, opt.MaxAttestations)
 	}
-	s := &Server{opt: opt, created: time.Now().Unix(), att: map[string][]byte{}}
+	if opt.BodyTimeout < 0 || opt.ReadHeaderTimeout < 0 || opt.IdleTimeout < 0 {
+		return nil, fmt.Errorf("server: BodyTimeout %s, ReadHeaderTimeout %s, IdleTimeout %s: want each above 0", opt.BodyTimeout, opt.ReadHeaderTimeout, opt.IdleTimeout)
+	}
+	s := &Server{opt: opt, created: time.Now().Unix(), att: map[string][]byte{}, grace: cutGrace, idle: make(chan struct{})}
 	s.m = newMetrics(s)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
@@ -140,11 +190,38 @@ func New(opt Options) (*Server, error) {
 	mux.Handle("POST /v1/chat/completions", s.auth(s.ready(s.chat)))
 	mux.Handle("POST /v1/completions", s.auth(s.ready(s.completions)))
 	mux.Handle("GET /v1/attestations/{id}", s.auth(s.ready(s.attestation)))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, openai.Errorf(http.StatusNotFound, "", "unknown_url", "%s %s: no such endpoint", r.Method, r.URL.Path))
-	})
 	s.mux = mux
 	return s, nil
+}
+
+// probeMethods are the methods a wrong-method answer looks for.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// route serves r through the mux; a path the mux has no pattern for is
+// 404, and one it has only for other methods 405 with Allow, both as
+// OpenAI errors.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if _, pat := s.mux.Handler(r); pat != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pat := s.mux.Handler(probe); pat != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, openai.Errorf(http.StatusNotFound, "", "unknown_url", "%s %s: no such endpoint", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, openai.Errorf(http.StatusMethodNotAllowed, "", "method_not_allowed", "%s %s: method not allowed; this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
 }
 
 // Attach makes the server ready: r's model, generating through sched;
@@ -162,28 +239,178 @@ func (s *Server) Attach(r *runner.Runner, sched *runner.Scheduler, a runner.Atte
 }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.route) }
 
-// Shutdown stops taking requests (503 from now on), lets the queued and
-// in-flight ones finish until ctx is done, then ends the rest (their
-// streams end with an error event) and returns ctx's error if it had to.
-// The scheduler is closed either way.
+// HTTPServer returns the http.Server to serve the handler with: its
+// timeouts are those of Options, and Shutdown drains and closes it.
+// errorLog may be nil.
+func (s *Server) HTTPServer(errorLog *log.Logger) *http.Server {
+	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.opt.ReadHeaderTimeout, IdleTimeout: s.opt.IdleTimeout, ErrorLog: errorLog}
+	return s.hs
+}
+
+// ShutdownError is what Shutdown returns when its deadline came before
+// every request had been answered.
+type ShutdownError struct {
+	// Cut is how many requests were still in flight at the deadline;
+	// they were ended (a stream with an error event) and their
+	// connections closed. Stuck is how many of them had still not ended
+	// after that (Shutdown waited 2 × its grace for them), and
+	// SchedulerStuck says whether the scheduler's loop had not stopped
+	// either (a step that did not return): the runner must then not be
+	// closed, only the process ended.
+	Cut, Stuck     int
+	SchedulerStuck bool
+	Err            error // the context's error
+}
+
+func (e *ShutdownError) Error() string {
+	msg := fmt.Sprintf("%d in-flight %s cut", e.Cut, plural(e.Cut, "response was", "responses were"))
+	if e.Stuck > 0 {
+		msg += fmt.Sprintf("; %d still had not ended after their connections were closed", e.Stuck)
+	}
+	if e.SchedulerStuck {
+		msg += "; the generation loop had not stopped"
+	}
+	return msg
+}
+
+func (e *ShutdownError) Unwrap() error { return e.Err }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Shutdown drains the server. It stops taking requests at once — every
+// new one gets 503 (shutting_down, Retry-After) and /health says
+// "draining" with 503, while the listener stays open and connections are
+// no longer kept alive — and waits until the requests in flight (queued,
+// generating or being written, streams included) have been answered or
+// ctx is done. Then it closes the listener and the idle connections of
+// the http.Server that HTTPServer made, and the scheduler, and returns
+// nil.
+//
+// If ctx ends first, it cuts what is left: the scheduler ends every
+// request (a stream ends with an error event), the connections are
+// closed (a client that does not read, or sends its body slowly, is cut
+// off too), and it returns a *ShutdownError, in bounded time even if a
+// request or the scheduler's loop does not end.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.flightMu.Lock()
 	s.closing.Store(true)
+	if s.inFlight == 0 {
+		s.closeIdle()
+	}
+	s.flightMu.Unlock()
+	if s.hs != nil {
+		s.hs.SetKeepAlivesEnabled(false)
+	}
 	st := s.state.Load()
-	if st == nil {
+	drained := make(chan error, 1)
+	go func() {
+		if st == nil {
+			drained <- nil
+			return
+		}
+		drained <- st.sched.Drain(ctx)
+	}()
+	var err error
+	select {
+	case <-s.idle:
+		err = <-drained
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil {
+		if s.hs != nil {
+			// Nothing is in flight: what is left are idle connections and
+			// requests being answered 503; bounded by their timeouts.
+			c, cancel := context.WithTimeout(context.Background(), s.grace)
+			if s.hs.Shutdown(c) != nil {
+				s.hs.Close()
+			}
+			cancel()
+		}
+		if st != nil {
+			st.sched.Close()
+		}
 		return nil
 	}
-	err := st.sched.Drain(ctx)
-	st.sched.Close()
-	return err
+	// The deadline: cut the rest.
+	se := &ShutdownError{Err: err, Cut: s.flying()}
+	stopped := make(chan struct{})
+	go func() {
+		if st != nil {
+			st.sched.Close()
+		}
+		close(stopped)
+	}()
+	wait := func() {
+		t := time.NewTimer(s.grace)
+		defer t.Stop()
+		select {
+		case <-s.idle:
+		case <-t.C:
+		}
+	}
+	wait() // the handlers write their error events
+	if s.hs != nil {
+		s.hs.Close()
+	}
+	wait()
+	se.Stuck = s.flying()
+	select {
+	case <-stopped:
+	case <-time.After(s.grace):
+		se.SchedulerStuck = true
+	}
+	return se
+}
+
+// flying is the number of requests in flight.
+func (s *Server) flying() int {
+	s.flightMu.Lock()
+	defer s.flightMu.Unlock()
+	return s.inFlight
+}
+
+// closeIdle closes idle once (flightMu held).
+func (s *Server) closeIdle() {
+	select {
+	case <-s.idle:
+	default:
+		close(s.idle)
+	}
+}
+
+// enter counts a request in flight unless the server is draining
+// (false: answer 503).
+func (s *Server) enter() bool {
+	s.flightMu.Lock()
+	defer s.flightMu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.inFlight++
+	return true
+}
+
+func (s *Server) leave() {
+	s.flightMu.Lock()
+	defer s.flightMu.Unlock()
+	if s.inFlight--; s.inFlight == 0 && s.closing.Load() {
+		s.closeIdle()
+	}
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	status, code := "ok", http.StatusOK
 	switch {
 	case s.closing.Load():
-		status, code = "shutting_down", http.StatusServiceUnavailable
+		status, code = "draining", http.StatusServiceUnavailable
 	case s.state.Load() == nil:
 		status, code = "loading", http.StatusServiceUnavailable
 	}
@@ -219,17 +446,21 @@ func (s *Server) ready(h func(http.ResponseWriter, *http.Request, *state)) http.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
 		switch {
-		case s.closing.Load():
+		case !s.enter():
 			w.Header().Set("Retry-After", "5")
+			w.Header().Set("Connection", "close")
 			s.m.request(r, http.StatusServiceUnavailable)
-			writeError(w, openai.Errorf(http.StatusServiceUnavailable, "", "shutting_down", "the server is shutting down"))
+			writeError(w, openai.Errorf(http.StatusServiceUnavailable, "", "shutting_down", "the server is shutting down: it finishes the responses in flight and takes no new requests"))
+			return
 		case st == nil:
+			s.leave()
 			w.Header().Set("Retry-After", "5")
 			s.m.request(r, http.StatusServiceUnavailable)
 			writeError(w, openai.Errorf(http.StatusServiceUnavailable, "", "not_ready", "the model is still being verified and loaded"))
-		default:
-			h(w, r, st)
+			return
 		}
+		defer s.leave()
+		h(w, r, st)
 	})
 }
 
@@ -245,12 +476,22 @@ func writeJSON(w http.ResponseWriter, code int, b []byte) {
 	w.Write(append(b, '\n'))
 }
 
-// readBody reads a bounded request body.
+// readBody reads a request body bounded in size (MaxBody) and in time
+// (BodyTimeout).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	rc := http.NewResponseController(w)
+	// net/http clears the deadline once the body is read, when it starts
+	// watching for a client that leaves (TestBodyTimeout pins that a
+	// stream outlasting it is not cut).
+	rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
 	if err != nil {
 		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
 			return nil, openai.Errorf(http.StatusRequestEntityTooLarge, "", "request_too_large", "the request body is larger than %d bytes", mb.Limit)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			return nil, openai.Errorf(http.StatusRequestTimeout, "", "request_timeout", "the request body did not arrive within %s", s.opt.BodyTimeout)
 		}
 		return nil, openai.Errorf(http.StatusBadRequest, "", "invalid_body", "reading the request body: %v", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"log"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,14 +22,14 @@ import (
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	model, addr, key, apiKeyFile, name string
-	threads                            int
-	maxBatch, maxQueue                 int
-	kvBudget, maxBody                  string
-	defaultMaxTokens                   int
-	shutdown                           time.Duration
-	logJSON                            bool
-	tier                               tierFlags
+	model, addr, key, apiKeyFile, name   string
+	threads                              int
+	maxBatch, maxQueue                   int
+	kvBudget, maxBody                    string
+	defaultMaxTokens                     int
+	shutdown, bodyTimeout, headerTimeout time.Duration
+	logJSON                              bool
+	tier                                 tierFlags
 
 	// parsed by check
 	kvBytes, bodyBytes int64
@@ -57,6 +56,8 @@ func (o *serveFlags) add(cmd *cobra.Command) {
 	f.StringVar(&o.maxBody, "max-body", "1MiB", "largest request body; a larger one gets 413")
 	f.IntVar(&o.defaultMaxTokens, "default-max-tokens", server.DefaultMaxTokens, "max_tokens of a request that sets none (never beyond the context)")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM or Ctrl-C, how long in-flight responses may take to finish before they are cut")
+	f.DurationVar(&o.headerTimeout, "header-timeout", server.DefaultReadHeaderTimeout, "longest a request's headers may take to arrive; a slower client's connection is closed")
+	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest a request body may take to arrive after its headers; a slower one gets 408 and its connection is closed")
 	f.BoolVar(&o.logJSON, "log-json", false, "log one JSON line per request to stderr (never prompts or outputs)")
 	o.tier.add(cmd)
 }
@@ -90,6 +91,14 @@ func (o *serveFlags) check() error {
 	if o.shutdown < 0 {
 		return fmt.Errorf("--shutdown-timeout %s: want 0 or more", o.shutdown)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"header-timeout", o.headerTimeout}, {"body-timeout", o.bodyTimeout}} {
+		if d.v < 10*time.Millisecond || d.v > time.Hour {
+			return fmt.Errorf("--%s %s: want 10ms to 1h", d.name, d.v)
+		}
+	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
 		return fmt.Errorf("--addr %q: want host:port, e.g. 127.0.0.1:8089: %v", o.addr, err)
 	}
@@ -122,10 +131,20 @@ carries these in a "tarfa" member of its final chunks. With --key, GET
 /v1/attestations/{id} returns the response's signed run report (DSSE), built
 from its own ledger: tarfa attest verify checks it offline or with --replay.
 
+Requests are bounded: headers must arrive within --header-timeout, a body
+within --body-timeout (else 408) and be at most --max-body (else 413); a
+client that stops reading a stream is cut after 30s. The request parameters
+taken, the "tarfa" member's fields and the shutdown are described in
+docs/serve.md.
+
 The server listens at once and answers 503 until the model is verified and
-loaded. SIGTERM or Ctrl-C stops taking requests (503), lets in-flight responses
-finish for --shutdown-timeout, then cuts the rest (a stream ends with an error
-event) and exits 0; a second signal exits at once.
+loaded. SIGTERM or Ctrl-C drains it: it keeps accepting connections but answers
+every new request 503 (shutting_down, with Retry-After) and /health 503
+{"status":"draining"}, and lets the responses in flight (streams included)
+finish; then it exits 0. Those still running after --shutdown-timeout are cut
+(a stream ends with an error event), their connections closed, and serve exits
+1 saying how many were cut, within seconds even if one does not end. A second
+signal exits 130 at once.
 
 ` + exitStatuses,
 		Args: cobra.NoArgs,
@@ -184,7 +203,8 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 			name = filepath.Base(filepath.Clean(o.model))
 		}
 	}
-	opt := server.Options{ModelName: name, APIKey: apiKey, MaxBody: o.bodyBytes, DefaultMaxTokens: o.defaultMaxTokens, Signer: signer}
+	opt := server.Options{ModelName: name, APIKey: apiKey, MaxBody: o.bodyBytes, DefaultMaxTokens: o.defaultMaxTokens, Signer: signer,
+		BodyTimeout: o.bodyTimeout, ReadHeaderTimeout: o.headerTimeout}
 	if o.logJSON {
 		opt.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
 	}
@@ -196,8 +216,7 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: log.New(stderr, "tarfa serve: ", 0)}
+	hs := srv.HTTPServer(log.New(stderr, "tarfa serve: ", 0))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Fprintf(stderr, "Tarfa · %s · exact BF16 · streaming\n", name)
@@ -208,7 +227,11 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		hs.Close()
 		return err
 	}
-	defer r.Close()
+	defer func() {
+		if r != nil {
+			r.Close()
+		}
+	}()
 	sched, err := runner.NewScheduler(r, runner.SchedOptions{MaxBatch: o.maxBatch, MaxQueue: o.maxQueue, StateBudget: o.kvBytes})
 	if err != nil {
 		hs.Close()
@@ -237,23 +260,20 @@ func runServe(cmd *cobra.Command, o *serveFlags) error {
 		return fmt.Errorf("serving: %w", err)
 	case <-cmd.Context().Done():
 	}
-	fmt.Fprintf(stderr, "shutting down: finishing in-flight responses (at most %s)…\n", o.shutdown)
+	fmt.Fprintf(stderr, "shutting down: draining (new requests get 503), finishing in-flight responses (at most %s)…\n", o.shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
-	drained := make(chan error, 1)
-	go func() { drained <- srv.Shutdown(ctx) }()
-	herr := hs.Shutdown(ctx)
-	derr := <-drained
-	if herr != nil {
-		// Streams cut by the scheduler have ended; close what is left.
-		hs.Close()
+	err = srv.Shutdown(ctx)
+	var se *server.ShutdownError
+	if errors.As(err, &se) {
+		if se.SchedulerStuck {
+			// The generation loop may still use the runner: leave it to
+			// the process's end.
+			r = nil
+		}
+		return fmt.Errorf("shut down at --shutdown-timeout %s: %v", o.shutdown, err)
 	}
-	switch {
-	case derr != nil:
-		fmt.Fprintln(stderr, "shut down: in-flight responses were cut at --shutdown-timeout")
-	default:
-		fmt.Fprintln(stderr, "shut down: every response finished")
-	}
+	fmt.Fprintln(stderr, "shut down: every response finished")
 	return nil
 }
 

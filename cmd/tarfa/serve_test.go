@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -130,6 +131,54 @@ func TestServeAttestVerify(t *testing.T) {
 	}
 }
 
+// TestServeDrainCut: SIGTERM during a long stream drains the server: the
+// port keeps answering, /health with 503 "draining" and a new request
+// with 503; at --shutdown-timeout the stream is cut with an error event
+// and serve exits 1 saying so.
+func TestServeDrainCut(t *testing.T) {
+	p, base := startServe(t, "--shutdown-timeout", "700ms")
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model": "tarfa-default", "prompt": "a", "max_tokens": 4000, "temperature": 0, "stream": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first event %q %v", line, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	var health string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r, err := c.Get(base + "/health")
+		if err != nil {
+			t.Fatalf("/health after SIGTERM: %v (health so far %q)", err, health)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if health = fmt.Sprintf("%d %s", r.StatusCode, strings.TrimSpace(string(b))); r.StatusCode != 200 {
+			break
+		}
+	}
+	if health != `503 {"status":"draining"}` {
+		t.Errorf("/health while draining: %s", health)
+	}
+	if r, err := c.Post(base+"/v1/models", "application/json", nil); err != nil || r.StatusCode != 405 {
+		t.Errorf("a wrong method while draining: %v %v", r, err)
+	}
+	r, err := c.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model": "tarfa-default", "prompt": "b"}`))
+	if err != nil || r.StatusCode != 503 || r.Header.Get("Retry-After") == "" {
+		t.Errorf("a request while draining: %v %v", r, err)
+	}
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), `"code":"shutting_down"`) || strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("the stream cut at --shutdown-timeout ends %q", rest[max(0, len(rest)-300):])
+	}
+	if code := p.exitWithin(t, 20*time.Second); code != exitError || !strings.Contains(p.stderr.String(), "tarfa: shut down at --shutdown-timeout 700ms: 1 in-flight response was cut") {
+		t.Errorf("exit %d after the cut:\n%s", code, p.stderr.String())
+	}
+}
+
 // TestServeFlags: bad flags are refused before anything is opened.
 func TestServeFlags(t *testing.T) {
 	for _, c := range []struct {
@@ -143,6 +192,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--addr", "8089"}, "--addr"},
 		{[]string{"--trace", "t.jsonl"}, "--trace"},
 		{[]string{"--api-key-file", "/nonexistent/key"}, "--api-key-file"},
+		{[]string{"--body-timeout", "0s"}, "--body-timeout 0s"},
+		{[]string{"--header-timeout", "2h"}, "--header-timeout 2h0m0s"},
 	} {
 		_, err := runCLI(t, "", append([]string{"serve", "--model", "/nonexistent/model"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != exitError {
