@@ -80,9 +80,9 @@ func TestTopK(t *testing.T) {
 	if pr.Source != id || pr.Sampling.TopK != 2 || pr.Sampling.Seed != 11 || pr.Sampling.Temperature != 2 || !slices.Equal(pr.Generated, want.tokens) {
 		t.Errorf("report prompt: source %q sampling %+v generated %v; want source %s, top_k 2, %v", pr.Source, pr.Sampling, pr.Generated, id, want.tokens)
 	}
-	diffs, err := f.r.ReplayRun(context.Background(), p)
-	if err != nil || len(diffs) != 1 || !diffs[0].Exact {
-		t.Errorf("replay of the top_k report: %+v %v", diffs, err)
+	rep, err := f.r.ReplayRun(context.Background(), p, runner.ReplayOptions{})
+	if err != nil || len(rep.Prompts) != 1 || !rep.Exact() {
+		t.Errorf("replay of the top_k report: %+v %v", rep, err)
 	}
 	// Greedy: top_k changes nothing (as top_p).
 	resp, b = f.post(t, "/v1/completions", `{"model":"tarfa-test","prompt":"Go","max_tokens":4,"temperature":0,"top_k":1}`)
