@@ -113,3 +113,19 @@ func stepProgress(w io.Writer, desc string) (done func()) {
 		})
 	}
 }
+
+// phasedProgress draws desc with a spinner (stepProgress) until the first
+// update, then as a bytes bar with rate and ETA (byteProgress): for a step
+// whose size is known only once it has begun (opening a model: the
+// manifest is checked, then the non-expert tensors are hashed).
+func phasedProgress(w io.Writer, desc string) (update func(done, total int64), finish func()) {
+	spin := stepProgress(w, desc)
+	bar, barDone := byteProgress(w, desc)
+	return func(done, total int64) {
+			spin()
+			bar(done, total)
+		}, func() {
+			spin()
+			barDone()
+		}
+}

@@ -119,7 +119,8 @@ func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*ru
 		opt.Trace = tr
 		cmd.PostRunE = chainPostRun(cmd.PostRunE, tr.Close)
 	}
-	done := stepProgress(cmd.ErrOrStderr(), "opening and verifying "+dir)
+	update, done := phasedProgress(cmd.ErrOrStderr(), "opening and verifying "+dir)
+	opt.Progress = update
 	r, err := runner.Open(cmd.Context(), dir, opt)
 	done()
 	if err != nil {
