@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Tests of the newcomer review of December 2026: each names its finding.
+
+// p3, F35, F44: argument errors say what the command takes and show its
+// usage line, in the user's words; an argument that looks like a flag
+// ("-5 degrees?") gets the hint to put -- before it.
+func TestUsageErrorsShowTheUsageLine(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"inspect"}, []string{"inspect: want 1 argument, got none", "usage: tarfa inspect DIR", "see tarfa inspect --help"}},
+		{[]string{"verify", "a", "b"}, []string{"verify: want at most 1 argument, got 2", "usage: tarfa verify [DIR]"}},
+		{[]string{"golden", "record", "x"}, []string{`golden record: takes no arguments, got "x"`, "usage: tarfa golden record"}},
+		{[]string{"run", "-5 degrees?"}, []string{"unknown shorthand flag", `put -- before it: tarfa run -- "-5 degrees?"`}},
+		{[]string{"run", "--max-tokens", "3", "-5"}, []string{`tarfa run -- "-5"`}},
+	} {
+		_, err := runCLI(t, "", c.args...)
+		if exitCode(err) != exitError {
+			t.Errorf("%q: exit %d (%v)", c.args, exitCode(err), err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: %q lacks %q", c.args, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "arg(s)") {
+			t.Errorf("%q: cobra's words: %q", c.args, err)
+		}
+	}
+	// A mistyped flag is not an argument: no hint.
+	if _, err := runCLI(t, "", "run", "--modle", "x"); err == nil || strings.Contains(err.Error(), "put --") {
+		t.Errorf("--modle: %v", err)
+	}
+}
