@@ -41,7 +41,7 @@ type goldenRecordResult struct {
 func newGoldenRecordCommand() *cobra.Command {
 	var o goldenRecordOptions
 	cmd := &cobra.Command{
-		Use:   "record --model DIR --prompts FILE --out G",
+		Use:   "record [--model DIR] --prompts FILE --out G",
 		Short: "Run the CPU reference and store tokens and full logits of every step",
 		Long: `Record runs every prompt of a JSONL prompt file ({"prompt": text},
 {"messages": [...]} or {"tokens": [...]}, with optional max_tokens, seed,
@@ -179,7 +179,7 @@ type replayResult struct {
 func newReplayCommand() *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
-		Use:   "replay --model DIR --golden G",
+		Use:   "replay [--model DIR] --golden G",
 		Short: "Re-run a golden record and compare every step bit for bit",
 		Long: `Replay regenerates every prompt of a golden record with the same tokens and
 sampling settings and compares each step's logits with the recorded ones:

@@ -40,3 +40,29 @@ func TestUsageErrorsShowTheUsageLine(t *testing.T) {
 		t.Errorf("--modle: %v", err)
 	}
 }
+
+// p4, F36: golden record and replay default to the embedded model, and
+// their usage lines show --model as optional.
+func TestGoldenUsageShowsModelOptional(t *testing.T) {
+	root := newRootCommand()
+	for _, path := range [][]string{{"golden", "record"}, {"replay"}} {
+		c, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if use := c.UseLine(); !strings.Contains(use, "[--model DIR]") {
+			t.Errorf("%s: usage %q shows --model as required", c.CommandPath(), use)
+		}
+		if f := c.Flags().Lookup("model"); f == nil || f.DefValue != "" || !strings.Contains(f.Usage, "default: the embedded default model") {
+			t.Errorf("%s: --model %+v", c.CommandPath(), f)
+		}
+	}
+}
+
+// p5: keys generate without --out says so as the other commands do.
+func TestKeysGenerateNeedsOut(t *testing.T) {
+	_, err := runCLI(t, "", "keys", "generate")
+	if exitCode(err) != exitError || !strings.Contains(err.Error(), "--out NAME is required") {
+		t.Errorf("keys generate: %v", err)
+	}
+}
