@@ -64,7 +64,7 @@ directory of NAME does not exist or cannot be written).`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if opts.out == "" {
-				return fmt.Errorf("--out: empty key pair name")
+				return fmt.Errorf("--out NAME is required (the key pair is written to NAME and NAME.pub)")
 			}
 			return nil
 		},
