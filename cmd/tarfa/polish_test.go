@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // Tests of the newcomer review of December 2026: each names its finding.
@@ -64,5 +68,38 @@ func TestKeysGenerateNeedsOut(t *testing.T) {
 	_, err := runCLI(t, "", "keys", "generate")
 	if exitCode(err) != exitError || !strings.Contains(err.Error(), "--out NAME is required") {
 		t.Errorf("keys generate: %v", err)
+	}
+}
+
+// m7, F39: verify's problem table fits an 80-column terminal (digests cut
+// to 12 hex digits, long problems broken over lines, the records of a
+// missing file on one row); the error message and --json keep the full
+// digests.
+func TestVerifyProblemTableFitsATerminal(t *testing.T) {
+	dir := convertedDevA(t)
+	flipRecordByte(t, dir, "model.layers.1.mlp.experts.7")
+	if err := os.Remove(filepath.Join(dir, "layer-00002.jnf")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "", "verify", dir)
+	if exitCode(err) != exitNotExact {
+		t.Fatalf("verify: exit %d (%v)", exitCode(err), err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > 80 && !strings.Contains(line, dir) {
+			t.Errorf("%d columns: %q", n, line)
+		}
+	}
+	full := regexp.MustCompile(`[0-9a-f]{64}`)
+	if !strings.Contains(out, "layer 1 expert 7") || !regexp.MustCompile(`got [0-9a-f]{12}…`).MatchString(out) || full.MatchString(out) ||
+		!strings.Contains(out, "17 records") || !strings.Contains(out, "--json") {
+		t.Errorf("table:\n%s", out)
+	}
+	if !strings.Contains(err.Error(), "18 problems, first: ") {
+		t.Errorf("error: %v", err)
+	}
+	js, _ := runCLI(t, "", "verify", dir, "--json")
+	if len(full.FindAllString(js, -1)) < 2 {
+		t.Errorf("--json lacks the full digests: %s", js)
 	}
 }
