@@ -247,7 +247,8 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 						fmt.Sprintf("%.3g", d.MaxAbs), fmt.Sprintf("%d/%d", d.Top1Agree, d.Compared), fmt.Sprintf("%.3g", d.MaxKL), first, d.Note})
 				}
 				reports.Table(out, []string{"prompt", "steps", "bit-identical", "max |Δ|", "top-1", "max KL", "first divergent", "note"}, rows)
-				fmt.Fprintf(out, "golden %s (%d prompts) · backend %s, %d threads (recorded on %s, %d threads): exact=%v\n", g.ID(), len(diffs), r.Engine.Backend().Name(), r.Threads, g.Backend, g.Threads, exact)
+				fmt.Fprintf(out, "golden %s (%s) · backend %s, %s (recorded on %s, %s): exact=%v\n", g.ID(), plural(len(diffs), "prompt", "prompts"),
+					r.Engine.Backend().Name(), plural(r.Threads, "thread", "threads"), g.Backend, plural(g.Threads, "thread", "threads"), exact)
 			}
 			if !exact {
 				return failVerification(fmt.Errorf("replay is not bit-identical to %s", o.golden))

@@ -103,3 +103,33 @@ func TestVerifyProblemTableFitsATerminal(t *testing.T) {
 		t.Errorf("--json lacks the full digests: %s", js)
 	}
 }
+
+// p1, F33: counts agree with their nouns: "1 thread", "1 prompt",
+// "1 client", "1 problem" ("0 replies", "2 threads").
+func TestCountsAgreeWithTheirNouns(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 replies"}, {1, "1 reply"}, {2, "2 replies"}} {
+		if got := plural(c.n, "reply", "replies"); got != c.want {
+			t.Errorf("plural(%d) = %q", c.n, got)
+		}
+	}
+	model := convertedDevA(t)
+	prompts := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(prompts, []byte(`{"tokens": [5, 9, 200], "max_tokens": 3}`+"\n"), 0o644)
+	g := filepath.Join(t.TempDir(), "g")
+	mustCLI(t, "golden", "record", "--model", model, "--prompts", prompts, "--out", g, "--threads", "1")
+	out, stderr, err := runCLIErr(t, "", "replay", "--model", model, "--golden", g, "--threads", "1")
+	if err != nil || !strings.Contains(out, "(1 prompt) · backend cpu, 1 thread (recorded on cpu, 1 thread)") || !strings.Contains(stderr, "backend cpu (1 thread)") {
+		t.Errorf("replay: %v\n%s\n%s", err, out, stderr)
+	}
+	out, err = runCLI(t, "", "bench", "serve", "--model", model, "--clients", "1", "--max-tokens", "2", "--prompt-tokens", "2", "--threads", "1")
+	if err != nil || !strings.Contains(out, "1 client:") || strings.Contains(out, "1 clients") || !strings.Contains(out, "tokens computed per batch step") {
+		t.Errorf("bench serve: %v\n%s", err, out)
+	}
+	flipRecordByte(t, model, "model.layers.1.mlp.experts.7")
+	if _, err := runCLI(t, "", "verify", model); err == nil || !strings.Contains(err.Error(), ": 1 problem, first") {
+		t.Errorf("verify: %v", err)
+	}
+}

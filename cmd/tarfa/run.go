@@ -153,8 +153,8 @@ func chainPostRun(prev func(*cobra.Command, []string) error, f func() error) fun
 // banner states what runs: the mode (always exact here), the model root,
 // the backend and what is resident where.
 func banner(cmd *cobra.Command, r *runner.Runner) {
-	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%d threads)\n",
-		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), r.Threads)
+	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%s)\n",
+		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), plural(r.Threads, "thread", "threads"))
 	if be := r.Engine.Backend(); be.Name() != "cpu" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", describeResidency(be.Residency()))
 	}

@@ -143,7 +143,7 @@ func checkDefault(ctx context.Context, dir string) error {
 	case err != nil:
 		return fmt.Errorf("the cached copy in %s could not be checked: %w", dir, err)
 	case !rep.OK():
-		return fmt.Errorf("the cached copy in %s failed verification (%d problem(s)), first: %v", dir, len(rep.Problems), rep.Problems[0])
+		return fmt.Errorf("the cached copy in %s failed verification (%d %s), first: %v", dir, len(rep.Problems), map[bool]string{true: "problem", false: "problems"}[len(rep.Problems) == 1], rep.Problems[0])
 	case !rep.Complete:
 		return fmt.Errorf("the cached copy in %s is incomplete", dir)
 	case rep.Root != DefaultRoot:
