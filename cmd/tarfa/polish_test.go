@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/tarfa-ai/tarfa/tier"
 )
 
 // Tests of the newcomer review of December 2026: each names its finding.
@@ -131,5 +133,31 @@ func TestCountsAgreeWithTheirNouns(t *testing.T) {
 	flipRecordByte(t, model, "model.layers.1.mlp.experts.7")
 	if _, err := runCLI(t, "", "verify", model); err == nil || !strings.Contains(err.Error(), ": 1 problem, first") {
 		t.Errorf("verify: %v", err)
+	}
+}
+
+// m8: a --ram-budget above the machine's memory is flagged, saying whether
+// the experts fit all the same; the banner says what the tier holds.
+func TestRAMBudgetAboveMemoryIsFlagged(t *testing.T) {
+	const gib = 1 << 30
+	if w := ramBudgetWarning(64*gib, 32, 12<<10, 23*gib); !strings.Contains(w, "--ram-budget 64.0 GiB is more than this machine's memory (23.0 GiB)") || !strings.Contains(w, "holds at most 384.0 KiB here, which fits") {
+		t.Errorf("experts that fit: %q", w)
+	}
+	if w := ramBudgetWarning(64*gib, 4000, 16<<20, 23*gib); !strings.Contains(w, "may grow to 62.5 GiB") {
+		t.Errorf("experts that do not fit: %q", w)
+	}
+	if w := ramBudgetWarning(16*gib, 4000, 16<<20, 23*gib); w != "" {
+		t.Errorf("a budget within the memory: %q", w)
+	}
+	if w := ramBudgetWarning(64*gib, 32, 12<<10, 0); w != "" {
+		t.Errorf("memory unknown: %q", w)
+	}
+	if tier.TotalMemory() <= 0 {
+		t.Skip("the machine's memory is unknown here")
+	}
+	model := convertedDevA(t)
+	_, stderr, err := runCLIErr(t, "", "run", "--model", model, "--tokens", "1,2", "--max-tokens", "1", "--ram-budget", "1000TiB")
+	if err != nil || !strings.Contains(stderr, "warning: --ram-budget 1000.0 TiB is more than this machine's memory") || !strings.Contains(stderr, "(all of them, ") {
+		t.Errorf("run: %v\n%s", err, stderr)
 	}
 }
