@@ -8,7 +8,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/tier"
+	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
 // Tests of the newcomer review of December 2026: each names its finding.
@@ -159,5 +161,36 @@ func TestRAMBudgetAboveMemoryIsFlagged(t *testing.T) {
 	_, stderr, err := runCLIErr(t, "", "run", "--model", model, "--tokens", "1,2", "--max-tokens", "1", "--ram-budget", "1000TiB")
 	if err != nil || !strings.Contains(stderr, "warning: --ram-budget 1000.0 TiB is more than this machine's memory") || !strings.Contains(stderr, "(all of them, ") {
 		t.Errorf("run: %v\n%s", err, stderr)
+	}
+}
+
+// m11: synth --layers states the effective maximum of the preset (the
+// real presets are bounded by the routed experts of the whole model), in
+// its help and in the error, before anything is written; that maximum is
+// accepted.
+func TestSynthLayersStatesTheEffectiveMaximum(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x")
+	for _, c := range []struct {
+		arch, layers, want string
+	}{
+		{"qwen3_5_moe", "1024", "--layers 1024: want 1 to 256 for the real preset of qwen3_5_moe (256 routed experts a layer"},
+		{"qwen3_5_moe", "257", "want 1 to 256"},
+		{"qwen3_moe", "513", "want 1 to 512 for the real preset of qwen3_moe (128 routed experts a layer"},
+	} {
+		_, err := runCLI(t, "", "synth", "--arch", c.arch, "--preset", "real", "--layers", c.layers, "--out", out)
+		if exitCode(err) != exitError || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s --layers %s: %v", c.arch, c.layers, err)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("--out was created: %v", err)
+	}
+	most, experts := maxSynthLayers(synth.Options{Arch: hf.Qwen35MoE, Preset: "real", Layout: hf.LayoutPerExpert})
+	if most != 256 || experts != 256 {
+		t.Errorf("maxSynthLayers: %d layers of %d experts", most, experts)
+	}
+	c, _, _ := newRootCommand().Find([]string{"synth"})
+	if u := c.Flags().Lookup("layers").Usage; !strings.Contains(u, "with --preset real 1 to 256 (512 with --arch qwen3_moe)") {
+		t.Errorf("--layers help: %q", u)
 	}
 }
