@@ -194,3 +194,23 @@ func TestSynthLayersStatesTheEffectiveMaximum(t *testing.T) {
 		t.Errorf("--layers help: %q", u)
 	}
 }
+
+// p11, F24: validate hf converts into a new directory under --scratch,
+// removes it when done and leaves what was there alone; a --scratch that
+// is no directory is refused before converting.
+func TestValidateScratch(t *testing.T) {
+	scratch := t.TempDir()
+	keep := filepath.Join(scratch, "keep")
+	os.WriteFile(keep, []byte("data"), 0o644)
+	args := []string{"validate", "hf", "--checkpoint", devACheckpoint, "--reference", fixtures + "qwen3moe-dev-a"}
+	if _, err := runCLI(t, "", append(args, "--scratch", scratch)...); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(scratch); len(ents) != 1 || ents[0].Name() != "keep" {
+		t.Errorf("--scratch left %v", ents)
+	}
+	_, err := runCLI(t, "", append(args, "--scratch", keep)...)
+	if exitCode(err) != exitError || !strings.Contains(err.Error(), "--scratch "+keep+": not a directory") {
+		t.Errorf("--scratch a file: %v", err)
+	}
+}
