@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/validation/synth"
@@ -212,5 +213,25 @@ func TestValidateScratch(t *testing.T) {
 	_, err := runCLI(t, "", append(args, "--scratch", keep)...)
 	if exitCode(err) != exitError || !strings.Contains(err.Error(), "--scratch "+keep+": not a directory") {
 		t.Errorf("--scratch a file: %v", err)
+	}
+}
+
+// m9: convert's summary gives its rate over the bytes of every pass it
+// made (what the time was spent on), and a rerun on a complete directory
+// says it was converted already.
+func TestConvertSummary(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	out, err := runCLI(t, "", "convert", devACheckpoint, "--out", dir, "--verify")
+	if err != nil || !regexp.MustCompile(`: 5 files written \(549\.4 KiB\); [0-9.]+ MiB read over every pass in [0-9.]+m?s \([0-9.]+ [KMG]iB/s\)`).MatchString(out) {
+		t.Errorf("first run: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "", "convert", devACheckpoint, "--out", dir)
+	if err != nil || !strings.Contains(out, "already converted: ") || !strings.Contains(out, "5 files re-verified, nothing to write (549.4 KiB re-hashed in ") ||
+		strings.Contains(out, "0 files written") {
+		t.Errorf("rerun: %v\n%s", err, out)
+	}
+	res := &convert.Result{Written: []string{"layer-00001.jnf"}, Resumed: []string{"a", "b"}, Bytes: 3 << 30}
+	if s := convertSummary("s", "d", res, 12<<30, 4); s != "converted s → d: 1 file written (3.0 GiB), 2 files kept after re-verification; 12.0 GiB read over every pass in 4s (3.0 GiB/s)" {
+		t.Errorf("summary %q", s)
 	}
 }

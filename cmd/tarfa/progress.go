@@ -57,6 +57,7 @@ func barProgress(w io.Writer, desc string, bytes bool) (update func(done, total 
 				progressbar.OptionSetWriter(w),
 				progressbar.OptionSetDescription(desc),
 				progressbar.OptionShowBytes(bytes),
+				progressbar.OptionUseIECUnits(true), // GiB, as every other figure
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetPredictTime(true),
 				progressbar.OptionThrottle(100*time.Millisecond),
