@@ -235,3 +235,38 @@ func TestConvertSummary(t *testing.T) {
 		t.Errorf("summary %q", s)
 	}
 }
+
+// m6: a trace recorded by run carries its model's expert size and sim
+// projects with it (not the 122B's); a measured trace of another model
+// without one is refused unless --expert-bytes is given; sim policies'
+// defaults adapt to a short trace of a small model and say so.
+func TestSimTakesTheTracesModel(t *testing.T) {
+	model := convertedDevA(t)
+	tr := filepath.Join(t.TempDir(), "t.trace")
+	mustCLI(t, "run", "--model", model, "--tokens", "1,2,3", "--max-tokens", "40", "--trace", tr)
+	b, err := os.ReadFile(tr)
+	if err != nil || !strings.Contains(strings.SplitN(string(b), "\n", 2)[0], `"expert_bytes":12288`) {
+		t.Fatalf("trace header: %v %.200s", err, b)
+	}
+	out, err := runCLI(t, "", "sim", "--trace", tr)
+	if err != nil || !strings.Contains(out, "4 MoE layers × 8 experts, top-2, 12288 bytes per expert") {
+		t.Errorf("sim: %v\n%s", err, out)
+	}
+	out, stderr, err := runCLIErr(t, "", "sim", "policies", "--trace", tr)
+	if err != nil || !strings.Contains(stderr, "the default --warmup 100 is more than half of the trace's 42 tokens: warming up 10") ||
+		!strings.Contains(stderr, "10% hold fewer than the 8 experts a tier needs here") || !strings.Contains(out, "per-layer") {
+		t.Errorf("sim policies: %v\n%s\n%s", err, stderr, out)
+	}
+	// Explicit values are the user's: still refused when they do not fit.
+	if _, err := runCLI(t, "", "sim", "policies", "--trace", tr, "--capacities", "10"); exitCode(err) != exitError || !strings.Contains(err.Error(), "per-layer needs at least 8") {
+		t.Errorf("--capacities 10: %v", err)
+	}
+	old := filepath.Join(t.TempDir(), "old.trace")
+	os.WriteFile(old, []byte(strings.Replace(string(b), `"expert_bytes":12288,`, "", 1)), 0o644)
+	if _, err := runCLI(t, "", "sim", "--trace", old); exitCode(err) != exitError || !strings.Contains(err.Error(), "records no expert size") {
+		t.Errorf("a trace without expert_bytes: %v", err)
+	}
+	if out, err := runCLI(t, "", "sim", "--trace", old, "--expert-bytes", "4096"); err != nil || !strings.Contains(out, "4096 bytes per expert") {
+		t.Errorf("--expert-bytes 4096: %v\n%s", err, out)
+	}
+}
