@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -134,6 +135,10 @@ command to resume).`,
 			var held *flock.HeldError
 			if errors.As(err, &held) {
 				return fmt.Errorf("%s is writing %s: not waiting for it (--no-wait)", holder(held.PID), o.out)
+			}
+			if errors.Is(err, fs.ErrPermission) {
+				// A read-only or immutable --out (or its parent): say which flag.
+				return fmt.Errorf("--out %s: cannot write there: %w", o.out, err)
 			}
 			if err != nil {
 				return interrupted(err, "rerun the same command to resume; finished files and the journaled records of unfinished ones are re-hashed and kept")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -292,5 +293,40 @@ func TestDefaultModelRepliesDependOnThePrompt(t *testing.T) {
 			t.Errorf("%q and %q get the same reply %v", p, q, r.Tokens)
 		}
 		seen[key] = p
+	}
+}
+
+// unwritableDir returns a directory nothing can be created in: mode 0555,
+// and for root (whom modes do not stop) immutable (chattr +i, undone at
+// cleanup); it skips when neither holds here.
+func unwritableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o555)
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	probe := filepath.Join(dir, "probe")
+	if err := os.Mkdir(probe, 0o755); err == nil {
+		os.Remove(probe)
+		if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+			t.Skipf("cannot make an unwritable directory here (root, and chattr +i: %v %s)", err, out)
+		}
+		t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
+	}
+	return dir
+}
+
+// F41: a read-only or immutable output directory is named by its flag,
+// for convert (which said only "mkdir …" or "lock open …") as for the
+// other writers.
+func TestUnwritableOutputNamesTheFlag(t *testing.T) {
+	dir := unwritableDir(t)
+	for _, out := range []string{dir, filepath.Join(dir, "m")} {
+		_, err := runCLI(t, "", "convert", devACheckpoint, "--out", out)
+		if exitCode(err) != exitError || !strings.HasPrefix(err.Error(), "--out "+out+": cannot write there: ") {
+			t.Errorf("convert --out %s: %v", out, err)
+		}
+	}
+	if _, err := runCLI(t, "", "synth", "--preset", "tiny", "--out", filepath.Join(dir, "s")); exitCode(err) != exitError || !strings.Contains(err.Error(), "cannot write in directory") {
+		t.Errorf("synth: %v", err)
 	}
 }
