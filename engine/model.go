@@ -56,6 +56,11 @@ type Options struct {
 	// re-read and re-hashed by the attestation layer for every token.
 	// 0 fetches from Weights on every use; < 0 caches without limit.
 	ExpertCacheBytes int64
+	// LoadProgress, if set, is called by LoadContext with the bytes of
+	// each piece of a non-expert tensor read and verified (a source that
+	// reads tensors in pieces, a *weights.Checkpoint, also stops within a
+	// piece when the context is done).
+	LoadProgress func(n int64)
 
 	ctx context.Context // LoadContext's
 }
@@ -263,7 +268,7 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)
-	ld := &loader{ctx: opt.ctx, w: w, root: root, offset: m.offsetNorm}
+	ld := &loader{ctx: opt.ctx, w: w, root: root, offset: m.offsetNorm, progress: opt.LoadProgress}
 	if ld.ctx == nil {
 		ld.ctx = context.Background()
 	}
@@ -498,14 +503,21 @@ func checkConfig(c *hf.Config) error {
 // are collected and handed to the backend once every tensor is checked
 // (Model.upload).
 type loader struct {
-	ctx    context.Context
-	w      source
-	root   jnf.Digest
-	offset bool
-	err    error
-	kept   []weights.VerifiedTensor
-	mats   []pendingMat
-	vecs   []pendingVec
+	ctx      context.Context
+	progress func(int64)
+	w        source
+	root     jnf.Digest
+	offset   bool
+	err      error
+	kept     []weights.VerifiedTensor
+	mats     []pendingMat
+	vecs     []pendingVec
+}
+
+// contextSource is a source that reads a tensor in pieces, stopping when a
+// context is done and reporting each piece (a *weights.Checkpoint).
+type contextSource interface {
+	TensorContext(ctx context.Context, name string, progress func(int64)) (weights.VerifiedTensor, error)
 }
 
 type pendingMat struct {
@@ -530,7 +542,13 @@ func (l *loader) fetch(name string, shape ...int) (weights.View, jnf.Digest, boo
 		l.err = err
 		return weights.View{}, jnf.Digest{}, false
 	}
-	vt, err := l.w.Tensor(name)
+	var vt weights.VerifiedTensor
+	var err error
+	if cs, ok := l.w.(contextSource); ok {
+		vt, err = cs.TensorContext(l.ctx, name, l.progress)
+	} else if vt, err = l.w.Tensor(name); err == nil && l.progress != nil {
+		l.progress(int64(len(vt.View().Data())))
+	}
 	if err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
 		return weights.View{}, jnf.Digest{}, false

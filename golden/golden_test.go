@@ -134,6 +134,24 @@ func TestParsePrompts(t *testing.T) {
 	}
 }
 
+// A member of the wrong type is named in the file's words, with the file
+// and line: never Go's "cannot unmarshal ... into Go struct field".
+func TestParsePromptsTypeErrors(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"prompt": 5}`:                            `p.jsonl:2: "prompt" must be a string, got a number`,
+		`{"tokens": ["a"]}`:                        `p.jsonl:2: "tokens" must be a list of token ids (whole numbers from 0), got a string`,
+		`{"prompt": "a", "max_tokens": 1.5}`:       `p.jsonl:2: "max_tokens" must be a whole number, got a number 1.5`,
+		`{"prompt": "a", "enable_thinking": "no"}`: `p.jsonl:2: "enable_thinking" must be true or false, got a string`,
+		`{"prompt": "a", "temperature": "hot"}`:    `p.jsonl:2: "temperature" must be a number, got a string`,
+		`{"prompt": ["a"]}`:                        `p.jsonl:2: "prompt" must be a string, got an array`,
+	} {
+		_, err := ParsePrompts(strings.NewReader("{\"prompt\": \"ok\"}\n"+line), "p.jsonl")
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "Go struct") {
+			t.Errorf("%s: %v, want %q", line, err, want)
+		}
+	}
+}
+
 func FuzzParsePrompts(f *testing.F) {
 	f.Add([]byte(`{"prompt": "hello", "max_tokens": 4}` + "\n" + `{"tokens": [1, 2], "top_p": 0.5}`))
 	f.Add([]byte(`{"messages": [{"role": "user", "content": "hi"}], "seed": 1}`))

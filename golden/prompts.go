@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/tarfa-ai/tarfa/jnf"
 )
@@ -80,7 +82,7 @@ func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 		}
 		var pl promptLine
 		if err := jnf.DecodeJSON(line, &pl); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+			return nil, fmt.Errorf("%s:%d: %v", name, n, promptFieldError(err))
 		}
 		p := Prompt{Line: n, Source: string(line), Text: pl.Prompt, Messages: pl.Messages, Tokens: pl.Tokens,
 			EnableThinking: pl.EnableThinking, MaxTokens: DefaultMaxTokens, Stop: pl.Stop}
@@ -146,4 +148,37 @@ func ParsePrompts(r io.Reader, name string) ([]Prompt, error) {
 		return nil, fmt.Errorf("%s: no prompts", name)
 	}
 	return out, nil
+}
+
+// promptFieldError says a member of a prompt line has the wrong type in
+// the file's words ("prompt" must be a string, got a number), not in Go's
+// (cannot unmarshal number into Go struct field promptLine.prompt).
+func promptFieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" {
+		return err
+	}
+	want := map[string]string{
+		"prompt":          "a string",
+		"messages":        "a list of messages",
+		"tokens":          "a list of token ids (whole numbers from 0)",
+		"stop":            "a list of token ids (whole numbers from 0)",
+		"enable_thinking": "true or false",
+		"max_tokens":      "a whole number",
+		"seed":            fmt.Sprintf("a whole number from 0 to %d", uint64(math.MaxUint64)),
+		"temperature":     "a number",
+		"top_p":           "a number",
+		"top_k":           "a whole number",
+	}[te.Field]
+	if want == "" {
+		return err
+	}
+	got := te.Value
+	switch {
+	case got == "object", got == "array":
+		got = "an " + got
+	case got != "":
+		got = "a " + got
+	}
+	return fmt.Errorf("%q must be %s, got %s (at byte %d)", te.Field, want, got, te.Offset)
 }

@@ -344,7 +344,13 @@ func (h *Hierarchy) Describe() string {
 		if pol == "" {
 			pol = policy.Default
 		}
-		ram = fmt.Sprintf("RAM tier %d of %d experts (%s, %s, %v)", st.RAMCap, h.dims.N(), bytesString(h.opt.RAMBudget), pol, h.opt.Partition)
+		// What the tier can hold, which is less than the budget when every
+		// expert fits in it.
+		held := fmt.Sprintf("up to %s of the %s budget", bytesString(int64(st.RAMCap)*int64(h.size)), bytesString(h.opt.RAMBudget))
+		if st.RAMCap >= h.dims.N() {
+			held = fmt.Sprintf("all of them, %s; budget %s", bytesString(int64(st.RAMCap)*int64(h.size)), bytesString(h.opt.RAMBudget))
+		}
+		ram = fmt.Sprintf("RAM tier %d of %d experts (%s; %s, %v)", st.RAMCap, h.dims.N(), held, pol, h.opt.Partition)
 	}
 	readers := h.opt.Readers
 	if readers <= 0 {
@@ -363,6 +369,8 @@ func (h *Hierarchy) Describe() string {
 
 func bytesString(n int64) string {
 	switch {
+	case n >= 1<<40:
+		return fmt.Sprintf("%.1f TiB", float64(n)/(1<<40))
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:

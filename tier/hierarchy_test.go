@@ -615,3 +615,30 @@ func TestLoadHeatRefusesBadFiles(t *testing.T) {
 		t.Errorf("oversized file: %v", err)
 	}
 }
+
+// TestDescribeSaysWhatIsHeld: the banner gives what the RAM tier can hold,
+// not only its budget: all the experts and their size when they fit in
+// it, else the bytes of the experts it holds out of the budget.
+func TestDescribeSaysWhatIsHeld(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	for _, budget := range []int64{1 << 46, 3 * size} {
+		h, err := New(ck, Options{RAMBudget: budget, DeviceBudget: 2 * size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := h.Describe()
+		n := h.dims.N()
+		h.Close()
+		if budget > int64(n)*size {
+			want := fmt.Sprintf("RAM tier %d of %d experts (all of them, %s; budget 64.0 TiB", n, n, bytesString(int64(n)*size))
+			if !strings.Contains(d, want) {
+				t.Errorf("budget above the experts: %q lacks %q", d, want)
+			}
+			continue
+		}
+		if want := fmt.Sprintf("RAM tier 3 of %d experts (up to %s of the %s budget", n, bytesString(3*size), bytesString(3*size)); !strings.Contains(d, want) {
+			t.Errorf("budget of 3 experts: %q lacks %q", d, want)
+		}
+	}
+}

@@ -217,6 +217,37 @@ func (c *Checkpoint) Tensor(name string) (VerifiedTensor, error) {
 	return VerifiedTensor{r}, nil
 }
 
+// TensorContext is Tensor for large tensors: it reads and hashes the
+// tensor a chunk at a time, stops with ctx's error between chunks, and
+// reports the bytes of each chunk to progress (nil: not reported).
+func (c *Checkpoint) TensorContext(ctx context.Context, name string, progress func(n int64)) (VerifiedTensor, error) {
+	ref, ok := c.records[name]
+	if !ok || ref.rec.Kind != jnf.KindTensor {
+		return VerifiedTensor{}, fmt.Errorf("model %s: no %s %q in the manifest", c.dir.Path, jnf.KindTensor, name)
+	}
+	tr := &ref.file.Table.Records[ref.index]
+	r, err := mintFrom(ctx, c.root, ref.file.Name, &ref.rec, ref.want, ref.file, tr.Offset, progress)
+	if err != nil {
+		return VerifiedTensor{}, err
+	}
+	c.mu.Lock()
+	c.served[0]++
+	c.mu.Unlock()
+	return VerifiedTensor{r}, nil
+}
+
+// TensorBytes is the size of all non-expert tensors: what loading the
+// model reads and hashes before the first token.
+func (c *Checkpoint) TensorBytes() int64 {
+	var n int64
+	for _, ref := range c.records {
+		if ref.rec.Kind == jnf.KindTensor {
+			n += ref.rec.Length
+		}
+	}
+	return n
+}
+
 // Expert reads routed expert e of layer l and verifies it against its
 // manifest entry.
 func (c *Checkpoint) Expert(layer, expert int) (VerifiedExpert, error) {

@@ -27,9 +27,12 @@
 package weights
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"io"
 	"unsafe"
+
+	"github.com/zeebo/blake3"
 
 	"github.com/tarfa-ai/tarfa/jnf"
 )
@@ -199,17 +202,28 @@ func blake3String(s string) jnf.Digest { return jnf.BLAKE3String(s) }
 // code can reach it as a writable slice. It is hashed after the view is
 // taken, so the bytes checked are the bytes served.
 func mint(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
+	r, err := newRecord(root, file, e, want, data)
+	if err != nil {
+		return nil, err
+	}
+	return r.checked(e, blake3String(r.data))
+}
+
+// newRecord views data, a buffer for entry e of file that nothing else
+// references, as the immutable bytes of a record not yet checked.
+func newRecord(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
 	if int64(len(data)) != e.Length || len(data) == 0 {
 		return nil, fmt.Errorf("%s: %d bytes, the manifest records %d", e.Name, len(data), e.Length)
 	}
-	r := &record{root: root, name: e.Name, file: file, off: e.Offset, want: want, id: ExpertID{e.Layer, e.Expert},
-		data: unsafe.String(unsafe.SliceData(data), len(data))}
-	if err := r.recheck(); err != nil {
-		var me *jnf.MismatchError
-		if errors.As(err, &me) {
-			me.What = fmt.Sprintf("%s (%s@%d)", e.Name, file, e.Offset)
-		}
-		return nil, err
+	return &record{root: root, name: e.Name, file: file, off: e.Offset, want: want, id: ExpertID{e.Layer, e.Expert},
+		data: unsafe.String(unsafe.SliceData(data), len(data))}, nil
+}
+
+// checked compares got, the BLAKE3 digest of r.data, with the entry's and
+// returns r with its views.
+func (r *record) checked(e *jnf.Record, got jnf.Digest) (*record, error) {
+	if !got.Equal(r.want) {
+		return nil, &jnf.MismatchError{What: fmt.Sprintf("%s (%s@%d)", e.Name, r.file, e.Offset), Got: got, Want: r.want}
 	}
 	switch e.Kind {
 	case jnf.KindTensor:
@@ -224,4 +238,41 @@ func mint(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []b
 		return nil, fmt.Errorf("%s: kind %q is not a tensor or an expert", e.Name, e.Kind)
 	}
 	return r, nil
+}
+
+// readChunk is how many bytes mintFrom reads and hashes between two checks
+// of its context (a variable for tests).
+var readChunk int64 = 32 << 20
+
+// mintFrom is mint for bytes still to be read: it reads entry e (at offset
+// off of ra) into a fresh buffer readChunk bytes at a time, hashing each
+// chunk through the record's immutable view as soon as it is read, so that
+// a large tensor (a 1.5 GiB embedding) can be abandoned within a chunk's
+// time when ctx is done, and each chunk's bytes are reported to progress
+// (nil: not reported). The bytes hashed are the bytes served, as in mint.
+func mintFrom(ctx context.Context, root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, ra io.ReaderAt, off int64,
+	progress func(int64)) (*record, error) {
+	r, err := newRecord(root, file, e, want, make([]byte, max(e.Length, 0)))
+	if err != nil {
+		return nil, err
+	}
+	buf := unsafe.Slice(unsafe.StringData(r.data), len(r.data)) // written only here, before the record is handed out
+	h := blake3.New()
+	for at := int64(0); at < e.Length; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := min(readChunk, e.Length-at)
+		if _, err := ra.ReadAt(buf[at:at+n], off+at); err != nil {
+			return nil, fmt.Errorf("%s (%s@%d): reading at offset %d: %w", e.Name, file, e.Offset, off+at, err)
+		}
+		h.WriteString(r.data[at : at+n])
+		at += n
+		if progress != nil {
+			progress(n)
+		}
+	}
+	got := jnf.Digest{Alg: jnf.BLAKE3}
+	h.Sum(got.Sum[:0])
+	return r.checked(e, got)
 }

@@ -59,8 +59,9 @@ func newBenchServeCommand() *cobra.Command {
 token is its own event). It reports the aggregate tokens per second (all tokens
 ÷ wall time of the level), p50/p99 time to first token and inter-token latency
 as the clients see them, the bytes verified (hashed) and read from storage per
-generated token (from the responses' own ledgers and the hierarchy), the rows
-per batch step, and whether every response is bit-identical (its logits chain)
+generated token (from the responses' own ledgers and the hierarchy), the tokens
+computed per batch step (prompt tokens of prefill chunks and one per decoding
+response, computed together in one engine step: rows_per_step in --json), and whether every response is bit-identical (its logits chain)
 to the same request sent alone before the levels. Use --ram-budget 0 to make
 every expert use a verified read: the bytes per token then show what batching
 shares.`,
@@ -262,8 +263,8 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 		}
 		rows = append(rows, row)
 		if !o.asJSON {
-			fmt.Fprintf(cmd.OutOrStdout(), "%3d clients: %6d tokens in %7.2fs = %8.1f tok/s · TTFT p50 %7.1f ms p99 %7.1f ms · ITL p50 %7.1f ms p99 %7.1f ms · verified %s/token, read %s/token · %.1f rows/step · identical to solo: %v\n",
-				c, row.Tokens, row.Seconds, row.TokensPerSec, 1e3*row.TTFTp50, 1e3*row.TTFTp99, 1e3*row.ITLp50, 1e3*row.ITLp99,
+			fmt.Fprintf(cmd.OutOrStdout(), "%11s: %6d tokens in %7.2fs = %8.1f tok/s · TTFT p50 %7.1f ms p99 %7.1f ms · ITL p50 %7.1f ms p99 %7.1f ms · verified %s/token, read %s/token · %.1f tokens computed per batch step · identical to solo: %v\n",
+				plural(c, "client", "clients"), row.Tokens, row.Seconds, row.TokensPerSec, 1e3*row.TTFTp50, 1e3*row.TTFTp99, 1e3*row.ITLp50, 1e3*row.ITLp99,
 				sizeWords(int64(row.VerifiedPerTok)), sizeWords(int64(row.ReadPerTok)), row.RowsPerStep, row.Identical)
 		}
 	}
@@ -272,7 +273,7 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 	}
 	for _, row := range rows {
 		if !row.Identical {
-			return failVerification(fmt.Errorf("at %d clients a response differs from the same request alone", row.Clients))
+			return failVerification(fmt.Errorf("at %s a response differs from the same request alone", plural(row.Clients, "client", "clients")))
 		}
 	}
 	return nil

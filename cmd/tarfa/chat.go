@@ -520,7 +520,7 @@ func (s *chatSession) stats(ctx context.Context) {
 	if s.seconds > 0 {
 		tps = float64(s.tokens) / s.seconds
 	}
-	fmt.Fprintf(s.out, "mode %s · %d replies, %d tokens, %.1f tok/s overall, %.1f tok/s decoding the last reply\n", s.lastMode, s.replies, s.tokens, tps, s.lastTokS)
+	fmt.Fprintf(s.out, "mode %s · %s, %d tokens, %.1f tok/s overall, %.1f tok/s decoding the last reply\n", s.lastMode, plural(s.replies, "reply", "replies"), s.tokens, tps, s.lastTokS)
 	if s.last.Attestation != "" {
 		fmt.Fprintf(s.out, "last reply: %d routed experts verified, %d bytes hashed for it, routing %s…, logits chain %s…\n",
 			s.last.ExpertsVerified, s.last.BytesVerified, short(s.last.Routing), short(s.last.LogitsChain))

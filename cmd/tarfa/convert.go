@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -117,7 +119,13 @@ command to resume).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			first, last, _ := parseLayers(o.layers)
 			stderr := cmd.ErrOrStderr()
-			update, finish := byteProgress(stderr, "converting")
+			passes := "hash the source, write"
+			if o.verify {
+				passes += ", compare, re-hash"
+			}
+			bar, finish := byteProgress(stderr, "converting (bytes of every pass: "+passes+")")
+			var work atomic.Int64 // bytes of every pass done
+			update := func(done, total int64) { work.Store(done); bar(done, total) }
 			start := time.Now()
 			res, err := convert.Convert(cmd.Context(), args[0], o.out, convert.Options{
 				FirstLayer: first, LastLayer: last, Workers: o.workers, Verify: o.verify,
@@ -132,6 +140,10 @@ command to resume).`,
 			if errors.As(err, &held) {
 				return fmt.Errorf("%s is writing %s: not waiting for it (--no-wait)", holder(held.PID), o.out)
 			}
+			if errors.Is(err, fs.ErrPermission) {
+				// A read-only or immutable --out (or its parent): say which flag.
+				return fmt.Errorf("--out %s: cannot write there: %w", o.out, err)
+			}
 			if err != nil {
 				return interrupted(err, "rerun the same command to resume; finished files and the journaled records of unfinished ones are re-hashed and kept")
 			}
@@ -145,8 +157,7 @@ command to resume).`,
 					VerifiedBytes: res.Verified, Seconds: secs,
 				})
 			}
-			fmt.Fprintf(out, "converted %s → %s: %d files written (%s, %s), %d kept after re-verification\n",
-				args[0], o.out, len(res.Written), reports.Bytes(res.Bytes), reports.Rate(res.Bytes, secs), len(res.Resumed))
+			fmt.Fprintln(out, convertSummary(args[0], o.out, res, work.Load(), secs))
 			if res.SalvagedRecords > 0 {
 				fmt.Fprintf(out, "resumed: %d records (%s) of interrupted files kept after re-hashing\n", res.SalvagedRecords, reports.Bytes(res.Salvaged))
 			}
@@ -170,4 +181,21 @@ command to resume).`,
 	f.BoolVar(&o.noWait, "no-wait", false, "fail at once if another tarfa is writing --out, instead of waiting for it")
 	f.BoolVar(&o.force, "force", false, "convert into a DIR that holds files no conversion wrote (left alone; those at the names convert writes are replaced)")
 	return cmd
+}
+
+// convertSummary is convert's first line: what was written and kept, and
+// the rate over the bytes of every pass (hashing the source, writing,
+// re-verifying kept files, comparing), which is what the time was spent
+// on; a directory that was complete already says so.
+func convertSummary(src, out string, res *convert.Result, work int64, secs float64) string {
+	took := time.Duration(secs * float64(time.Second)).Round(time.Millisecond)
+	if len(res.Written) == 0 && res.SalvagedRecords == 0 {
+		return fmt.Sprintf("already converted: %s → %s, %s re-verified, nothing to write (%s re-hashed in %s)",
+			src, out, plural(len(res.Resumed), "file", "files"), reports.Bytes(work), took)
+	}
+	s := fmt.Sprintf("converted %s → %s: %s written (%s)", src, out, plural(len(res.Written), "file", "files"), reports.Bytes(res.Bytes))
+	if len(res.Resumed) > 0 {
+		s += fmt.Sprintf(", %s kept after re-verification", plural(len(res.Resumed), "file", "files"))
+	}
+	return s + fmt.Sprintf("; %s read over every pass in %s (%s)", reports.Bytes(work), took, reports.Rate(work, secs))
 }

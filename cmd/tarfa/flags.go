@@ -39,7 +39,7 @@ func flagError(cmd *cobra.Command, err error) error {
 		f := missing.GetFlag()
 		return fmt.Errorf("--%s needs a value: %s (%s)", f.Name, wantOf(f.Value.Type()), help)
 	}
-	return fmt.Errorf("%w (%s)", err, help)
+	return fmt.Errorf("%w (%s%s)", err, help, flagHint(cmd, err))
 }
 
 // wantOf says what a flag of the given pflag type takes.

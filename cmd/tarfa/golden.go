@@ -41,7 +41,7 @@ type goldenRecordResult struct {
 func newGoldenRecordCommand() *cobra.Command {
 	var o goldenRecordOptions
 	cmd := &cobra.Command{
-		Use:   "record --model DIR --prompts FILE --out G",
+		Use:   "record [--model DIR] --prompts FILE --out G",
 		Short: "Run the CPU reference and store tokens and full logits of every step",
 		Long: `Record runs every prompt of a JSONL prompt file ({"prompt": text},
 {"messages": [...]} or {"tokens": [...]}, with optional max_tokens, seed,
@@ -179,7 +179,7 @@ type replayResult struct {
 func newReplayCommand() *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
-		Use:   "replay --model DIR --golden G",
+		Use:   "replay [--model DIR] --golden G",
 		Short: "Re-run a golden record and compare every step bit for bit",
 		Long: `Replay regenerates every prompt of a golden record with the same tokens and
 sampling settings and compares each step's logits with the recorded ones:
@@ -247,7 +247,8 @@ verify, or any step is not bit-identical (exact mode); 130 interrupted.`,
 						fmt.Sprintf("%.3g", d.MaxAbs), fmt.Sprintf("%d/%d", d.Top1Agree, d.Compared), fmt.Sprintf("%.3g", d.MaxKL), first, d.Note})
 				}
 				reports.Table(out, []string{"prompt", "steps", "bit-identical", "max |Δ|", "top-1", "max KL", "first divergent", "note"}, rows)
-				fmt.Fprintf(out, "golden %s (%d prompts) · backend %s, %d threads (recorded on %s, %d threads): exact=%v\n", g.ID(), len(diffs), r.Engine.Backend().Name(), r.Threads, g.Backend, g.Threads, exact)
+				fmt.Fprintf(out, "golden %s (%s) · backend %s, %s (recorded on %s, %s): exact=%v\n", g.ID(), plural(len(diffs), "prompt", "prompts"),
+					r.Engine.Backend().Name(), plural(r.Threads, "thread", "threads"), g.Backend, plural(g.Threads, "thread", "threads"), exact)
 			}
 			if !exact {
 				return failVerification(fmt.Errorf("replay is not bit-identical to %s", o.golden))

@@ -78,7 +78,7 @@ directory of NAME does not exist or cannot be written).`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if opts.out == "" {
-				return fmt.Errorf("--out: empty key pair name")
+				return fmt.Errorf("--out NAME is required (the key pair is written to NAME and NAME.pub)")
 			}
 			if opts.keyType != attest.KeyTypeEd25519 && opts.keyType != attest.KeyTypeECDSAP256 {
 				return fmt.Errorf("--type %q: want %s or %s", opts.keyType, attest.KeyTypeEd25519, attest.KeyTypeECDSAP256)

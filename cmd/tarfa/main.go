@@ -142,6 +142,7 @@ with status 130; a second Ctrl-C exits at once.
 			add("tools", c)
 		}
 	}
+	withUsageLines(root)
 	root.SetHelpCommandGroupID("tools")
 	root.SetCompletionCommandGroupID("tools")
 	return root

@@ -57,6 +57,7 @@ func barProgress(w io.Writer, desc string, bytes bool) (update func(done, total 
 				progressbar.OptionSetWriter(w),
 				progressbar.OptionSetDescription(desc),
 				progressbar.OptionShowBytes(bytes),
+				progressbar.OptionUseIECUnits(true), // GiB, as every other figure
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetPredictTime(true),
 				progressbar.OptionThrottle(100*time.Millisecond),
@@ -112,4 +113,20 @@ func stepProgress(w io.Writer, desc string) (done func()) {
 			<-stopped
 		})
 	}
+}
+
+// phasedProgress draws desc with a spinner (stepProgress) until the first
+// update, then as a bytes bar with rate and ETA (byteProgress): for a step
+// whose size is known only once it has begun (opening a model: the
+// manifest is checked, then the non-expert tensors are hashed).
+func phasedProgress(w io.Writer, desc string) (update func(done, total int64), finish func()) {
+	spin := stepProgress(w, desc)
+	bar, barDone := byteProgress(w, desc)
+	return func(done, total int64) {
+			spin()
+			bar(done, total)
+		}, func() {
+			spin()
+			barDone()
+		}
 }

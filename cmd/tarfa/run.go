@@ -18,6 +18,8 @@ import (
 	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/tier"
 )
 
 // genFlags are the model and sampling flags of the generating commands.
@@ -119,7 +121,8 @@ func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*ru
 		opt.Trace = tr
 		cmd.PostRunE = chainPostRun(cmd.PostRunE, tr.Close)
 	}
-	done := stepProgress(cmd.ErrOrStderr(), "opening and verifying "+dir)
+	update, done := phasedProgress(cmd.ErrOrStderr(), "opening and verifying "+dir)
+	opt.Progress = update
 	r, err := runner.Open(cmd.Context(), dir, opt)
 	done()
 	if err != nil {
@@ -152,14 +155,33 @@ func chainPostRun(prev func(*cobra.Command, []string) error, f func() error) fun
 // banner states what runs: the mode (always exact here), the model root,
 // the backend and what is resident where.
 func banner(cmd *cobra.Command, r *runner.Runner) {
-	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%d threads)\n",
-		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), r.Threads)
+	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%s)\n",
+		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), plural(r.Threads, "thread", "threads"))
 	if be := r.Engine.Backend(); be.Name() != "cpu" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", describeResidency(be.Residency()))
 	}
 	if r.Tier != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", r.Tier.Describe())
+		if w := ramBudgetWarning(r.Tier.Options().RAMBudget, r.Tier.Stats().RAMCap, r.Tier.ExpertBytes(), tier.TotalMemory()); w != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "  warning: %s\n", w)
+		}
 	}
+}
+
+// ramBudgetWarning says when a RAM-tier budget is more than the machine's
+// memory (total; 0: unknown): harmless when the experts themselves fit
+// (the tier holds capacity of them, of size bytes each), a risk of running
+// out of memory when they do not.
+func ramBudgetWarning(budget int64, capacity, size int, total int64) string {
+	if total <= 0 || budget <= total {
+		return ""
+	}
+	held := int64(capacity) * int64(size)
+	w := fmt.Sprintf("--ram-budget %s is more than this machine's memory (%s)", reports.Bytes(budget), reports.Bytes(total))
+	if held <= total/2 {
+		return w + fmt.Sprintf("; the RAM tier holds at most %s here, which fits", reports.Bytes(held))
+	}
+	return w + fmt.Sprintf(": the RAM tier may grow to %s; give a smaller budget, or auto (half the available memory)", reports.Bytes(held))
 }
 
 // describeResidency says what a device backend keeps where.

@@ -187,7 +187,9 @@ with every assumption it used. Its output is a PROJECTION (simulated), not a
 measurement; the time model is in the documentation of package tier/sim.
 
 The defaults describe Qwen3.5-122B-A10B (48 layers, 256 experts of 18 874 368
-bytes, top-8) on a Gen4 NVMe (7 GB/s), a 16 GiB GPU and 64 GiB of RAM; every
+bytes, top-8) on a Gen4 NVMe (7 GB/s), a 16 GiB GPU and 64 GiB of RAM; a trace
+records its model's layers and experts, and its expert size when tarfa run
+--trace wrote it, and sim takes those from the trace; every
 number is an assumption to replace with a measured one (BENCHMARKS.md,
 "Simulator"). --vram-gib 0 models a machine without a device (experts on the
 CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
@@ -230,6 +232,9 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 				return err
 			}
 			h := tr.Header
+			if expertBytes, err = simExpertBytes(h, expertBytes, cmd.Flags().Changed("expert-bytes")); err != nil {
+				return err
+			}
 			n := h.Layers * h.Experts
 			ram := min(sim.Slots(ramGiB, ramRes, expertBytes), n)
 			dev := 0
@@ -277,7 +282,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	}
 	fs := cmd.Flags()
 	tf.add(fs)
-	fs.Int64Var(&expertBytes, "expert-bytes", 18874368, "bytes of one routed expert")
+	fs.Int64Var(&expertBytes, "expert-bytes", defaultExpertBytes, "bytes of one routed expert (default: the trace's expert_bytes, else the 122B's)")
 	fs.Float64Var(&hw.StorageGBps, "storage-gbps", 7, "storage read bandwidth, GB/s")
 	fs.Float64Var(&hw.StorageLatencyUS, "storage-latency-us", 100, "storage latency per read request, µs")
 	fs.IntVar(&hw.QueueDepth, "queue-depth", 4, "storage read requests in flight")
@@ -476,10 +481,20 @@ the generator (package tier/sim, OnlineBound).
 			if err != nil {
 				return err
 			}
+			h := tr.Header
+			// The defaults fit the 122B's long traces; on a short trace or
+			// a small model they adapt, and say so.
+			stderr := cmd.ErrOrStderr()
+			if f := cmd.Flags(); !f.Changed("warmup") && 2*skip > tr.Tokens() {
+				fmt.Fprintf(stderr, "note: the default --warmup %d is more than half of the trace's %d tokens: warming up %d (give --warmup N to choose)\n", skip, tr.Tokens(), tr.Tokens()/4)
+				skip = tr.Tokens() / 4
+			}
+			if !cmd.Flags().Changed("capacities") {
+				fracs = fitCapacities(stderr, h, fracs, pts)
+			}
 			if skip < 0 || skip >= tr.Tokens() {
 				return fmt.Errorf("--warmup %d: want 0 to %d (the trace has %d tokens)", skip, tr.Tokens()-1, tr.Tokens())
 			}
-			h := tr.Header
 			for _, pt := range pts {
 				for _, f := range fracs {
 					n := int(float64(h.Layers*h.Experts)*f + 0.5)
@@ -578,4 +593,71 @@ the generator (package tier/sim, OnlineBound).
 	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay, heat and predict, tokens")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// capacityNeed is the fewest experts a tier partitioned as pt can hold:
+// one token's top-k, in every layer for per-layer.
+func capacityNeed(h trace.Header, pt policy.Partition) int {
+	if pt == policy.PerLayer {
+		return h.TopK * h.Layers
+	}
+	return h.TopK
+}
+
+// fitCapacities leaves out of the default capacities those too small for
+// one of the partitionings on this trace's model (a small model: 10% of 32
+// experts is 3, per-layer needs 8), saying so on w; when none is left it
+// takes the smallest that fits.
+func fitCapacities(w io.Writer, h trace.Header, fracs []float64, pts []policy.Partition) []float64 {
+	all := h.Layers * h.Experts
+	need := 0
+	for _, pt := range pts {
+		need = max(need, capacityNeed(h, pt))
+	}
+	var kept, dropped []string
+	var out []float64
+	for _, f := range fracs {
+		if int(float64(all)*f+0.5) >= need {
+			out = append(out, f)
+			kept = append(kept, fmt.Sprintf("%g%%", 100*f))
+		} else {
+			dropped = append(dropped, fmt.Sprintf("%g%%", 100*f))
+		}
+	}
+	if len(dropped) == 0 {
+		return fracs
+	}
+	if len(out) == 0 {
+		f := float64(need) / float64(all)
+		out, kept = []float64{f}, []string{fmt.Sprintf("%.3g%%", 100*f)}
+	}
+	fmt.Fprintf(w, "note: of the default --capacities, %s hold fewer than the %d experts a tier needs here (top-%d, %d layers × %d experts): comparing %s (give --capacities to choose)\n",
+		strings.Join(dropped, ", "), need, h.TopK, h.Layers, h.Experts, strings.Join(kept, ", "))
+	return out
+}
+
+// The model the sim defaults describe: Qwen3.5-122B-A10B.
+const (
+	defaultExpertBytes  = 18874368
+	defaultModelLayers  = 48
+	defaultModelExperts = 256
+	defaultModelTopK    = 8
+)
+
+// simExpertBytes is the expert size to project with: --expert-bytes when
+// given; else the one the trace records; else the 122B's, for a trace of
+// the 122B's shape (a synthetic one by default). A measured trace of
+// another model with no size recorded is refused: its layers and experts
+// with the 122B's expert size would project neither model.
+func simExpertBytes(h trace.Header, flag int64, changed bool) (int64, error) {
+	switch {
+	case changed:
+		return flag, nil
+	case h.ExpertBytes > 0:
+		return h.ExpertBytes, nil
+	case h.Source == trace.Measured && (h.Layers != defaultModelLayers || h.Experts != defaultModelExperts || h.TopK != defaultModelTopK):
+		return 0, fmt.Errorf("the trace (%d MoE layers × %d experts, top-%d) records no expert size and is not of the 122B the default --expert-bytes %d describes: give --expert-bytes (the bytes per expert of tarfa inspect), or record the trace again with this tarfa (it writes expert_bytes)",
+			h.Layers, h.Experts, h.TopK, int64(defaultExpertBytes))
+	}
+	return flag, nil
 }

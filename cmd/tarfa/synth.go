@@ -78,6 +78,12 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 				return fmt.Errorf("--layout %q: want %s or %s", s.o.Layout, hf.LayoutPerExpert, hf.LayoutFused)
 			}
 			if f.Changed("layers") {
+				o := s.o
+				o.Arch = hf.Arch(s.arch)
+				if most, experts := maxSynthLayers(o); most < hf.MaxLayers && s.o.Layers > most {
+					return fmt.Errorf("--layers %d: want 1 to %d for the %s preset of %s (%d routed experts a layer; Tarfa accepts at most %d routed experts in all)",
+						s.o.Layers, most, o.Preset, o.Arch, experts, hf.MaxRoutedExperts)
+				}
 				if err := intFlag("layers", int64(s.o.Layers), 1, hf.MaxLayers, "default: the preset's"); err != nil {
 					return err
 				}
@@ -147,7 +153,10 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 	f.StringVar(&s.o.Preset, "preset", "tiny", "tiny, or real (the real per-layer shapes)")
 	f.Uint64Var(&s.o.Seed, "seed", 1, "weight seed")
 	f.StringVar(&s.o.Layout, "layout", hf.LayoutPerExpert, "expert layout: per-expert or fused")
-	f.IntVar(&s.o.Layers, "layers", 0, fmt.Sprintf("number of layers, 1 to %d (default: the preset's)", hf.MaxLayers))
+	real35, _ := maxSynthLayers(synth.Options{Arch: hf.Qwen35MoE, Preset: "real", Layout: hf.LayoutPerExpert})
+	real3, _ := maxSynthLayers(synth.Options{Arch: hf.Qwen3MoE, Preset: "real", Layout: hf.LayoutPerExpert})
+	f.IntVar(&s.o.Layers, "layers", 0, fmt.Sprintf("number of layers, 1 to %d; with --preset real 1 to %d (%d with --arch qwen3_moe), Tarfa's limit of %d routed experts (default: the preset's)",
+		hf.MaxLayers, real35, real3, hf.MaxRoutedExperts))
 	f.IntVar(&s.o.Vocab, "vocab", 0, "vocabulary size (default: the preset's)")
 	f.Int64Var(&s.shard, "shard-bytes", 0, "shard size limit in bytes (default: the preset's)")
 	f.BoolVar(&s.noTok, "no-tokenizer", false, "do not write tokenizer files")
@@ -156,4 +165,32 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 	f.BoolVar(&s.force, "force", false, "write into a DIR holding files synth did not write (those at the names synth writes are replaced)")
 	f.BoolVar(&s.asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// maxSynthLayers is the most layers the preset of o can have (at most
+// hf.MaxLayers: the configuration's other limits, the routed experts of
+// the whole model above all, may allow fewer) and its experts a layer.
+func maxSynthLayers(o synth.Options) (most, experts int) {
+	ok := func(n int) bool {
+		o.Layers = n
+		_, cfg, err := synth.Config(o)
+		if err == nil {
+			experts = cfg.Experts
+		}
+		return err == nil
+	}
+	lo, hi := 1, hf.MaxLayers // ok(lo); the answer is in [lo, hi]
+	if !ok(lo) {
+		return 0, 0
+	}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	ok(lo)
+	return lo, experts
 }

@@ -145,7 +145,9 @@ func TestTokenizeCommandErrors(t *testing.T) {
 		{"bad json", "{\"text\": 1}\n", []string{"tokenize", "--tokenizer", dir}, "stdin record 1"},
 		{"no text", "{\"txt\": \"a\"}\n", []string{"tokenize", "--tokenizer", dir}, `stdin record 1: no "text" string`},
 		{"id out of range", "{\"ids\": [0, 300]}\n", []string{"tokenize", "--decode", "--tokenizer", dir}, "id 300 out of range [0, 300)"},
-		{"template without messages", "{}", []string{"template", "--tokenizer", dir}, `"messages" must be a list`},
+		{"template without messages", "{}", []string{"template", "--tokenizer", dir}, `"messages" is missing`},
+		{"template with a misspelt messages", `{"message": []}`, []string{"template", "--tokenizer", dir}, `"messages" is missing`},
+		{"template with messages not a list", `{"messages": 3}`, []string{"template", "--tokenizer", dir}, `"messages" must be a list`},
 		{"template bad json", "{", []string{"template", "--tokenizer", dir}, "chat input"},
 		{"template fails on no messages", `{"messages": []}`, []string{"template", "--tokenizer", dir}, "list object has no element 0"},
 	} {

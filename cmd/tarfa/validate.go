@@ -20,11 +20,14 @@ func newValidateCommand() *cobra.Command {
 		threads   int
 		asJSON    bool
 		positions bool
+		scratch   string
 	)
 	hf := &cobra.Command{
 		Use:   "hf --checkpoint HF_DIR --reference FIXTURE_DIR",
 		Short: "Compare the CPU reference with Hugging Face reference logits",
-		Long: `Validate hf converts the checkpoint to a temporary JNF directory, runs every
+		Long: `Validate hf converts the checkpoint to a temporary JNF directory (in a new
+directory under --scratch DIR, default the system's temporary directory, removed
+when done; it needs about the checkpoint's size free), runs every
 prompt of FIXTURE_DIR/reference.json through the verified path and compares with
 FIXTURE_DIR/reference.safetensors: max |Δ| of the fp32 logits at every position,
 argmax agreement, the greedy continuation against greedy[promptI.fp32], and the
@@ -50,8 +53,23 @@ interrupted.`,
 			if st, err := os.Stat(filepath.Join(ref, "reference.json")); err != nil || !st.Mode().IsRegular() {
 				return fmt.Errorf("--reference %s: no reference.json (a fixture directory of validation/testdata/fixtures holds one)", ref)
 			}
-			done := stepProgress(cmd.ErrOrStderr(), "converting "+ckpt+" and comparing with "+ref)
-			rep, err := conformance.Run(cmd.Context(), ckpt, ref, conformance.Options{Threads: threads, Backend: backend})
+			base := scratch
+			if base == "" {
+				base = os.TempDir()
+			}
+			if st, err := os.Stat(base); err != nil || !st.IsDir() {
+				return fmt.Errorf("--scratch %s: not a directory (create it first)", base)
+			}
+			if err := checkFree("--scratch", base, safetensorsBytes(ckpt), "; give --scratch DIR on a file system with room for the converted checkpoint"); err != nil {
+				return err
+			}
+			tmp, err := os.MkdirTemp(base, "tarfa-validate-")
+			if err != nil {
+				return fmt.Errorf("--scratch %s: %w", base, err)
+			}
+			defer os.RemoveAll(tmp)
+			done := stepProgress(cmd.ErrOrStderr(), "converting "+ckpt+" (into "+tmp+") and comparing with "+ref)
+			rep, err := conformance.Run(cmd.Context(), ckpt, ref, conformance.Options{Threads: threads, Backend: backend, Scratch: tmp})
 			done()
 			if err != nil {
 				return err
@@ -93,6 +111,7 @@ interrupted.`,
 	hf.Flags().StringVar(&backend, "backend", "cpu", "backend: cpu or cuda (a cuda build)")
 	hf.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	hf.Flags().BoolVar(&positions, "positions", false, "also print max |Δ| at every position of every prompt")
+	hf.Flags().StringVar(&scratch, "scratch", "", "directory for the temporary conversion, a new directory in it removed when done (default: the system's temporary directory)")
 	cmd.AddCommand(hf)
 	return cmd
 }
@@ -102,4 +121,18 @@ func passWord(ok bool) string {
 		return "PASS"
 	}
 	return "FAIL"
+}
+
+// safetensorsBytes is the size of the .safetensors files of an HF
+// checkpoint directory: about what converting it writes (0 if unreadable:
+// the conversion then says what is wrong).
+func safetensorsBytes(dir string) int64 {
+	var n int64
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -107,11 +110,8 @@ expert and offset); 130 interrupted.`,
 			} else {
 				fmt.Fprintf(out, "%s: %d files, %d of %d records re-hashed (%s)\n", dir, rep.Files, rep.RecordsChecked, rep.Records, reports.Bytes(rep.BytesChecked))
 				if len(rep.Problems) > 0 {
-					var rows [][]string
-					for _, p := range rep.Problems {
-						rows = append(rows, []string{p.File, p.Name, strconv.Itoa(p.Layer), strconv.Itoa(p.Expert), strconv.FormatInt(p.Offset, 10), p.What})
-					}
-					reports.Table(out, []string{"file", "name", "layer", "expert", "offset", "problem"}, rows)
+					problemTable(out, rep.Problems)
+					fmt.Fprintf(out, "(hashes shortened; every problem in full: tarfa verify %s --json)\n", dir)
 				}
 				partial := ""
 				if !rep.Complete {
@@ -130,7 +130,7 @@ expert and offset); 130 interrupted.`,
 				}
 			}
 			if !rep.OK() {
-				return fmt.Errorf("%s: %d problem(s), first: %w", dir, len(rep.Problems), rep.Problems[0])
+				return fmt.Errorf("%s: %s, first: %w", dir, plural(len(rep.Problems), "problem", "problems"), rep.Problems[0])
 			}
 			return nil
 		},
@@ -164,4 +164,76 @@ func layerRanges(ls []int) string {
 		return "none"
 	}
 	return s
+}
+
+// longHex is a run of hex digits long enough to be a digest.
+var longHex = regexp.MustCompile(`[0-9a-f]{32,}`)
+
+// problemWidth is the widest line of the problem column.
+const problemWidth = 30
+
+// problemTable writes verify's problems as a table that fits a terminal:
+// the record as "layer L expert E" or "layer L" and the tensor's own name,
+// digests cut to their first 12 hex digits (the error message and --json
+// have them whole), a long problem broken over lines, and the records of
+// one file with the same problem and no offset (a missing file) on one row.
+func problemTable(w io.Writer, ps []verify.Problem) {
+	var rows [][]string
+	for i := 0; i < len(ps); i++ {
+		p := ps[i]
+		rec := p.Name
+		switch {
+		case p.Expert >= 0:
+			rec = fmt.Sprintf("layer %d expert %d", p.Layer, p.Expert)
+		case p.Layer >= 0 && p.Name == "":
+			rec = fmt.Sprintf("layer %d", p.Layer)
+		case p.Layer >= 0:
+			rec = fmt.Sprintf("layer %d %s", p.Layer, strings.TrimPrefix(p.Name, fmt.Sprintf("model.layers.%d.", p.Layer)))
+		}
+		j := i + 1
+		for j < len(ps) && p.Offset < 0 && ps[j].Offset < 0 && ps[j].File == p.File && ps[j].What == p.What {
+			j++
+		}
+		if j-i > 2 {
+			rec = fmt.Sprintf("%d records", j-i)
+			i = j - 1
+		}
+		if rec == "" {
+			rec = "-"
+		}
+		off := "-"
+		if p.Offset >= 0 {
+			off = strconv.FormatInt(p.Offset, 10)
+		}
+		what := longHex.ReplaceAllStringFunc(p.What, func(h string) string { return h[:12] + "…" })
+		rows = append(rows, []string{p.File, rec, off, wrapText(what, problemWidth)})
+	}
+	reports.Table(w, []string{"file", "record", "offset", "problem"}, rows)
+}
+
+// wrapText breaks s after its colons and commas and between words so that
+// no line is wider than width (a single longer word stays whole).
+func wrapText(s string, width int) string {
+	if len([]rune(s)) <= width {
+		return s
+	}
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case len([]rune(line))+1+len([]rune(word)) > width:
+			lines, line = append(lines, line), word
+		default:
+			line += " " + word
+		}
+		if strings.HasSuffix(word, ":") || strings.HasSuffix(word, ",") {
+			lines, line = append(lines, line), ""
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -93,11 +93,14 @@ type Options struct {
 	// Warm reads the hottest experts of the heat ledger into the RAM tier
 	// in the background right after opening (a warm start).
 	Warm bool
+	// Progress, if set, is called while the engine loads with the bytes of
+	// non-expert tensors read and verified so far and their total.
+	Progress func(done, total int64)
 }
 
 // Open opens a JNF directory (root-checked by weights.Open), loads the
-// engine (every non-expert tensor read and verified; interruptible between
-// tensors) and, when the manifest lists one, the tokenizer copied beside
+// engine (every non-expert tensor read and verified; interruptible within
+// a tensor, a chunk at a time) and, when the manifest lists one, the tokenizer copied beside
 // the weights (read through the checkpoint's verified auxiliary files).
 func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 	m, err := weights.Open(ctx, dir)
@@ -166,6 +169,12 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 				return nil, err
 			}
 		}
+	}
+	if opt.Progress != nil {
+		var done int64
+		total := m.TensorBytes()
+		opt.Progress(0, total)
+		eopt.LoadProgress = func(n int64) { done += n; opt.Progress(done, max(total, done)) }
 	}
 	em, err := engine.LoadContext(ctx, m, eopt)
 	if err != nil {

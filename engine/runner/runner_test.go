@@ -113,6 +113,43 @@ func TestOpenCancelled(t *testing.T) {
 	}
 }
 
+// Open reports the bytes of non-expert tensors verified as it loads them,
+// up to their total, and stops when cancelled partway through: the bytes
+// left are never read.
+func TestOpenProgress(t *testing.T) {
+	dir := defaultModel(t)
+	var last, total int64
+	calls := 0
+	r, err := Open(context.Background(), dir, Options{Progress: func(done, tot int64) {
+		if done < last || tot < done {
+			t.Errorf("progress %d of %d after %d", done, tot, last)
+		}
+		last, total = done, tot
+		calls++
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if calls < 3 || last != total || total != r.Checkpoint.TensorBytes() {
+		t.Errorf("%d progress calls, last %d of %d; the model has %d bytes of tensors", calls, last, total, r.Checkpoint.TensorBytes())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var at int64
+	_, err = Open(ctx, dir, Options{Progress: func(done, tot int64) {
+		if done > 0 && at == 0 {
+			at = done
+			cancel()
+		}
+		if done > at && at > 0 {
+			t.Errorf("read %d bytes after the cancellation at %d", done, at)
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || at == 0 || at >= total {
+		t.Errorf("cancelled at %d of %d bytes: %v", at, total, err)
+	}
+}
+
 // TestTierAndTrace: generation through the streaming hierarchy gives the
 // default path's tokens and logits; the trace records every MoE layer of
 // every position of every generation, as a measured trace of this model.

@@ -34,6 +34,14 @@ func newTraceRecorder(w io.Writer, r *Runner) (*traceRecorder, error) {
 	}
 	h := trace.Header{Format: trace.Format, Version: trace.Version, ModelRoot: r.Checkpoint.Root().String(), Layers: n,
 		Experts: r.Config.Experts, TopK: r.Config.TopK, Source: trace.Measured}
+	if n > 0 {
+		for l, sparse := range r.Config.Sparse {
+			if sparse {
+				h.ExpertBytes = r.Checkpoint.ExpertBytes(l, 0)
+				break
+			}
+		}
+	}
 	var err error
 	if t.w, err = trace.NewWriter(w, h); err != nil {
 		return nil, err

@@ -213,7 +213,9 @@ func (c *ChatTemplate) RenderJSON(input []byte) (string, error) {
 	if err := set(obj); err != nil {
 		return "", err
 	}
-	if _, ok := vars["messages"].(*jinja.List); !ok {
+	if msgs, ok := vars["messages"]; !ok {
+		return "", errors.New("tokenizer: chat input: \"messages\" is missing (want {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]})")
+	} else if _, ok := msgs.(*jinja.List); !ok {
 		return "", errors.New("tokenizer: chat input: \"messages\" must be a list")
 	}
 	out, err := c.tmpl.Render(jinja.Env{Vars: vars, Now: c.now})

@@ -15,6 +15,7 @@
 //	{"format":"tarfa-routing-trace","version":1,
 //	 "model_root":"sha256:…",        // the manifest root; "" only for synthetic traces
 //	 "layers":48,"experts":256,"top_k":8,
+//	 "expert_bytes":18874368,        // optional: one routed expert's bytes (measured traces)
 //	 "source":"measured",            // or "synthetic"
 //	 "generator":{…},                // synthetic only: the Generator parameters
 //	 "note":"…"}                     // optional, free text
@@ -58,6 +59,8 @@ const (
 	MaxLayers    = 1024
 	MaxExperts   = 1 << 16
 	MaxTopK      = 1024
+	// MaxExpertBytes bounds a header's expert_bytes.
+	MaxExpertBytes = 1 << 40
 )
 
 // Source says where a trace's routing came from.
@@ -72,15 +75,18 @@ const (
 
 // Header is a trace's first line.
 type Header struct {
-	Format    string     `json:"format"`
-	Version   int        `json:"version"`
-	ModelRoot string     `json:"model_root"`
-	Layers    int        `json:"layers"`
-	Experts   int        `json:"experts"`
-	TopK      int        `json:"top_k"`
-	Source    Source     `json:"source"`
-	Generator *Generator `json:"generator,omitempty"`
-	Note      string     `json:"note,omitempty"`
+	Format    string `json:"format"`
+	Version   int    `json:"version"`
+	ModelRoot string `json:"model_root"`
+	Layers    int    `json:"layers"`
+	Experts   int    `json:"experts"`
+	TopK      int    `json:"top_k"`
+	// ExpertBytes is the size of one routed expert of the model (0:
+	// not recorded), so that a projection of the trace uses its model's.
+	ExpertBytes int64      `json:"expert_bytes,omitempty"`
+	Source      Source     `json:"source"`
+	Generator   *Generator `json:"generator,omitempty"`
+	Note        string     `json:"note,omitempty"`
 }
 
 // Check validates h: format and version, sizes within the limits, the model
@@ -101,6 +107,9 @@ func (h *Header) Check() error {
 	}
 	if h.TopK < 1 || h.TopK > min(MaxTopK, h.Experts) {
 		return fmt.Errorf("top_k %d: want 1 to %d", h.TopK, min(MaxTopK, h.Experts))
+	}
+	if h.ExpertBytes < 0 || h.ExpertBytes > MaxExpertBytes {
+		return fmt.Errorf("expert_bytes %d: want 1 to %d (or no expert_bytes)", h.ExpertBytes, int64(MaxExpertBytes))
 	}
 	switch h.Source {
 	case Measured:
@@ -217,15 +226,16 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, err
 	}
 	var raw struct {
-		Format    *string       `json:"format"`
-		Version   *int          `json:"version"`
-		ModelRoot *string       `json:"model_root"`
-		Layers    *int          `json:"layers"`
-		Experts   *int          `json:"experts"`
-		TopK      *int          `json:"top_k"`
-		Source    *Source       `json:"source"`
-		Generator *rawGenerator `json:"generator"`
-		Note      *string       `json:"note"`
+		Format      *string       `json:"format"`
+		Version     *int          `json:"version"`
+		ModelRoot   *string       `json:"model_root"`
+		Layers      *int          `json:"layers"`
+		Experts     *int          `json:"experts"`
+		TopK        *int          `json:"top_k"`
+		ExpertBytes *int64        `json:"expert_bytes"`
+		Source      *Source       `json:"source"`
+		Generator   *rawGenerator `json:"generator"`
+		Note        *string       `json:"note"`
 	}
 	if err := jnf.DecodeJSON(b, &raw); err != nil {
 		return nil, rd.errf("header: %w", err)
@@ -250,6 +260,12 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	if raw.Note != nil {
 		rd.h.Note = *raw.Note
+	}
+	if raw.ExpertBytes != nil {
+		if *raw.ExpertBytes <= 0 {
+			return nil, rd.errf("header: expert_bytes %d: want 1 to %d (or no expert_bytes)", *raw.ExpertBytes, int64(MaxExpertBytes))
+		}
+		rd.h.ExpertBytes = *raw.ExpertBytes
 	}
 	if err := rd.h.Check(); err != nil {
 		return nil, rd.errf("header: %w", err)

@@ -442,3 +442,34 @@ func TestPopularityOf(t *testing.T) {
 		}
 	}
 }
+
+// A header's optional expert_bytes is written when set, read back, absent
+// from older traces, and refused when not positive.
+func TestHeaderExpertBytes(t *testing.T) {
+	h := Header{Format: Format, Version: Version, ModelRoot: root, Layers: 1, Experts: 4, TopK: 2, ExpertBytes: 12288, Source: Measured}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(0, 0, []int{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if !strings.Contains(buf.String(), `"expert_bytes":12288`) {
+		t.Fatalf("header: %s", buf.String())
+	}
+	text := buf.String()
+	back, err := ReadAll(strings.NewReader(text), 10)
+	if err != nil || back.Header.ExpertBytes != 12288 {
+		t.Fatalf("read back: %v %+v", err, back)
+	}
+	if back, err := ReadAll(strings.NewReader(strings.Replace(text, `"expert_bytes":12288,`, "", 1)), 10); err != nil || back.Header.ExpertBytes != 0 {
+		t.Errorf("without expert_bytes: %v", err)
+	}
+	for _, bad := range []string{`"expert_bytes":0,`, `"expert_bytes":-5,`} {
+		if _, err := ReadAll(strings.NewReader(strings.Replace(text, `"expert_bytes":12288,`, bad, 1)), 10); err == nil || !strings.Contains(err.Error(), "expert_bytes") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}

@@ -339,7 +339,7 @@ func (b *bench) verify(ctx context.Context) error {
 		return err
 	}
 	if !rep.OK() {
-		return fmt.Errorf("verify found %d problem(s), first: %v", len(rep.Problems), rep.Problems[0])
+		return fmt.Errorf("verify found %d %s, first: %v", len(rep.Problems), map[bool]string{true: "problem", false: "problems"}[len(rep.Problems) == 1], rep.Problems[0])
 	}
 	return nil
 }
