@@ -4,46 +4,28 @@ import (
 	"fmt"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/cpu"
-	"github.com/tarfa-ai/tarfa/engine/cuda"
 )
 
-// Backends are the backend names OpenBackend knows.
+// Backends are the backend names Tarfa ships (engine/cpu and engine/cuda;
+// the cuda one says how to build it in a binary built without CUDA).
+// OpenBackend opens those the program has linked: the engine imports no
+// concrete backend, they register themselves (backend.Register).
 var Backends = []string{"cpu", "cuda"}
 
 // BackendOptions configures OpenBackend.
-type BackendOptions struct {
-	// Threads is the number of host goroutines per operation (0: all
-	// cores): the CPU backend's, or the host side of a device backend.
-	Threads int
-	// VRAMBudget bounds a device backend's memory in bytes (0: the whole
-	// device); an error for the CPU backend.
-	VRAMBudget int64
-	// Device is the device ordinal of a device backend.
-	Device int
-	// Timing makes a device backend measure the device time of its kernels
-	// and copies (backend.Meter), for benchmarks.
-	Timing bool
-	// VerifyCopies makes a device backend hash every routed expert it copies
-	// into device memory, there, against its digest (cuda.Options).
-	VerifyCopies bool
-}
+type BackendOptions = backend.Options
 
-// OpenBackend opens a backend by name: "cpu" (the reference) or "cuda" (an
-// error naming the fix in a binary built without CUDA).
+// OpenBackend opens a registered backend by name: "cpu" (the reference, also
+// for "") or "cuda" (an error naming the fix in a binary built without
+// CUDA). The program must import the backend packages it opens (engine/runner
+// imports both).
 func OpenBackend(name string, o BackendOptions) (backend.Backend, error) {
-	switch name {
-	case "", "cpu":
-		if o.VRAMBudget != 0 {
-			return nil, fmt.Errorf("engine: a device-memory budget needs a device backend, not cpu")
-		}
-		return cpu.New(o.Threads), nil
-	case "cuda":
-		be, err := cuda.New(cuda.Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing, VerifyCopies: o.VerifyCopies})
-		if err != nil {
-			return nil, fmt.Errorf("engine: backend cuda: %w", err)
-		}
-		return be, nil
+	if name == "" {
+		name = "cpu"
 	}
-	return nil, fmt.Errorf("engine: backend %q: want cpu or cuda", name)
+	be, err := backend.Open(name, o)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return be, nil
 }

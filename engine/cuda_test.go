@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/engine/backend"
+	_ "github.com/tarfa-ai/tarfa/engine/cuda" // registers "cuda" for OpenBackend
 )
 
 // TestCUDACounters runs the reference prompts on the CUDA backend (a GPU

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier/policy"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -107,8 +107,8 @@ type Stats struct {
 	PrefetchWasted int64 `json:"prefetch_wasted"` // evicted before any use
 }
 
-// Hierarchy serves a checkpoint's routed experts to the engine
-// (engine.ExpertSource) through a RAM tier and device slots. It is safe for
+// Hierarchy serves a checkpoint's routed experts to the engine (an
+// expertstream.Source) through a RAM tier and device slots. It is safe for
 // concurrent use by several sessions.
 type Hierarchy struct {
 	ck      *weights.Checkpoint
@@ -478,14 +478,14 @@ type stream struct {
 	reply    chan readDone
 }
 
-// Stream implements engine.ExpertSource. The layer's experts resident in
+// Stream implements expertstream.Source. The layer's experts resident in
 // the RAM tier are consumed at once; the others are read by the readers
 // into RAM-tier buffers (when the policy admits them) or device slots (no
 // RAM tier, or every resident copy pinned), and consumed as each read
 // completes and verifies. A device slot is released as soon as its expert
 // has been consumed, so a step larger than the device budget streams
 // through it. Every lease is released before Stream returns.
-func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c engine.ExpertConsumer) (err error) {
+func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expertstream.Consumer) (err error) {
 	if layer < 0 || layer >= h.dims.Layers {
 		return fmt.Errorf("tier: layer %d of %d", layer, h.dims.Layers)
 	}

@@ -71,6 +71,52 @@ var unsafeAllowed = []string{
 var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/engine/backendtest",
 	"github.com/tarfa-ai/tarfa/engine/cuda/b3host", "testing"}
 
+// The arrows point downward (architecture review 2026-12, §1.2): beside
+// the fence, the module's layering is pinned, so that a new upward import
+// fails here rather than in a review.
+//
+// coreLayers orders the proof core (the fenced packages and the internal
+// helpers they use), lowest first: a package may import only packages of a
+// lower layer, never one of its own or a higher one, and every fenced
+// package must have a layer (a new one is placed deliberately).
+var coreLayers = [][]string{
+	{"jnf", "internal/flock", "internal/diskspace"},
+	{"jnf/safetensors", "internal/outdir"},
+	{"jnf/hf", "golden"},
+	{"verify", "ledger"},
+	{"weights", "attest", "jnf/convert"},
+	{"weights/weightstest"},
+}
+
+// importBans are dependencies (direct or indirect) that packages may never
+// have, under any build of fenceBuilds. from is a module-relative package,
+// or a directory with "/..." for it and all its subpackages; each entry of
+// deny also covers its subpackages (a module-relative path, or a full one
+// for another module).
+var importBans = []importBan{
+	// The storage/RAM tier serves experts through the seam below it
+	// (expertstream) and never links the model code or a GPU driver: its
+	// init must not need one.
+	{"tier/...", []string{"engine", "gorgonia.org/cu"}, "the tier sits below the engine; its seam is expertstream"},
+	// The model code opens backends by name (backend.Register); the
+	// composition root links the concrete device backends.
+	{"engine", []string{"engine/cuda", "gorgonia.org/cu"}, "the engine imports no device backend: they register"},
+	// The independent verifier checks a checkpoint with nothing but its
+	// own reading of the bytes (STYLE lesson 3): the replay format and the
+	// ledger may not leak into it, even through a package between, and
+	// those two know nothing of how weights are loaded or verified. (Bans
+	// that would close an import cycle are left to the compiler.)
+	{"verify/...", []string{"golden", "ledger"}, "the verifier is independent of what it checks"},
+	{"golden/...", []string{"weights", "verify"}, "golden files are data below the loaders"},
+	{"ledger/...", []string{"weights", "verify"}, "the ledger records; it does not load or verify"},
+}
+
+type importBan struct {
+	from string
+	deny []string
+	why  string
+}
+
 // listedPackage holds the fields of `go list -json` that the check uses.
 type listedPackage struct {
 	ImportPath string
@@ -139,6 +185,12 @@ func TestDependencyFence(t *testing.T) {
 		for _, v := range checkProduction(all, unsafeAllowed, testOnly) {
 			t.Errorf("%s: %s", name, v)
 		}
+		for _, v := range checkLayers(all, modulePath, coreLayers, roots) {
+			t.Errorf("%s: %s", name, v)
+		}
+		for _, v := range checkBans(all, modulePath, importBans) {
+			t.Errorf("%s: %s", name, v)
+		}
 		if b.goarch == "amd64" && b.tags == "" {
 			t.Logf("fenced packages: %s", strings.Join(roots, " "))
 		}
@@ -162,6 +214,82 @@ func checkProduction(pkgs map[string]*listedPackage, unsafeOK, testOnly []string
 			if slices.Contains(testOnly, dep) || strings.HasPrefix(dep, "testing/") {
 				out = append(out, fmt.Sprintf("%s depends on the test-only %s: %s", path, dep, strings.Join(importChain(pkgs, path, dep), " -> ")))
 			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+const modulePath = "github.com/tarfa-ai/tarfa"
+
+// checkLayers checks that every module package placed in layers imports
+// only packages of lower layers, and that each of the fenced packages has a
+// layer. Paths in layers are relative to module.
+func checkLayers(pkgs map[string]*listedPackage, module string, layers [][]string, fenced []string) []string {
+	var out []string
+	layer := map[string]int{}
+	for i, l := range layers {
+		for _, p := range l {
+			layer[module+"/"+p] = i
+		}
+	}
+	for _, f := range fenced {
+		if _, ok := layer[f]; !ok {
+			out = append(out, fmt.Sprintf("%s is fenced but has no layer in coreLayers: place it", f))
+		}
+	}
+	for path, p := range pkgs {
+		lp, ok := layer[path]
+		if !ok {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			li, ok := layer[imp]
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("%s (layer %d) imports %s, which has no layer in coreLayers", path, lp, imp))
+			case li >= lp:
+				out = append(out, fmt.Sprintf("%s (layer %d) imports %s (layer %d): imports must point to a lower layer", path, lp, imp, li))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// checkBans reports every package matched by a ban's from that depends,
+// directly or indirectly, on one of its denied packages, with the chain.
+func checkBans(pkgs map[string]*listedPackage, module string, bans []importBan) []string {
+	var out []string
+	full := func(p string) string {
+		if first, _, _ := strings.Cut(p, "/"); strings.Contains(first, ".") {
+			return p // another module's path
+		}
+		return module + "/" + p
+	}
+	under := func(path, prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
+	for _, b := range bans {
+		dir, recursive := strings.CutSuffix(b.from, "/...")
+		from := full(dir)
+		matched := false
+		for path, p := range pkgs {
+			if path != from && !(recursive && under(path, from)) {
+				continue
+			}
+			matched = true
+			for _, dep := range append(slices.Clone(p.Imports), p.Deps...) {
+				for _, d := range b.deny {
+					if under(dep, full(d)) {
+						out = append(out, fmt.Sprintf("%s depends on %s (%s): %s", path, dep, b.why, strings.Join(importChain(pkgs, path, dep), " -> ")))
+					}
+				}
+			}
+		}
+		if !matched {
+			out = append(out, fmt.Sprintf("ban on %s matches no package (renamed?)", b.from))
 		}
 	}
 	slices.Sort(out)
@@ -384,5 +512,66 @@ func TestCheckFenceCatchesViolations(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("production violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCheckLayersAndBansCatchViolations runs the layering and ban checks on
+// a synthetic graph: an import into the same layer or a higher one, an
+// import of a module package with no layer, a fenced package with no layer,
+// a banned dependency reached directly or through another package, and a
+// ban that matches nothing are each reported; the clean graph is not.
+func TestCheckLayersAndBansCatchViolations(t *testing.T) {
+	pkgs := map[string]*listedPackage{
+		"m/low":        {ImportPath: "m/low", Imports: []string{"fmt"}},
+		"m/mid":        {ImportPath: "m/mid", Imports: []string{"m/low", "m/side"}},
+		"m/side":       {ImportPath: "m/side", Imports: []string{"m/top"}},
+		"m/top":        {ImportPath: "m/top", Imports: []string{"m/low", "m/loose"}},
+		"m/loose":      {ImportPath: "m/loose"},
+		"m/tier":       {ImportPath: "m/tier", Imports: []string{"m/tier/x"}, Deps: []string{"m/tier/x", "m/engine", "x.org/cu"}},
+		"m/tier/x":     {ImportPath: "m/tier/x", Imports: []string{"m/engine"}, Deps: []string{"m/engine", "x.org/cu"}},
+		"m/engine":     {ImportPath: "m/engine", Imports: []string{"m/engine/backend"}, Deps: []string{"m/engine/backend"}},
+		"m/engine/gpu": {ImportPath: "m/engine/gpu", Imports: []string{"x.org/cu"}, Deps: []string{"x.org/cu"}},
+		"x.org/cu":     {ImportPath: "x.org/cu"},
+	}
+	layers := [][]string{{"low"}, {"mid", "side"}, {"top"}}
+	got := checkLayers(pkgs, "m", layers, []string{"m/low", "m/mid", "m/new"})
+	want := []string{
+		"m/mid (layer 1) imports m/side (layer 1): imports must point to a lower layer",
+		"m/new is fenced but has no layer in coreLayers: place it",
+		"m/side (layer 1) imports m/top (layer 2): imports must point to a lower layer",
+		"m/top (layer 2) imports m/loose, which has no layer in coreLayers",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("layer violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	bans := []importBan{
+		{"tier/...", []string{"engine", "x.org/cu"}, "below"},
+		{"engine", []string{"engine/gpu"}, "registers"},
+		{"gone", []string{"low"}, "renamed"},
+	}
+	got = checkBans(pkgs, "m", bans)
+	want = []string{
+		"ban on gone matches no package (renamed?)",
+		"m/tier depends on m/engine (below): m/tier -> m/tier/x -> m/engine",
+		"m/tier depends on x.org/cu (below): m/tier -> … -> x.org/cu",
+		"m/tier/x depends on m/engine (below): m/tier/x -> m/engine",
+		"m/tier/x depends on x.org/cu (below): m/tier/x -> … -> x.org/cu",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ban violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The engine may use its seam and the device backend may use the
+	// driver: only the banned arrows are reported.
+	pkgs["m/engine"].Imports = append(pkgs["m/engine"].Imports, "m/engine/gpu")
+	pkgs["m/engine"].Deps = append(pkgs["m/engine"].Deps, "m/engine/gpu", "x.org/cu")
+	got = checkBans(pkgs, "m", bans[1:2])
+	if want := []string{"m/engine depends on m/engine/gpu (registers): m/engine -> m/engine/gpu"}; !slices.Equal(got, want) {
+		t.Fatalf("engine ban: %q, want %q", got, want)
+	}
+	pkgs["m/mid"].Imports = []string{"m/low"}
+	pkgs["m/side"].Imports = []string{"m/low"}
+	pkgs["m/top"].Imports = []string{"m/mid", "m/side"}
+	if got := checkLayers(pkgs, "m", layers, []string{"m/low", "m/mid"}); len(got) != 0 {
+		t.Fatalf("clean layering reported: %q", got)
 	}
 }

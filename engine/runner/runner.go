@@ -17,6 +17,8 @@ import (
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/engine/backend"
 	"github.com/tarfa-ai/tarfa/engine/canon"
+	_ "github.com/tarfa-ai/tarfa/engine/cpu"  // registers the "cpu" backend (engine.OpenBackend)
+	_ "github.com/tarfa-ai/tarfa/engine/cuda" // registers "cuda" (the stub says how to build it in)
 	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/sim"
@@ -77,7 +77,7 @@ func (t *timedSource) stop() ([][][]int, [][]sim.Hint) {
 	return out, hints
 }
 
-func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c engine.ExpertConsumer) error {
+func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c expertstream.Consumer) error {
 	t.mu.Lock()
 	rec := t.recording
 	begin := time.Now()
@@ -148,7 +148,7 @@ func (t *timedSource) Hint(layer int, experts []int) {
 }
 
 type timedConsumer struct {
-	c engine.ExpertConsumer
+	c expertstream.Consumer
 	d time.Duration
 	n int64
 }
