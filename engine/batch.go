@@ -80,6 +80,9 @@ func (b *Batch) step(ctx context.Context, sessions []*Session, tokens [][]int, r
 		for _, sg := range b.segs {
 			sg.s.broken = err
 		}
+	}
+	clear(b.segs) // b keeps no session alive (a session's own Batch included)
+	if err != nil {
 		return nil, err
 	}
 	b.m.forwards.Add(1)

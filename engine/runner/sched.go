@@ -229,18 +229,13 @@ type seq struct {
 	need   int64
 	sess   *engine.Session
 	l      *ledger.Ledger
-	smp    *engine.Sampler
-	stop   map[int]bool
-	fed    int // prompt tokens fed
-	last   int // the last generated token (not yet fed)
-	gen    []int
+	dec    *engine.Decoder // the generation loop's state: prompt fed, sampler, tokens
 	submit time.Time
 	admit  time.Time
 	first  time.Time
 	queued time.Duration
 	// step bookkeeping
 	n        int
-	one      [1]int // the decoding row's token: q.last
 	stopWait func() bool
 }
 
@@ -465,13 +460,7 @@ func (s *Scheduler) start(q *seq) {
 	q.admit = time.Now()
 	q.queued = q.admit.Sub(q.submit)
 	q.sess, q.l = s.r.NewSession()
-	q.smp, _ = engine.NewSampler(q.req.Gen) // checked by Submit
-	q.stop = make(map[int]bool, len(q.req.Gen.Stop))
-	for _, t := range q.req.Gen.Stop {
-		q.stop[t] = true
-	}
-	q.gen = make([]int, 0, min(q.req.Gen.MaxTokens, 4096))
-	q.l.Prompt(q.req.Prompt)
+	q.dec, _ = engine.NewDecoder(q.sess, q.req.Prompt, q.req.Gen) // checked by Submit
 	q.stopWait = context.AfterFunc(q.ctx, s.checkFn)
 }
 
@@ -493,7 +482,7 @@ func (s *Scheduler) end(q *seq, err error) {
 		q.stopWait()
 		q.stopWait = nil
 	}
-	res := Result{Tokens: q.gen, PromptTokens: len(q.req.Prompt), Gen: q.req.Gen, Queued: q.queued}
+	res := Result{Tokens: q.tokens(), PromptTokens: len(q.req.Prompt), Gen: q.req.Gen, Queued: q.queued}
 	if q.sess != nil {
 		now := time.Now()
 		if q.first.IsZero() {
@@ -518,12 +507,20 @@ func (s *Scheduler) end(q *seq, err error) {
 	q.st.finish(res, err)
 }
 
+// tokens are q's generated ids (none before admission).
+func (q *seq) tokens() []int {
+	if q.dec == nil {
+		return nil
+	}
+	return q.dec.Tokens()
+}
+
 func (q *seq) reason() string {
-	switch {
-	case len(q.gen) > 0 && q.stop[q.gen[len(q.gen)-1]]:
-		return engine.StopToken
-	case len(q.gen) >= q.req.Gen.MaxTokens:
-		return engine.StopLength
+	if q.dec == nil {
+		return StopSequence
+	}
+	if r := q.dec.StopReason(); r != "" {
+		return r
 	}
 	return StopSequence
 }
@@ -540,22 +537,21 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 	rows := 0
 	// Decoding sequences first: each needs one row; prefills share the rest.
 	for _, q := range step {
-		if q.fed == len(q.req.Prompt) {
+		if !q.dec.Prefilling() {
 			q.n = 1
-			q.one[0] = q.last
-			sess, toks, in = append(sess, q.sess), append(toks, q.one[:]), append(in, q)
+			sess, toks, in = append(sess, q.sess), append(toks, q.dec.Input(1)), append(in, q)
 			rows++
 		}
 	}
 	for _, q := range step {
-		if q.fed < len(q.req.Prompt) {
-			n := min(s.opt.PrefillChunk, len(q.req.Prompt)-q.fed, s.opt.StepRows-rows)
-			if n <= 0 {
+		if q.dec.Prefilling() {
+			if s.opt.StepRows-rows <= 0 {
 				continue
 			}
-			q.n = n
-			sess, toks, in = append(sess, q.sess), append(toks, q.req.Prompt[q.fed:q.fed+n]), append(in, q)
-			rows += n
+			t := q.dec.Input(min(s.opt.PrefillChunk, s.opt.StepRows-rows))
+			q.n = len(t)
+			sess, toks, in = append(sess, q.sess), append(toks, t), append(in, q)
+			rows += q.n
 		}
 	}
 	// The step stops between layers once every request in it has ended
@@ -588,11 +584,8 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 	s.steps.Add(1)
 	s.rows.Add(int64(rows))
 	for i, q := range in {
-		if q.fed < len(q.req.Prompt) {
-			q.fed += q.n
-			if q.fed < len(q.req.Prompt) {
-				continue
-			}
+		if !q.dec.Fed(q.n) {
+			continue
 		}
 		done, err := s.emit(q, lg[i])
 		if err != nil || done {
@@ -604,15 +597,13 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 // emit picks q's next token from logits and hands it to the stream; done
 // when the request has ended.
 func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
-	tok, err := q.smp.Pick(logits)
+	tok, done, err := q.dec.Emit(logits) // the ledger records the step
 	if err != nil {
 		return true, err
 	}
 	if q.first.IsZero() {
 		q.first = time.Now()
 	}
-	q.gen = append(q.gen, tok)
-	q.l.Step(logits, tok)
 	t := Token{ID: tok}
 	if q.req.Logprobs {
 		t.Logprob, t.Top = Logprobs(logits, tok, q.req.TopLogprobs)
@@ -622,14 +613,10 @@ func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
 	}
 	s.generated.Add(1)
 	q.st.push(t)
-	switch {
-	case q.stop[tok], len(q.gen) >= q.req.Gen.MaxTokens:
-		return true, nil
-	case q.req.StopAfter != nil && q.req.StopAfter(q.gen):
+	if done {
 		return true, nil
 	}
-	q.last = tok
-	return false, nil
+	return q.req.StopAfter != nil && q.req.StopAfter(q.dec.Tokens()), nil
 }
 
 // checkStep cancels the step in flight once every request in it has ended
