@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,28 +269,6 @@ func TestSimTakesTheTracesModel(t *testing.T) {
 	}
 	if out, err := runCLI(t, "", "sim", "--trace", old, "--expert-bytes", "4096"); err != nil || !strings.Contains(out, "4096 bytes per expert") {
 		t.Errorf("--expert-bytes 4096: %v\n%s", err, out)
-	}
-}
-
-// m14: the embedded default model's reply depends on the prompt: chat
-// prompts that differ only before the fixed template tail get different
-// replies (default-v1 gave every one the same).
-func TestDefaultModelRepliesDependOnThePrompt(t *testing.T) {
-	seen := map[string]string{}
-	for _, p := range []string{"Tell me about experts.", "Explain expert routing.", "Hello", "Tell me a long story"} {
-		out, err := runCLI(t, "", "run", p, "--max-tokens", "6", "--json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r runResult
-		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Tokens) != 6 {
-			t.Fatalf("%q: %v %s", p, err, out)
-		}
-		key := fmt.Sprint(r.Tokens)
-		if q, ok := seen[key]; ok {
-			t.Errorf("%q and %q get the same reply %v", p, q, r.Tokens)
-		}
-		seen[key] = p
 	}
 }
 
