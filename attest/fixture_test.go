@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/jnf/convert"
+	"github.com/tarfa-ai/tarfa/convert"
 )
 
 func convertFixture(t *testing.T, name string) string {

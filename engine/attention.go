@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/tarfa-ai/tarfa/engine/backend"
+import "github.com/tarfa-ai/tarfa/backend"
 
 // attention is full (GQA, causal) attention; Qwen3.5's variant has the
 // per-head interleaved query|gate projection and a sigmoid output gate. The

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/cuda" // registers "cuda"; the engine itself imports no backend for OpenBackend
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/cuda" // registers "cuda"; the engine itself imports no backend for OpenBackend
 )
 
 // TestOpenBackend checks that the backends Tarfa ships (Backends) are those

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/backend/cpu"
 )
 
 func benchThreads() []int {

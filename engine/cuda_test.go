@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	_ "github.com/tarfa-ai/tarfa/engine/cuda" // registers "cuda" for OpenBackend
+	"github.com/tarfa-ai/tarfa/backend"
+	_ "github.com/tarfa-ai/tarfa/backend/cuda" // registers "cuda" for OpenBackend
 )
 
 // TestCUDACounters runs the reference prompts on the CUDA backend (a GPU

@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/tarfa-ai/tarfa/engine/backend"
+import "github.com/tarfa-ai/tarfa/backend"
 
 // l2Eps is the fixed epsilon of the Gated DeltaNet L2 norm (added to the
 // sum of squares).

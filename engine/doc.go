@@ -43,19 +43,19 @@
 // # Structure
 //
 // The model code in this package is written once against backend.Backend
-// and backend.Queue (engine/backend): activations, KV cache and DeltaNet
+// and backend.Queue (backend): activations, KV cache and DeltaNet
 // state live in backend buffers, operations (matmul over BF16/F32 weights,
 // norms, RoPE, attention, conv, DeltaNet recurrence, activations, routing)
 // are enqueued, and the host waits once per MoE layer, for the router's
-// choices, and once per step, for the logits. engine/cpu is the pure-Go
-// reference implementation, engine/cuda the CUDA one, engine/backendtest
+// choices, and once per step, for the logits. backend/cpu is the pure-Go
+// reference implementation, backend/cuda the CUDA one, backend/backendtest
 // the suite both pass. Backends register themselves (backend.Register) and
 // OpenBackend opens them by name, so this package imports no device
-// backend: the program's composition root (engine/runner) links them. It
-// does import engine/cpu, the reference, for the default backend and for
+// backend: the program's composition root (runner) links them. It
+// does import backend/cpu, the reference, for the default backend and for
 // the experts computed on the host beside a device. Routed experts arrive
 // through the seam of package expertstream (ExpertSource), which the tier
-// implements without importing the engine. engine/canon holds the
+// implements without importing the engine. canon holds the
 // scalar definitions that every backend must reproduce bit for bit
 // (reduction order, exp/sigmoid/silu/softplus, RoPE table, torch's top-k
 // order). With a device backend, routed experts resident in its memory are

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 	"github.com/tarfa-ai/tarfa/weights"
 )

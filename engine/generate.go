@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/canon"
 )
 
 // GenOptions controls Generate.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/canon"
 )
 
 // TestPCGIsFixed pins the sampling PRNG's output: Go's PCG-DXSM algorithm

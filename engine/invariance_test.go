@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/backend/cpu"
 )
 
 // invarianceCases are the checkpoints and token sequences the bit-identity

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/canon"
-	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -76,7 +75,7 @@ type Model struct {
 	be   backend.Backend
 	// host computes routed experts placed on the CPU when be is a device
 	// backend (nil when be is the CPU backend itself).
-	host      *cpu.CPU
+	host      backend.Host
 	placement Placement
 	place     placer
 	// digests[l][e] is the manifest digest of routed expert e of layer l,
@@ -251,11 +250,22 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	}
 	be := opt.Backend
 	if be == nil {
-		be = cpu.New(opt.Threads)
+		if be, err = OpenBackend("cpu", BackendOptions{Threads: opt.Threads}); err != nil {
+			return nil, err
+		}
 	}
 	m := &Model{cfg: cfg, root: root, w: w, be: be, offsetNorm: cfg.Arch == hf.Qwen35MoE, placement: opt.Placement, place: place}
-	if _, isCPU := be.(*cpu.CPU); !isCPU {
-		m.host = cpu.New(opt.Threads)
+	if _, isHost := be.(backend.Host); !isHost {
+		// The host side of the split: the CPU reference, opened by name.
+		hb, err := OpenBackend("cpu", BackendOptions{Threads: opt.Threads})
+		if err != nil {
+			return nil, err
+		}
+		h, ok := hb.(backend.Host)
+		if !ok {
+			return nil, fmt.Errorf("engine: the registered cpu backend (%T) does not compute on host memory", hb)
+		}
+		m.host = h
 	}
 	m.experts = opt.Experts
 	if m.experts == nil {
@@ -686,7 +696,7 @@ func (m *Model) bind(l, e int, ve weights.VerifiedExpert, x *backend.Expert) err
 		return err
 	}
 	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
-	if err := cpu.ViewExpert(x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), I, H); err != nil {
+	if err := backend.ViewExpert(x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), I, H); err != nil {
 		return fmt.Errorf("engine: layer %d expert %d: %w", l, e, err)
 	}
 	return nil

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -43,7 +42,7 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	}
 	split := m.host != nil && m.place.mayUseHost()
 	if split {
-		xH, _ := growHost(&w.xH, &w.xHB, T*H)
+		xH, _ := w.growHost(&w.xH, &w.xHB, T*H)
 		q.Read(xH, x)
 	}
 	if err := w.sync(); err != nil {
@@ -218,15 +217,15 @@ func (u *moeUse) host(e int, ve weights.VerifiedExpert) error {
 	a, b := u.start[e], u.start[e+1]
 	n := b - a
 	var x backend.Expert
-	if err := cpu.ViewExpert(&x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), I, H); err != nil {
+	if err := backend.ViewExpert(&x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), I, H); err != nil {
 		return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
 	}
 	t0 := time.Now()
 	T := len(w.perToken)
-	_, xeB := growHost(&w.xeH, &w.xeHB, T*u.k*H)
-	_, geB := growHost(&w.geH, &w.geHB, T*u.k*I)
-	_, ueB := growHost(&w.ueH, &w.ueHB, T*u.k*I)
-	yeH, yeB := growHost(&w.yeH, &w.yeHB, T*u.k*H)
+	_, xeB := w.growHost(&w.xeH, &w.xeHB, T*u.k*H)
+	_, geB := w.growHost(&w.geH, &w.geHB, T*u.k*I)
+	_, ueB := w.growHost(&w.ueH, &w.ueHB, T*u.k*I)
+	yeH, yeB := w.growHost(&w.yeH, &w.yeHB, T*u.k*H)
 	hq := w.hq
 	xe, ge, ue, ye := xeB.Rows(a, b, H), geB.Rows(a, b, I), ueB.Rows(a, b, I), yeB.Rows(a, b, H)
 	hq.Gather(xe, w.xHB.Slice(0, T*H), w.pairTok[a:b], H)

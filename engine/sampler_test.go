@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/canon"
 )
 
 // specSum is the canonical sum as EXACTNESS.md words it: term k goes to

@@ -7,9 +7,8 @@ import (
 	"math/bits"
 	"runtime"
 
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/canon"
-	"github.com/tarfa-ai/tarfa/engine/cpu"
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/ledger"
 )
@@ -252,7 +251,7 @@ type work struct {
 	rows                        [][]float32
 	xH, xeH, geH, ueH, yeH      []float32
 	xHB, xeHB, geHB, ueHB, yeHB backend.Buf // host Bufs viewing the slices above
-	hq                          *cpu.Queue  // the host's queue (experts placed on the CPU)
+	hq                          backend.Queue // the host's queue (experts placed on the CPU)
 	x3                          backend.Expert
 	use                         moeUse
 	segPairs                    []int
@@ -266,7 +265,11 @@ func (m *Model) newWork() (*work, error) {
 	}
 	w := &work{m: m, q: q}
 	if m.host != nil {
-		w.hq = m.host.NewHostQueue()
+		hq, err := m.host.NewQueue()
+		if err != nil {
+			return nil, fmt.Errorf("engine: host queue: %w", err)
+		}
+		w.hq = hq
 	}
 	return w, nil
 }
@@ -333,11 +336,11 @@ func grow[T any](p *[]T, n int) []T {
 	return *p
 }
 
-// growHost is grow for a host slice that a host Buf views.
-func growHost(p *[]float32, b *backend.Buf, n int) ([]float32, backend.Buf) {
+// growHost is grow for a host slice that a host-backend Buf views.
+func (w *work) growHost(p *[]float32, b *backend.Buf, n int) ([]float32, backend.Buf) {
 	if cap(*p) < n {
 		*p = make([]float32, n)
-		*b = cpu.Wrap((*p)[:cap(*p)])
+		*b = w.m.host.Wrap((*p)[:cap(*p)])
 	}
 	*p = (*p)[:n]
 	return *p, b.Slice(0, n)

@@ -2,7 +2,7 @@
 // prompt tokens, the generated tokens and the full fp32 logits of every
 // generation step, with a SHA-256 hash chain over the raw logits bytes and
 // the manifest root of the model that produced them. It never imports the
-// engine: runs are produced elsewhere (engine/runner) and handed in as values.
+// engine: runs are produced elsewhere (runner) and handed in as values.
 //
 // # Directory
 //

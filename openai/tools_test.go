@@ -8,7 +8,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 func template(t *testing.T, src string) *tokenizer.ChatTemplate {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 // qwen35Dir holds the Qwen3.5 chat template (see its PROVENANCE.md).

@@ -16,11 +16,11 @@ import (
 
 	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/runner"
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/openai"
+	"github.com/tarfa-ai/tarfa/runner"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 // writeTimeout bounds each write to a client: one that stops reading is

@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/runner"
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/openai"
+	"github.com/tarfa-ai/tarfa/runner"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 // splitText is encoded by the Qwen3 tokenizer into tokens of which six

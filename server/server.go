@@ -46,8 +46,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/openai"
+	"github.com/tarfa-ai/tarfa/runner"
 )
 
 // Attestation headers.

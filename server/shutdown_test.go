@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/runner"
 )
 
 // listen serves f's server through its own HTTPServer on a loopback

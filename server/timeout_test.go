@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/runner"
 )
 
 // TestBodyTimeout: an authenticated client that sends its body slowly

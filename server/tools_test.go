@@ -13,10 +13,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/tarfa-ai/tarfa/engine/runner"
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
+	"github.com/tarfa-ai/tarfa/convert"
 	oai "github.com/tarfa-ai/tarfa/openai"
+	"github.com/tarfa-ai/tarfa/runner"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 

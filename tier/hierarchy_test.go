@@ -15,9 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	_ "github.com/tarfa-ai/tarfa/backend/cpu" // the engine opens its reference backend by name
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier/policy"

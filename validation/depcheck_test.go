@@ -43,7 +43,7 @@ var allowedImports = []string{
 	"github.com/zeebo/blake3",
 	"github.com/minio/sha256-simd",
 	"github.com/klauspost/cpuid/v2", // sha256-simd's CPU detection
-	"golang.org/x/sync/errgroup",    // jnf/convert's worker pool
+	"golang.org/x/sync/errgroup",    // convert's worker pool
 	"golang.org/x/sys/unix",         // internal/diskspace (statfs), internal/flock
 	"github.com/tarfa-ai/tarfa/internal/flock",
 	"github.com/tarfa-ai/tarfa/internal/outdir",    // the write journal of convert (standard library and internal/flock only)
@@ -57,19 +57,19 @@ var fenceBuilds = []struct{ goarch, tags string }{
 
 // unsafeAllowed are the production packages that may import unsafe: the
 // backends view verified bytes in place, weights makes them immutable;
-// engine/cuda/b3host hands Go bytes to the CUDA kernels' C for the host
+// backend/cuda/b3host hands Go bytes to the CUDA kernels' C for the host
 // check of their BLAKE3 (it is test-only: see testOnly).
 var unsafeAllowed = []string{
-	"github.com/tarfa-ai/tarfa/engine/backend",
-	"github.com/tarfa-ai/tarfa/engine/cuda",
-	"github.com/tarfa-ai/tarfa/engine/cuda/b3host",
+	"github.com/tarfa-ai/tarfa/backend",
+	"github.com/tarfa-ai/tarfa/backend/cuda",
+	"github.com/tarfa-ai/tarfa/backend/cuda/b3host",
 	"github.com/tarfa-ai/tarfa/weights",
 }
 
 // testOnly are packages production code (the tarfa binary and every
 // non-test package of the module) must never import.
-var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/engine/backendtest",
-	"github.com/tarfa-ai/tarfa/engine/cuda/b3host", "testing"}
+var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/backend/backendtest",
+	"github.com/tarfa-ai/tarfa/backend/cuda/b3host", "testing"}
 
 // The arrows point downward (architecture review 2026-12, §1.2): beside
 // the fence, the module's layering is pinned, so that a new upward import
@@ -84,7 +84,7 @@ var coreLayers = [][]string{
 	{"jnf/safetensors", "internal/outdir"},
 	{"jnf/hf", "golden"},
 	{"verify", "ledger"},
-	{"weights", "attest", "jnf/convert"},
+	{"weights", "attest", "convert"},
 	{"weights/weightstest"},
 }
 
@@ -97,10 +97,11 @@ var importBans = []importBan{
 	// The storage/RAM tier serves experts through the seam below it
 	// (expertstream) and never links the model code or a GPU driver: its
 	// init must not need one.
-	{"tier/...", []string{"engine", "gorgonia.org/cu"}, "the tier sits below the engine; its seam is expertstream"},
-	// The model code opens backends by name (backend.Register); the
-	// composition root links the concrete device backends.
-	{"engine", []string{"engine/cuda", "gorgonia.org/cu"}, "the engine imports no device backend: they register"},
+	{"tier/...", []string{"engine", "backend/cuda", "gorgonia.org/cu"}, "the tier sits below the engine; its seam is expertstream"},
+	// The model code opens backends by name (backend.Register), the host
+	// one included; the composition root links the concrete backends. The
+	// engine receives experts from a source and never reaches for the tier.
+	{"engine", []string{"backend/cpu", "backend/cuda", "gorgonia.org/cu", "tier"}, "the engine imports no concrete backend (they register) and no tier (its seam is expertstream)"},
 	// The independent verifier checks a checkpoint with nothing but its
 	// own reading of the bytes (STYLE lesson 3): the replay format and the
 	// ledger may not leak into it, even through a package between, and
@@ -456,9 +457,9 @@ func moduleRoot(t *testing.T, goTool string) string {
 // graph, so the fence test is known to fail when it should.
 func TestCheckFenceCatchesViolations(t *testing.T) {
 	pkgs := map[string]*listedPackage{
-		"m/attest":            {ImportPath: "m/attest", Imports: []string{"m/util", "fmt"}, Deps: []string{"fmt", "m/engine/cuda", "m/util", "x/cgolib"}},
-		"m/util":              {ImportPath: "m/util", DepOnly: true, Imports: []string{"m/engine/cuda", "x/cgolib"}, Deps: []string{"m/engine/cuda", "x/cgolib"}},
-		"m/engine/cuda":       {ImportPath: "m/engine/cuda", DepOnly: true},
+		"m/attest":            {ImportPath: "m/attest", Imports: []string{"m/util", "fmt"}, Deps: []string{"fmt", "m/backend/cuda", "m/util", "x/cgolib"}},
+		"m/util":              {ImportPath: "m/util", DepOnly: true, Imports: []string{"m/backend/cuda", "x/cgolib"}, Deps: []string{"m/backend/cuda", "x/cgolib"}},
+		"m/backend/cuda":      {ImportPath: "m/backend/cuda", DepOnly: true},
 		"x/cgolib":            {ImportPath: "x/cgolib", DepOnly: true, CgoFiles: []string{"c.go"}},
 		"fmt":                 {ImportPath: "fmt", DepOnly: true, Standard: true},
 		"m/verify":            {ImportPath: "m/verify", Imports: []string{"net"}, Deps: []string{"net", "m/broken"}},
@@ -471,7 +472,7 @@ func TestCheckFenceCatchesViolations(t *testing.T) {
 	allowed := []string{"m/jnf", "m/verify", "m/attest", "m/broken"}
 	got := checkFence(pkgs, allowed)
 	want := []string{
-		"m/attest depends on m/engine/cuda, which is not on the allowlist: m/attest -> m/util -> m/engine/cuda",
+		"m/attest depends on m/backend/cuda, which is not on the allowlist: m/attest -> m/util -> m/backend/cuda",
 		"m/attest depends on m/util, which is not on the allowlist: m/attest -> m/util",
 		"m/attest depends on x/cgolib, which is not on the allowlist: m/attest -> m/util -> x/cgolib",
 		"m/jnf depends on m/jnfx, which is not on the allowlist: m/jnf -> m/jnfx",
@@ -493,7 +494,7 @@ func TestCheckFenceCatchesViolations(t *testing.T) {
 
 	prod := map[string]*listedPackage{
 		"github.com/tarfa-ai/tarfa/engine":               {ImportPath: "github.com/tarfa-ai/tarfa/engine", Imports: []string{"unsafe", "fmt"}},
-		"github.com/tarfa-ai/tarfa/engine/backend":       {ImportPath: "github.com/tarfa-ai/tarfa/engine/backend", Imports: []string{"unsafe"}},
+		"github.com/tarfa-ai/tarfa/backend":              {ImportPath: "github.com/tarfa-ai/tarfa/backend", Imports: []string{"unsafe"}},
 		"github.com/tarfa-ai/tarfa/cmd/tarfa":            {ImportPath: "github.com/tarfa-ai/tarfa/cmd/tarfa", Imports: []string{"github.com/tarfa-ai/tarfa/x"}, Deps: []string{"github.com/tarfa-ai/tarfa/x", "github.com/tarfa-ai/tarfa/weights/weightstest", "testing"}},
 		"github.com/tarfa-ai/tarfa/x":                    {ImportPath: "github.com/tarfa-ai/tarfa/x", Imports: []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "testing/fstest"}, Deps: []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "testing", "testing/fstest"}},
 		"github.com/tarfa-ai/tarfa/weights/weightstest":  {ImportPath: "github.com/tarfa-ai/tarfa/weights/weightstest", Imports: []string{"testing"}},
@@ -501,11 +502,11 @@ func TestCheckFenceCatchesViolations(t *testing.T) {
 		"testing":        {ImportPath: "testing", Standard: true},
 		"testing/fstest": {ImportPath: "testing/fstest", Standard: true, Imports: []string{"testing"}},
 	}
-	got = checkProduction(prod, []string{"github.com/tarfa-ai/tarfa/engine/backend"}, testOnly)
+	got = checkProduction(prod, []string{"github.com/tarfa-ai/tarfa/backend"}, testOnly)
 	want = []string{
 		"github.com/tarfa-ai/tarfa/cmd/tarfa depends on the test-only github.com/tarfa-ai/tarfa/weights/weightstest: github.com/tarfa-ai/tarfa/cmd/tarfa -> github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest",
 		"github.com/tarfa-ai/tarfa/cmd/tarfa depends on the test-only testing: github.com/tarfa-ai/tarfa/cmd/tarfa -> github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest -> testing",
-		"github.com/tarfa-ai/tarfa/engine imports unsafe, which only [github.com/tarfa-ai/tarfa/engine/backend] may",
+		"github.com/tarfa-ai/tarfa/engine imports unsafe, which only [github.com/tarfa-ai/tarfa/backend] may",
 		"github.com/tarfa-ai/tarfa/x depends on the test-only github.com/tarfa-ai/tarfa/weights/weightstest: github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest",
 		"github.com/tarfa-ai/tarfa/x depends on the test-only testing/fstest: github.com/tarfa-ai/tarfa/x -> testing/fstest",
 		"github.com/tarfa-ai/tarfa/x depends on the test-only testing: github.com/tarfa-ai/tarfa/x -> github.com/tarfa-ai/tarfa/weights/weightstest -> testing",
@@ -529,7 +530,7 @@ func TestCheckLayersAndBansCatchViolations(t *testing.T) {
 		"m/loose":      {ImportPath: "m/loose"},
 		"m/tier":       {ImportPath: "m/tier", Imports: []string{"m/tier/x"}, Deps: []string{"m/tier/x", "m/engine", "x.org/cu"}},
 		"m/tier/x":     {ImportPath: "m/tier/x", Imports: []string{"m/engine"}, Deps: []string{"m/engine", "x.org/cu"}},
-		"m/engine":     {ImportPath: "m/engine", Imports: []string{"m/engine/backend"}, Deps: []string{"m/engine/backend"}},
+		"m/engine":     {ImportPath: "m/engine", Imports: []string{"m/backend"}, Deps: []string{"m/backend"}},
 		"m/engine/gpu": {ImportPath: "m/engine/gpu", Imports: []string{"x.org/cu"}, Deps: []string{"x.org/cu"}},
 		"x.org/cu":     {ImportPath: "x.org/cu"},
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	. "github.com/tarfa-ai/tarfa/verify"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/jnf/convert"
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/verify"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 )
 
 func convertFixture(t *testing.T, name string) string {

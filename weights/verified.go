@@ -15,7 +15,7 @@
 //     can never be mistaken for one that was.
 //  3. Read-only after verification. The bytes behind a verified value are
 //     exposed as a Go string (View.Data), which no Go code can write without
-//     package unsafe; backends view them in place (engine/backend) and must
+//     package unsafe; backends view them in place (backend) and must
 //     never write them. The packages allowed to import unsafe are listed in
 //     validation/depcheck_test.go.
 //  4. Re-checkable. Copies that live long (caches, resident tiers) are

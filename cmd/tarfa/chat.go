@@ -20,8 +20,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/openai"
+	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/server"
 )
 

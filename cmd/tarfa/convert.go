@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/internal/flock"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/reports"
 )
 

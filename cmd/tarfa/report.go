@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/attest"
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 func newReportCommand() *cobra.Command {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/backend"
+	"github.com/tarfa-ai/tarfa/backend"
 )
 
 // TestDescribeResidency: the banner line of a device backend says the

@@ -13,12 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/tier"
 )
 

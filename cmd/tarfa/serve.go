@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/attest"
-	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/server"
 )
 

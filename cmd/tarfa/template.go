@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 func newTemplateCommand() *cobra.Command {

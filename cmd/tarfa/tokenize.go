@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 func newTokenizeCommand() *cobra.Command {

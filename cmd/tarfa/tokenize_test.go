@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 )
 
 var qwenTokenizerDir = filepath.Join("..", "..", "validation", "testdata", "qwen3-tokenizer")

@@ -15,12 +15,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/runner"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
+	"github.com/tarfa-ai/tarfa/runner"
 )
 
 // DefaultAtol applies when reference.json has no "atol".

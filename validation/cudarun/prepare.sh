@@ -4,7 +4,7 @@
 # test binary and tarfa, the golden records of the fixtures made with the
 # CPU reference (greedy and sampled prompts of prompts.jsonl), and the
 # scripts. CUDA headers and the stub libcuda come from Debian's
-# nvidia-cuda-dev (engine/cuda/doc.go): SDK=path/to/extracted/root.
+# nvidia-cuda-dev (backend/cuda/doc.go): SDK=path/to/extracted/root.
 #
 #	SDK=$PWD/cuda-sdk/root validation/cudarun/prepare.sh
 #	# on the GPU machine, from the repository root:
@@ -18,7 +18,7 @@ dev=${DEV:-$root/.dev/cuda}
 export CGO_CFLAGS="-I$SDK/usr/include" CGO_LDFLAGS="-L$SDK/usr/lib/x86_64-linux-gnu/stubs"
 mkdir -p "$dev"
 cd "$root"
-go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./engine/cuda
+go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./backend/cuda
 go test -c -tags cuda -ldflags="-s -w" -o "$dev/engine.test" ./engine
 go test -c -tags cuda -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/decodebench
 go build -ldflags="-s -w" -o "$dev/charts" ./reports/cmd/charts
@@ -27,7 +27,7 @@ go build -o "$dev/tarfa-cpu" ./cmd/tarfa
 cp validation/cudarun/conformance.sh validation/cudarun/decode.sh validation/cudarun/bench.sh validation/cudarun/peer.sh validation/cudarun/verifycopies.sh validation/cudarun/unpack.sh "$dev/"
 # The PTX tests read the kernel sources from kernels/ beside the test binary.
 mkdir -p "$dev/kernels"
-cp engine/cuda/kernels/*.cu engine/cuda/kernels/*.cuh engine/cuda/kernels/gen.sh "$dev/kernels/"
+cp backend/cuda/kernels/*.cu backend/cuda/kernels/*.cuh backend/cuda/kernels/gen.sh "$dev/kernels/"
 cd "$dev"
 for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long; do
 	rm -rf "jnf-$m" "golden-$m"

@@ -6,9 +6,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/cuda"
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/cuda"
 )
 
 // TestCUDAPinnedSlots (on a GPU: -tags cuda) runs the decodes of the

@@ -54,10 +54,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/backend"
+	_ "github.com/tarfa-ai/tarfa/backend/cpu"  // registers the "cpu" backend (engine.OpenBackend)
+	_ "github.com/tarfa-ai/tarfa/backend/cuda" // registers "cuda" (the stub says how to build it in)
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	_ "github.com/tarfa-ai/tarfa/engine/cpu"  // registers the "cpu" backend (engine.OpenBackend)
-	_ "github.com/tarfa-ai/tarfa/engine/cuda" // registers "cuda" (the stub says how to build it in)
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"

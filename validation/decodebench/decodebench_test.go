@@ -7,9 +7,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/backendtest"
 	"github.com/tarfa-ai/tarfa/engine"
-	"github.com/tarfa-ai/tarfa/engine/backend"
-	"github.com/tarfa-ai/tarfa/engine/backendtest"
 	"github.com/tarfa-ai/tarfa/tier/sim"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )

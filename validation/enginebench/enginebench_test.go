@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tarfa-ai/tarfa/engine/runner"
+	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 

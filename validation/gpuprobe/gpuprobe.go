@@ -1,9 +1,9 @@
 // Package gpuprobe checks that CUDA code can reproduce Tarfa's canonical
 // arithmetic bit for bit, before and beside the CUDA backend: probe.cu runs
-// the device functions of engine/cuda/kernels/canon.cuh on a GPU over every
+// the device functions of backend/cuda/kernels/canon.cuh on a GPU over every
 // float32 input (exp, sigmoid, SiLU, softplus, rsqrt) and on BF16 matrix-vector
 // products of real Qwen3.5-122B shapes, and prints aggregates; Compare
-// recomputes them here with engine/canon.
+// recomputes them here with canon.
 //
 // An aggregate is the wrapping 64-bit sum over results i of
 // mix64(i<<32 | bits(result i)), NaN results counted as 0x7fc00000 (NaN
@@ -20,7 +20,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/canon"
 )
 
 // Results is what probe.cu prints.

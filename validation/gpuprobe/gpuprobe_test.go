@@ -9,7 +9,7 @@ import (
 // TestH200Results re-checks, on any CPU, the results probe.cu produced on an
 // NVIDIA H200 (testdata/h200.json, see run.sh): the sample chunks of every
 // function and every matrix-vector product, including the 248320×3072 LM
-// head, must be bit-identical to engine/canon. (All 2^32 inputs were
+// head, must be bit-identical to canon. (All 2^32 inputs were
 // compared once with cmd/gpuprobe -all; EXACTNESS.md records it.)
 func TestH200Results(t *testing.T) {
 	r, err := Read("testdata/h200.json")

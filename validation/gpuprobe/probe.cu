@@ -1,9 +1,9 @@
-// probe.cu: runs engine/cuda/kernels/canon.cuh on a GPU and writes
+// probe.cu: runs backend/cuda/kernels/canon.cuh on a GPU and writes
 // aggregates of its results as JSON, for validation/gpuprobe (Go) to compare
-// with engine/canon bit for bit. Build and run on the GPU machine:
+// with canon bit for bit. Build and run on the GPU machine:
 //
 //   nvcc -O2 -arch=sm_90 --fmad=false -ftz=false -prec-div=true -prec-sqrt=true \
-//        -I engine/cuda/kernels -o probe validation/gpuprobe/probe.cu
+//        -I backend/cuda/kernels -o probe validation/gpuprobe/probe.cu
 //   ./probe > results.json
 //
 // Everything it computes is defined in gpuprobe.go: the splitmix64 mix, the

@@ -8,7 +8,7 @@ set -euo pipefail
 out=${OUT:-.}
 nvcc --version | tail -2
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-flags="-O2 -arch=sm_90 -ftz=false -prec-div=true -prec-sqrt=true -I engine/cuda/kernels"
+flags="-O2 -arch=sm_90 -ftz=false -prec-div=true -prec-sqrt=true -I backend/cuda/kernels"
 nvcc $flags --fmad=false -o /tmp/probe validation/gpuprobe/probe.cu
 nvcc $flags --fmad=true -o /tmp/probe-fmad validation/gpuprobe/probe.cu
 time /tmp/probe > "$out/results.json"

@@ -37,8 +37,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/validation/benchrun"
 	"github.com/tarfa-ai/tarfa/verify"

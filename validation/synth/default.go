@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tarfa-ai/tarfa/engine/tokenizer"
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/internal/flock"
-	"github.com/tarfa-ai/tarfa/jnf/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/tokenizer"
 	"github.com/tarfa-ai/tarfa/verify"
 )
 

@@ -87,7 +87,7 @@ func invarianceDigest(dir string) (string, error) {
 // qemuEnv asks TestBuildInvariance to also run the helper for the other
 // architectures where Go fuses multiply-adds, under qemu user emulation
 // (qemu-aarch64 & co must be installed). Without it those builds are
-// covered by the assembly check of engine/canon.TestNoFMA only.
+// covered by the assembly check of canon.TestNoFMA only.
 const qemuEnv = "TARFA_TEST_QEMU"
 
 // TestBuildInvariance: the checkpoints synth writes do not depend on the

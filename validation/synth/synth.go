@@ -6,7 +6,7 @@
 //
 // The bytes depend only on the options, not on the build: every product
 // that reaches an addition is rounded explicitly, so that no GOARCH or
-// GOAMD64 level fuses it into a multiply-add (engine/canon.TestNoFMA), and
+// GOAMD64 level fuses it into a multiply-add (canon.TestNoFMA), and
 // logarithms come from canon.Log rather than math.Log, whose bits differ
 // between architectures. TestBuildInvariance compares the GOAMD64=v1 and
 // v3 builds (and, with TARFA_TEST_QEMU=1, five other architectures).
@@ -27,7 +27,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tarfa-ai/tarfa/engine/canon"
+	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/internal/flock"
 	"github.com/tarfa-ai/tarfa/internal/outdir"
 	"github.com/tarfa-ai/tarfa/jnf"

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/jnf/convert"
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 )
 

@@ -1,0 +1,628 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// Built reports whether this binary has the CUDA backend.
+const Built = true
+
+// maxSlots bounds the routed experts kept resident (the bookkeeping is
+// linear in it).
+const maxSlots = 1 << 14
+
+// Backend is the CUDA backend: one device, its primary context, the
+// kernels' module, the resident weights (keyed by digest) and the routed
+// experts kept in device memory. Weights that the budget leaves on the host
+// are computed there by the CPU reference (the same bits). It is safe for
+// concurrent use.
+type Backend struct {
+	o     Options
+	dev   cu.Device
+	ctx   cu.CUContext
+	mod   cu.Module
+	k     kernels
+	host  *cpu.CPU
+	desc  string
+	total int64
+	aux   cu.Stream // zeroing new allocations
+
+	allocMu sync.Mutex                   // budget check and allocation together
+	small   [smallClasses][]cu.DevicePtr // free small blocks by size class
+	slabs   []cu.DevicePtr
+
+	mu       sync.Mutex
+	weights  map[backend.Key]*devWeight
+	hostOnly map[backend.Key]*hostWeight
+	slots    slotCache
+	closed   bool
+
+	meter meter
+	pins  pinned
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// devWeight is a weight matrix in device memory.
+type devWeight struct {
+	ptr        cu.DevicePtr
+	bf16       bool
+	rows, cols int
+	bytes      int64
+	refs       int
+	name       string
+	own        bool // allocated for this weight (not a part of an expert slot)
+}
+
+type hostWeight struct {
+	name  string
+	bytes int64
+	refs  int
+}
+
+// devMem is one allocation of device memory.
+type devMem struct {
+	ptr   cu.DevicePtr
+	n     int
+	class int // the small size class (-1: an allocation of its own)
+}
+
+func (m *devMem) Elems() int { return m.n }
+
+// kernels are the module's functions.
+type kernels struct {
+	copyRows, gatherRows, scatterRows, embedBF16, embedF32 cu.Function
+	matmulBF16, matmulF32                                  cu.Function
+	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
+	causalConv, gdnGates, deltaRule                        cu.Function
+	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
+	blake3Chunks, blake3Parents                            cu.Function
+}
+
+func (k *kernels) table() []struct {
+	name string
+	f    *cu.Function
+} {
+	return []struct {
+		name string
+		f    *cu.Function
+	}{
+		{"copy_rows", &k.copyRows}, {"gather_rows", &k.gatherRows}, {"scatter_rows", &k.scatterRows},
+		{"embed_bf16", &k.embedBF16}, {"embed_f32", &k.embedF32},
+		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32},
+		{"rmsnorm", &k.rmsnorm}, {"gated_rmsnorm", &k.gatedRMSNorm}, {"l2norm", &k.l2norm},
+		{"rope", &k.rope}, {"attention", &k.attention},
+		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},
+		{"silu_mul", &k.siluMul}, {"sigmoid_mul", &k.sigmoidMul}, {"add", &k.add}, {"gate_add", &k.gateAdd},
+		{"route", &k.route}, {"combine", &k.combine},
+		{"blake3_chunks", &k.blake3Chunks}, {"blake3_parents", &k.blake3Parents},
+	}
+}
+
+// New opens device o.Device: it retains the primary context, loads the
+// kernels from the embedded PTX and checks the budget against what the
+// driver reports in use.
+func New(o Options) (backend.Backend, error) {
+	if o.VRAMBudget < 0 || o.Reserve < 0 {
+		return nil, fmt.Errorf("cuda: budget %d and reserve %d bytes: want >= 0", o.VRAMBudget, o.Reserve)
+	}
+	if o.Reserve == 0 {
+		o.Reserve = DefaultReserve
+		if o.VRAMBudget > 0 {
+			o.Reserve = min(o.Reserve, o.VRAMBudget/8)
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if o.Device < 0 || o.Device >= n {
+		return nil, fmt.Errorf("cuda: device %d: the machine has %d CUDA devices", o.Device, n)
+	}
+	dev, err := cu.GetDevice(o.Device)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: primary context: %w", o.Device, err)
+	}
+	b := &Backend{o: o, dev: dev, ctx: ctx, weights: map[backend.Key]*devWeight{}, hostOnly: map[backend.Key]*hostWeight{}}
+	fail := func(format string, a ...any) (backend.Backend, error) {
+		dev.ReleasePrimaryCtx()
+		return nil, fmt.Errorf("cuda: device %d: "+format, append([]any{o.Device}, a...)...)
+	}
+	if err := cu.SetCurrentContext(ctx); err != nil {
+		return fail("%w", err)
+	}
+	major, minor, err := dev.ComputeCapability()
+	if err != nil {
+		return fail("%w", err)
+	}
+	name, err := dev.Name()
+	if err != nil {
+		return fail("%w", err)
+	}
+	if b.total, err = dev.TotalMem(); err != nil {
+		return fail("%w", err)
+	}
+	b.desc = fmt.Sprintf("%s (sm_%d%d, %.1f GiB)", name, major, minor, float64(b.total)/(1<<30))
+	ptx := ptxFor(major)
+	if ptx == "" {
+		return fail("%s: the kernels need compute capability 8.0 or later", b.desc)
+	}
+	if b.mod, err = cu.LoadData(ptx); err != nil {
+		return fail("loading the kernels' PTX: %w", err)
+	}
+	for _, e := range b.k.table() {
+		if *e.f, err = b.mod.Function(e.name); err != nil {
+			return fail("kernel %s: %w", e.name, err)
+		}
+	}
+	if b.aux, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fail("%w", err)
+	}
+	if err := b.reserveLocal(); err != nil {
+		return fail("%w", err)
+	}
+	if o.VRAMBudget > 0 {
+		if used := b.inUse(); used+o.Reserve > o.VRAMBudget {
+			return fail("%s: %d MiB already in use (the context included) plus the %d MiB reserve exceed the budget of %d MiB",
+				b.desc, used>>20, o.Reserve>>20, o.VRAMBudget>>20)
+		}
+	}
+	b.host = cpu.New(o.Threads)
+	return b, nil
+}
+
+// reserveLocal launches the kernel with the largest stack frame (route)
+// once, so that the driver reserves the context's local memory (stack size
+// × resident threads, hundreds of MiB on a large GPU) now: otherwise the
+// first launch grows what is in use past what the budget was checked
+// against.
+func (b *Backend) reserveLocal() error {
+	p, err := cu.MemAlloc(64)
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	defer cu.MemFree(p)
+	if err := cu.MemsetD32Async(p, 0, 16, b.aux); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	// route(idx, w, logits, p, pairs, T=1, E=1, k=1, renorm=0) within p.
+	args := []uint64{uint64(p), uint64(p + 8), uint64(p + 16), uint64(p + 24), uint64(p + 32), 1, 1, 1, 0}
+	ptrs := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		ptrs[i] = unsafe.Pointer(&args[i])
+	}
+	if err := b.k.route.Launch(1, 1, 1, 1, 1, 1, 0, b.aux, ptrs); err != nil {
+		return fmt.Errorf("cuda: warm-up launch: %w", err)
+	}
+	if err := b.aux.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: warm-up launch: %w", err)
+	}
+	return nil
+}
+
+// enter binds the backend's context to the calling goroutine's OS thread
+// (CUDA contexts are per thread and goroutines migrate); leave undoes it.
+func (b *Backend) enter() error {
+	runtime.LockOSThread()
+	if err := cu.SetCurrentContext(b.ctx); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("cuda: setting the context: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) leave() { runtime.UnlockOSThread() }
+
+func (b *Backend) Name() string { return "cuda" }
+func (b *Backend) Threads() int { return b.host.Threads() }
+
+// budget is the device memory the backend may have in use.
+func (b *Backend) budget() int64 {
+	if b.o.VRAMBudget > 0 {
+		return b.o.VRAMBudget
+	}
+	return b.total
+}
+
+// inUse is the device memory in use as the driver reports it (total −
+// free), this process's context and every other user included.
+func (b *Backend) inUse() int64 {
+	free, total, err := cu.MemInfo()
+	if err != nil {
+		return b.total // unknown: assume full, so nothing more is taken
+	}
+	return total - free
+}
+
+// devAlloc allocates n bytes of device memory if the budget leaves keep
+// bytes free after it (the caller holds the context).
+func (b *Backend) devAlloc(n, keep int64) (cu.DevicePtr, error) {
+	b.allocMu.Lock()
+	defer b.allocMu.Unlock()
+	if used := b.inUse(); used+n+keep > b.budget() {
+		return 0, fmt.Errorf("cuda: %d bytes more on %d in use (the context included) leave less than %d of the %d-byte budget free",
+			n, used, keep, b.budget())
+	}
+	p, err := cu.MemAlloc(max(n, 4))
+	if err != nil {
+		return 0, fmt.Errorf("cuda: cuMemAlloc of %d bytes: %w", n, err)
+	}
+	return p, nil
+}
+
+// Small allocations come from slabs: the driver gives every cuMemAlloc at
+// least 2 MiB of what it reports in use (measured on the H200), and a model
+// allocates hundreds of small vectors (norm weights, gates).
+const (
+	slabBytes    = 2 << 20
+	maxSmall     = 256 << 10 // larger allocations are the driver's own
+	minSmall     = 256       // the smallest block (the kernels' alignment)
+	smallClasses = 11        // 256 B … 256 KiB, powers of two
+)
+
+// smallClass is the size class of an allocation of n bytes (n <= maxSmall).
+func smallClass(n int64) int {
+	c, size := 0, int64(minSmall)
+	for size < n {
+		size <<= 1
+		c++
+	}
+	return c
+}
+
+// smallAlloc returns a block of size class c, carving a new slab when the
+// class has no free block (allocMu held).
+func (b *Backend) smallAlloc(c int) (cu.DevicePtr, error) {
+	if free := b.small[c]; len(free) > 0 {
+		p := free[len(free)-1]
+		b.small[c] = free[:len(free)-1]
+		return p, nil
+	}
+	size := int64(minSmall) << c
+	if used := b.inUse(); used+slabBytes > b.budget() {
+		return 0, fmt.Errorf("cuda: a %d-byte slab more on %d in use (the context included) exceeds the %d-byte budget", slabBytes, used, b.budget())
+	}
+	slab, err := cu.MemAlloc(slabBytes)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: cuMemAlloc of %d bytes: %w", slabBytes, err)
+	}
+	b.slabs = append(b.slabs, slab)
+	for off := slabBytes - size; off > 0; off -= size {
+		b.small[c] = append(b.small[c], slab+cu.DevicePtr(off))
+	}
+	return slab, nil
+}
+
+// Alloc returns n zeroed values of device memory.
+func (b *Backend) Alloc(n int) (backend.Buf, error) {
+	if n < 0 {
+		return backend.Buf{}, fmt.Errorf("cuda: alloc of %d values", n)
+	}
+	if err := b.enter(); err != nil {
+		return backend.Buf{}, err
+	}
+	defer b.leave()
+	m, err := b.allocMem(4 * int64(n))
+	if err != nil {
+		return backend.Buf{}, fmt.Errorf("cuda: alloc of %d values: %w", n, err)
+	}
+	if n > 0 {
+		err := cu.MemsetD32Async(m.ptr, 0, int64(n), b.aux)
+		if err == nil {
+			err = b.aux.Synchronize()
+		}
+		if err != nil {
+			b.release(m)
+			return backend.Buf{}, fmt.Errorf("cuda: zeroing %d values: %w", n, err)
+		}
+	}
+	m.n = n
+	return backend.MakeBuf(m, 0, n), nil
+}
+
+// allocMem allocates bytes of device memory: a small block or an
+// allocation of its own (the context current).
+func (b *Backend) allocMem(bytes int64) (*devMem, error) {
+	m := &devMem{class: -1}
+	var err error
+	if bytes <= maxSmall {
+		m.class = smallClass(bytes)
+		b.allocMu.Lock()
+		m.ptr, err = b.smallAlloc(m.class)
+		b.allocMu.Unlock()
+	} else {
+		m.ptr, err = b.devAlloc(bytes, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// release returns m's memory: a small block to its class, else to the
+// driver (the context current).
+func (b *Backend) release(m *devMem) {
+	if m.class >= 0 {
+		b.allocMu.Lock()
+		b.small[m.class] = append(b.small[m.class], m.ptr)
+		b.allocMu.Unlock()
+	} else {
+		cu.MemFree(m.ptr)
+	}
+	m.ptr, m.n = 0, 0
+}
+
+// Free releases b's allocation.
+func (b *Backend) Free(buf backend.Buf) {
+	m, ok := buf.Mem().(*devMem)
+	if !ok || m.ptr == 0 {
+		return
+	}
+	if b.enter() != nil {
+		return
+	}
+	defer b.leave()
+	b.release(m)
+}
+
+// Upload keeps w on the device when the budget allows (less the reserve
+// for sessions), else on the host: the embedding table (UseGather) always
+// stays on the host under a budget (its rows are gathered there and cost
+// nothing to move). Uploads of the same key share one copy.
+func (b *Backend) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, use backend.Use) error {
+	*w = backend.Weight{Key: key}
+	if err := w.Host.Init(v, rows, cols); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bf16 := w.Host.F32 == nil
+	if dw, ok := b.weights[key]; ok && dw.rows == rows && dw.cols == cols && dw.bf16 == bf16 {
+		dw.refs++
+		w.Dev = dw
+		return nil
+	}
+	if hw, ok := b.hostOnly[key]; ok {
+		hw.refs++
+		return nil
+	}
+	n := w.Bytes()
+	if n > 0 && !(use == backend.UseGather && b.o.VRAMBudget > 0) {
+		if err := b.enter(); err != nil {
+			return err
+		}
+		defer b.leave()
+		if p, err := b.devAlloc(n, b.o.Reserve); err == nil {
+			src := unsafe.Pointer(unsafe.SliceData(w.Host.BF16))
+			if !bf16 {
+				src = unsafe.Pointer(unsafe.SliceData(w.Host.F32))
+			}
+			// A copy from pageable memory may return before its DMA is done,
+			// and the queues' streams do not wait for the legacy stream it
+			// is ordered on: wait for it here.
+			err := cu.MemcpyHtoD(p, src, n)
+			if err == nil {
+				err = cu.Synchronize()
+			}
+			if err != nil {
+				cu.MemFree(p)
+				return fmt.Errorf("cuda: uploading %s (%d bytes): %w", w.Host.Name, n, err)
+			}
+			b.meter.upload.Add(n)
+			dw := &devWeight{ptr: p, bf16: bf16, rows: rows, cols: cols, bytes: n, refs: 1, name: w.Host.Name, own: true}
+			b.weights[key] = dw
+			w.Dev = dw
+			return nil
+		}
+	}
+	b.hostOnly[key] = &hostWeight{name: w.Host.Name, bytes: n, refs: 1}
+	return nil
+}
+
+// Drop releases what Upload made for w.
+func (b *Backend) Drop(w *backend.Weight) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if dw, ok := w.Dev.(*devWeight); ok && dw.own {
+		if dw.refs--; dw.refs == 0 {
+			delete(b.weights, w.Key)
+			if b.enter() == nil {
+				cu.MemFree(dw.ptr)
+				b.leave()
+			}
+		}
+	} else if hw, ok := b.hostOnly[w.Key]; ok && w.Dev == nil {
+		if hw.refs--; hw.refs == 0 {
+			delete(b.hostOnly, w.Key)
+		}
+	}
+	*w = backend.Weight{}
+}
+
+// Residency reports the weights on each side, the memory in use and the
+// expert slots.
+func (b *Backend) Residency() backend.Residency {
+	r := backend.Residency{Device: b.desc, Budget: b.o.VRAMBudget, VerifyCopies: b.o.VerifyCopies}
+	if b.enter() == nil {
+		r.InUse = b.inUse()
+		b.leave()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, dw := range b.weights {
+		r.DeviceWeights += dw.bytes
+		r.DeviceWeightCount++
+	}
+	for _, hw := range b.hostOnly {
+		r.HostWeights += hw.bytes
+		r.HostWeightCount++
+		r.HostResident = append(r.HostResident, hw.name)
+	}
+	slices.Sort(r.HostResident)
+	r.ExpertSlots, r.ExpertSlotBytes = b.slots.cap, b.slots.slotBytes
+	return r
+}
+
+// NewQueue returns a queue with its own compute stream and copy stream.
+func (b *Backend) NewQueue() (backend.Queue, error) {
+	if err := b.enter(); err != nil {
+		return nil, err
+	}
+	defer b.leave()
+	return newQueue(b)
+}
+
+// Close frees the resident experts and the module and releases the
+// context. Every queue must have been closed and every weight dropped.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if err := b.enter(); err != nil {
+		return err
+	}
+	defer b.leave()
+	for _, sl := range b.slots.order {
+		sl.destroy()
+	}
+	b.slots = slotCache{}
+	for k, dw := range b.weights {
+		cu.MemFree(dw.ptr)
+		delete(b.weights, k)
+	}
+	for _, p := range b.slabs {
+		cu.MemFree(p)
+	}
+	b.slabs, b.small = nil, [smallClasses][]cu.DevicePtr{}
+	b.aux.Destroy()
+	b.mod.Unload()
+	return b.dev.ReleasePrimaryCtx()
+}
+
+// ---- routed-expert slots ----
+
+// slot is device memory holding one routed expert's three matrices.
+type slot struct {
+	ptr      cu.DevicePtr
+	bytes    int64
+	digest   jnf.Digest
+	resident bool // in the backend's cache (else a queue's transient slot)
+	parts    [3]devWeight
+	ready    cu.Event // recorded after the copy that filled it
+	id       weights.ExpertID
+	// hashed is recorded after the device hash of the copy that filled it
+	// (Options.VerifyCopies), once hashedSet: the next copy into the slot
+	// waits for it.
+	hashed    cu.Event
+	hashedSet bool
+	users     int
+	// free holds, per queue that used the slot, an event recorded after its
+	// last use: a copy into the slot first waits for all of them.
+	free map[*Queue]cu.Event
+}
+
+func newSlot(b *Backend, n int64) (*slot, error) {
+	p, err := b.devAlloc(n, b.o.Reserve)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
+		cu.MemFree(p)
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	hv, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
+		cu.DestroyEvent(&ev)
+		cu.MemFree(p)
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	return &slot{ptr: p, bytes: n, ready: ev, hashed: hv, free: map[*Queue]cu.Event{}}, nil
+}
+
+func (sl *slot) destroy() {
+	for q, ev := range sl.free {
+		cu.DestroyEvent(&ev)
+		delete(sl.free, q)
+	}
+	cu.DestroyEvent(&sl.ready)
+	cu.DestroyEvent(&sl.hashed)
+	cu.MemFree(sl.ptr)
+}
+
+// slotCache is the backend's resident experts, oldest first, keyed by the
+// digest of their verified record.
+type slotCache struct {
+	sized     bool
+	cap       int
+	slotBytes int64
+	byDigest  map[jnf.Digest]*slot
+	order     []*slot
+}
+
+// take returns a resident slot of at least n bytes for digest, new or the
+// oldest one no queue is using, or nil (b.mu held, context current).
+func (b *Backend) takeSlot(digest jnf.Digest, n int64) *slot {
+	c := &b.slots
+	if !c.sized {
+		c.sized = true
+		c.slotBytes = n
+		c.byDigest = map[jnf.Digest]*slot{}
+		if avail := b.budget() - b.inUse() - b.o.Reserve; avail > 0 {
+			c.cap = int(min(avail/n, maxSlots))
+		}
+		if b.o.ExpertSlots < 0 {
+			c.cap = 0
+		} else if b.o.ExpertSlots > 0 {
+			c.cap = min(c.cap, b.o.ExpertSlots)
+		}
+	}
+	if n > c.slotBytes || c.cap == 0 {
+		return nil
+	}
+	var sl *slot
+	if len(c.order) < c.cap {
+		s, err := newSlot(b, c.slotBytes)
+		if err != nil {
+			c.cap = len(c.order) // the budget is reached: keep what there is
+		} else {
+			sl = s
+			sl.resident = true
+		}
+	}
+	if sl == nil {
+		i := slices.IndexFunc(c.order, func(s *slot) bool { return s.users == 0 })
+		if i < 0 {
+			return nil
+		}
+		sl = c.order[i]
+		c.order = slices.Delete(c.order, i, i+1)
+		delete(c.byDigest, sl.digest)
+	}
+	sl.digest = digest
+	c.byDigest[digest] = sl
+	c.order = append(c.order, sl)
+	return sl
+}

@@ -1,0 +1,68 @@
+// Package cuda is Tarfa's CUDA backend: backend's operations as CUDA
+// kernels that compute exactly the bits of the CPU reference (EXACTNESS.md,
+// kernels/canon.cuh), on gorgonia.org/cu (driver API: context, streams,
+// events, module loaded from PTX, launches) with a small cgo shim for
+// pinned host memory and the free-memory query.
+//
+// The backend is built only with -tags cuda: gorgonia.org/cu's init exits
+// the process on a machine without a GPU, so the default build (and CI)
+// has a stub whose New says the binary was built without CUDA. Build on a
+// machine without the CUDA toolkit with the headers and stub libcuda of
+// Debian's nvidia-cuda-dev (../shared/ECOSYSTEM.md):
+//
+//	CGO_CFLAGS=-I$SDK/usr/include CGO_LDFLAGS=-L$SDK/usr/lib/x86_64-linux-gnu/stubs \
+//	    go build -tags cuda ./cmd/tarfa
+//
+// The kernels are CUDA C in kernels/*.cu; kernels/gen.sh regenerates the
+// embedded PTX (compute_80 and compute_90, --fmad=false, no fast math) with
+// nvcc, and TestPTXIsCurrent checks that the PTX was generated from the
+// sources as they are (TestPTXCanonical, that it has no fused
+// multiply-add, approximate or flush-to-zero arithmetic, tensor-core or
+// atomic instruction). The CUDA tests (TestCUDA and the budget tests, the
+// conformance suite of backend/backendtest on the device) need a GPU:
+//
+//	go test -c -tags cuda -o cuda.test ./backend/cuda   # here
+//	TARFA_TEST_DISALLOW_SKIP=1 ./cuda.test -test.v     # on the GPU machine
+//
+// # Memory
+//
+// --vram-budget (Options.VRAMBudget) bounds what the driver reports in use
+// (cuMemGetInfo: total − free, the context and its local memory included).
+// Weights are uploaded while the budget less Options.Reserve has room; the
+// rest, and the embedding table whenever a budget is set, stay on the host
+// and are computed there by the CPU reference (same bits). Routed experts
+// are kept resident by digest in slots sized from what the budget leaves
+// at the first streamed expert (oldest evicted first); the others pass
+// through two transient slots per queue. Small allocations share 2 MiB
+// slabs (the driver takes 2 MiB for every cuMemAlloc).
+//
+// # Counters and pinned slots
+//
+// The backend counts its copies, kernels and expert loads (backend.Meter);
+// with Options.Timing it also times every kernel and host-to-device copy
+// with a pair of CUDA events (for tarfa bench decode). Pin
+// (backend.Pinner) registers host memory with the driver
+// (cuMemHostRegister): the streaming tier's device slots, when given to it
+// (tier.Options.Pinner), so that an expert read into one is copied to the
+// device from there, without the staging copy through the queue's pinned
+// buffers (LoadExpert then waits for that copy before it returns).
+//
+// # Verification on the device
+//
+// Routed experts reach LoadExpert verified: the hierarchy hashed them on
+// the host against the manifest. With Options.VerifyCopies (tarfa's
+// --device-verify, on by default) every copy into device memory is hashed
+// again where the kernels read it, by BLAKE3 kernels (kernels/blake3.cuh:
+// one thread per 1 KiB chunk, then one launch per level of parents) on a
+// stream of its own, and compared with the digest at the queue's next
+// synchronisation: a copy that differs fails the step with a *CopyError
+// (jnf.ErrVerification) before any output of it is returned, and leaves
+// the device cache. ScrubDevice (backend.DeviceScrubber, which
+// engine.Model.Scrub and so every scrub pass calls) re-hashes the experts
+// the device keeps resident in the same way. The kernels' arithmetic is
+// checked against github.com/zeebo/blake3 on the host by backend/cuda/b3host
+// (the same C, compiled by the C compiler) and on the device by
+// TestDeviceBLAKE3; TestVerifyCopies and TestScrubDevice inject the faults.
+// Dense weights on the device are not re-hashed (their digests cover
+// records that norm scales are widened from).
+package cuda

@@ -1,0 +1,163 @@
+package cuda
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// kernelSources are the files in kernels/ the PTX is generated from.
+func kernelSources(t *testing.T) []string {
+	t.Helper()
+	var srcs []string
+	for _, pat := range []string{"*.cu", "*.cuh"} {
+		m, err := filepath.Glob(filepath.Join("kernels", pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m {
+			srcs = append(srcs, filepath.Base(p))
+		}
+	}
+	slices.Sort(srcs)
+	if len(srcs) == 0 {
+		t.Fatal("no kernel sources in kernels/")
+	}
+	return srcs
+}
+
+// sourceHashes reads the "// source NAME sha256 HEX" lines gen.sh writes at
+// the top of a PTX file.
+func sourceHashes(ptx string) map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(ptx))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "//") {
+			break
+		}
+		var name, hash string
+		if f := strings.Fields(line); len(f) == 5 && f[1] == "source" && f[3] == "sha256" {
+			name, hash = f[2], f[4]
+			out[name] = hash
+		}
+	}
+	return out
+}
+
+// checkCurrent reports how ptx's recorded source hashes differ from the
+// sources in kernels/ (nil if they match exactly).
+func checkCurrent(t *testing.T, ptx string, read func(name string) ([]byte, error)) []string {
+	t.Helper()
+	got := sourceHashes(ptx)
+	var bad []string
+	for _, s := range kernelSources(t) {
+		b, err := read(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		want := hex.EncodeToString(sum[:])
+		switch h, ok := got[s]; {
+		case !ok:
+			bad = append(bad, s+": not among the PTX's sources")
+		case h != want:
+			bad = append(bad, s+": sha256 "+h+" in the PTX, "+want+" now")
+		}
+		delete(got, s)
+	}
+	for s := range got {
+		bad = append(bad, s+": a source of the PTX that is not in kernels/")
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// TestPTXIsCurrent: the embedded PTX was generated from the kernel sources
+// as they are (run kernels/gen.sh where nvcc is after changing them).
+func TestPTXIsCurrent(t *testing.T) {
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join("kernels", name)) }
+	for arch, ptx := range map[string]string{"compute_80": ptx80, "compute_90": ptx90} {
+		if !strings.Contains(ptx, ".target sm_"+strings.TrimPrefix(arch, "compute_")) {
+			t.Errorf("%s PTX: no .target line for its architecture", arch)
+		}
+		for _, b := range checkCurrent(t, ptx, read) {
+			t.Errorf("%s PTX is stale (run backend/cuda/kernels/gen.sh): %s", arch, b)
+		}
+	}
+}
+
+// TestPTXStaleDetected: a changed source, a missing one and an extra one
+// are each reported (the check cannot pass vacuously).
+func TestPTXStaleDetected(t *testing.T) {
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join("kernels", name)) }
+	changed := func(name string) ([]byte, error) {
+		b, err := read(name)
+		if name == "ops.cu" {
+			b = append(slices.Clone(b), '\n')
+		}
+		return b, err
+	}
+	if bad := checkCurrent(t, ptx90, changed); len(bad) != 1 || !strings.HasPrefix(bad[0], "ops.cu: sha256") {
+		t.Errorf("one changed source: %q", bad)
+	}
+	dropped := strings.Replace(ptx90, "// source canon.cuh", "// sourcex canon.cuh", 1)
+	if bad := checkCurrent(t, dropped, read); len(bad) != 1 || !strings.Contains(bad[0], "not among") {
+		t.Errorf("a source missing from the PTX: %q", bad)
+	}
+	extra := "// source gone.cu sha256 00\n" + ptx90
+	if bad := checkCurrent(t, extra, read); len(bad) != 1 || !strings.Contains(bad[0], "not in kernels") {
+		t.Errorf("an extra source: %q", bad)
+	}
+}
+
+// forbidden matches PTX instructions the canonical arithmetic rules out:
+// floating-point fused multiply-adds (fma, mad), approximate or
+// flush-to-zero arithmetic (which covers ex2, lg2, sin, cos, rsqrt),
+// tensor-core matrix instructions, and atomics or reductions to memory
+// (their order is not fixed).
+var forbidden = regexp.MustCompile(`^\s*(@!?%p\d+\s+)?((fma|mad)(\.\w+)*\.f(16|32|64)|(wmma|mma|wgmma|atom|red)\.[\w.]*|\w+(\.\w+)*\.(approx|ftz)(\.\w+)*)\b`)
+
+// TestPTXCanonical: the embedded PTX has none of the instructions the
+// canonical arithmetic forbids, and every float32 add, multiply and divide
+// rounds to nearest even explicitly.
+func TestPTXCanonical(t *testing.T) {
+	arith := regexp.MustCompile(`^\s*(@!?%p\d+\s+)?(add|sub|mul|div|sqrt)(\.[\w]+)*\.f(32|64)\b`)
+	for arch, ptx := range map[string]string{"compute_80": ptx80, "compute_90": ptx90} {
+		n := 0
+		for i, line := range strings.Split(ptx, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "//") {
+				continue
+			}
+			if m := forbidden.FindString(line); m != "" {
+				t.Errorf("%s PTX line %d: %s", arch, i+1, strings.TrimSpace(line))
+			}
+			if m := arith.FindString(line); m != "" {
+				n++
+				if !strings.Contains(m, ".rn") {
+					t.Errorf("%s PTX line %d: %s does not round to nearest explicitly", arch, i+1, strings.TrimSpace(line))
+				}
+			}
+		}
+		if n < 1000 {
+			t.Errorf("%s PTX: only %d float add/sub/mul/div/sqrt instructions found: the pattern or the PTX is wrong", arch, n)
+		}
+	}
+	for _, bad := range []string{"\tfma.rn.f32 \t%f1, %f2, %f3, %f4;", "\tmad.rn.f32 %f1, %f2, %f3, %f4;", "\tmul.ftz.f32 %f1, %f2, %f3;",
+		"\tex2.approx.f32 %f1, %f2;", "\t@%p1 atom.global.add.f32 %f1, [%rd1], %f2;", "\tred.global.add.f32 [%rd1], %f2;", "\tdiv.approx.f32 %f1, %f2, %f3;"} {
+		if forbidden.FindString(bad) == "" {
+			t.Errorf("the check misses %q", bad)
+		}
+	}
+	for _, ok := range []string{"\tmad.lo.s32 %r1, %r2, %r3, %r4;", "\tadd.rn.f32 %f1, %f2, %f3;", "\tld.shared.f32 %f1, [%r1];", "\tcvt.rzi.s32.f64 %r1, %fd1;"} {
+		if m := forbidden.FindString(ok); m != "" {
+			t.Errorf("the check rejects %q (%q)", ok, m)
+		}
+	}
+}

@@ -1,0 +1,1041 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// Queue is the CUDA backend's queue. Operations are enqueued on its compute
+// stream s; streamed experts are copied on its copy stream cs (through
+// pinned staging buffers), so that the next expert's copy overlaps the
+// current one's kernels, with events ordering the two. Host data an
+// operation reads is copied into pinned memory before the call returns;
+// host data it writes is copied out at the next synchronisation. Weights
+// the budget left on the host are computed by the CPU reference after a
+// synchronisation (the same bits, slower).
+type Queue struct {
+	b     *Backend
+	s, cs cu.Stream
+	// hs hashes the device copies (Options.VerifyCopies, ScrubDevice); it
+	// is made on first use (hashStream): a stream costs about 560 KiB of
+	// device memory (TestNoLeak), and most queues never hash.
+	hs     cu.Stream
+	hsMade bool
+	err    error
+	host   *cpu.Queue
+
+	// arena is pinned memory for the host side of transfers, reset at each
+	// synchronisation; outs are the copies to the caller's slices then due.
+	arena    unsafe.Pointer
+	arenaCap int
+	used     int
+	outs     []copyOut
+
+	// scratch is device memory an operation may use during its kernels
+	// (index lists, attention scores, top-k pairs); the stream orders uses.
+	scratch    *devMem
+	scratchCap int64
+
+	// stage are the pinned buffers streamed experts pass through, each
+	// reusable once the copy recorded in its event is done.
+	stage [2]staging
+	next  int
+	trans []*slot // device slots of streamed experts that are not kept
+
+	// timing events (Options.Timing): the pairs enqueued since the last
+	// synchronisation, the free ones, all made
+	timings       []timed
+	evPool, evAll []cu.Event
+
+	// b3 is the device-copy checks' state (digest.go): chaining-value
+	// scratch, the device array of pending digests, and what they are for.
+	b3 struct {
+		cvs, digests *devMem
+		pending      []pendingCheck
+		got          [][32]byte // the digests read back, one per pending check
+	}
+
+	hx, hy []float32 // host copies for host-resident weights
+	argv   [16]uint64
+	argp   [16]unsafe.Pointer
+}
+
+type copyOut struct {
+	f   []float32
+	i   []int32
+	off int
+}
+
+type staging struct {
+	p    unsafe.Pointer
+	cap  int
+	done cu.Event
+	busy bool
+}
+
+var _ backend.Queue = (*Queue)(nil)
+
+func newQueue(b *Backend) (*Queue, error) {
+	q := &Queue{b: b, host: b.host.NewHostQueue()}
+	var err error
+	if q.s, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if q.cs, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		q.s.Destroy()
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	for i := range q.stage {
+		if q.stage[i].done, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			q.s.Destroy()
+			q.cs.Destroy()
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+	}
+	return q, nil
+}
+
+func (q *Queue) fail(format string, a ...any) {
+	if q.err == nil {
+		q.err = fmt.Errorf("cuda: "+format, a...)
+	}
+}
+
+func (q *Queue) check(op string, err error) {
+	if err != nil && q.err == nil {
+		q.err = fmt.Errorf("cuda: %s: %w", op, err)
+	}
+}
+
+func (q *Queue) ok() bool { return q.err == nil }
+
+// do runs f with the context current, unless the queue has failed.
+func (q *Queue) do(f func()) {
+	if q.err != nil {
+		return
+	}
+	if err := q.b.enter(); err != nil {
+		q.err = err
+		return
+	}
+	defer q.b.leave()
+	f()
+}
+
+// dev resolves b to a device pointer; b must have exactly n values (n < 0:
+// any length). The zero Buf is empty.
+func (q *Queue) dev(op, what string, b backend.Buf, n int) (cu.DevicePtr, int) {
+	if q.err != nil {
+		return 0, 0
+	}
+	if b.Mem() == nil {
+		if n > 0 {
+			q.fail("%s: %s has 0 values, want %d", op, what, n)
+		}
+		return 0, 0
+	}
+	m, ok := b.Mem().(*devMem)
+	if !ok {
+		q.fail("%s: %s is not CUDA memory (%T)", op, what, b.Mem())
+		return 0, 0
+	}
+	if m.ptr == 0 {
+		q.fail("%s: %s was freed", op, what)
+		return 0, 0
+	}
+	if n >= 0 && b.Len() != n {
+		q.fail("%s: %s has %d values, want %d", op, what, b.Len(), n)
+		return 0, 0
+	}
+	return m.ptr + cu.DevicePtr(4*b.Off()), b.Len()
+}
+
+// rows checks that n values are whole rows of length r.
+func (q *Queue) rows(op string, n, r int) bool {
+	if q.ok() && (r <= 0 || n%r != 0) {
+		q.fail("%s: %d values are not rows of %d", op, n, r)
+	}
+	return q.ok()
+}
+
+// ---- staging and synchronisation ----
+
+// drain waits for both streams, copies the due results to the caller's
+// slices and resets the arena.
+func (q *Queue) drain() {
+	if err := q.s.Synchronize(); err != nil {
+		q.check("synchronize", err)
+	}
+	if err := q.cs.Synchronize(); err != nil {
+		q.check("synchronize (copies)", err)
+	}
+	if q.hsMade {
+		if err := q.hs.Synchronize(); err != nil {
+			q.check("synchronize (device hashes)", err)
+		}
+	}
+	q.collect()
+	if err := q.checkCopies(); err != nil && q.err == nil {
+		q.err = err
+	}
+	for _, o := range q.outs {
+		if o.f != nil {
+			copy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
+		} else {
+			copy(o.i, unsafe.Slice((*int32)(unsafe.Add(q.arena, o.off)), len(o.i)))
+		}
+	}
+	clear(q.outs)
+	q.outs = q.outs[:0]
+	q.used = 0
+	for i := range q.stage {
+		q.stage[i].busy = false
+	}
+}
+
+// hostBuf returns n bytes of the pinned arena (16-byte aligned), draining
+// first when it is full, growing it when too small.
+func (q *Queue) hostBuf(n int) (unsafe.Pointer, int) {
+	n = (n + 15) &^ 15
+	if q.used+n > q.arenaCap {
+		q.drain()
+		if n > q.arenaCap {
+			if q.arena != nil {
+				cu.MemFreeHost(q.arena)
+				q.arena, q.arenaCap = nil, 0
+			}
+			c := max(n, 2*q.arenaCap, 1<<20)
+			p, err := hostAlloc(c)
+			if err != nil {
+				q.check("pinned staging", err)
+				return nil, 0
+			}
+			q.arena, q.arenaCap = p, c
+		}
+	}
+	off := q.used
+	q.used += n
+	return unsafe.Add(q.arena, off), off
+}
+
+// scratchBuf returns device scratch of at least n bytes (draining and
+// reallocating when it is smaller).
+func (q *Queue) scratchBuf(n int64) cu.DevicePtr {
+	if q.scratch != nil && n <= q.scratchCap {
+		return q.scratch.ptr
+	}
+	q.drain()
+	c := max(n, 2*q.scratchCap, 64<<10)
+	if q.scratch != nil {
+		q.b.release(q.scratch)
+		q.scratch, q.scratchCap = nil, 0
+	}
+	m, err := q.b.allocMem(c)
+	if err != nil {
+		q.check("scratch", err)
+		return 0
+	}
+	q.scratch, q.scratchCap = m, c
+	return m.ptr
+}
+
+// upload copies host values to device memory at d (asynchronously, from
+// the arena).
+func (q *Queue) upload(d cu.DevicePtr, src unsafe.Pointer, n int) {
+	if n == 0 || !q.ok() {
+		return
+	}
+	p, _ := q.hostBuf(n)
+	if p == nil {
+		return
+	}
+	copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(src), n))
+	t0, timed := q.timeStart(q.s)
+	q.check("copy to the device", cu.MemcpyHtoDAsync(d, p, int64(n), q.s))
+	q.timeEnd(q.s, t0, timed, true)
+	q.b.meter.h2d.Add(int64(n))
+	q.b.meter.h2dCopies.Add(1)
+}
+
+// uploadIdx copies an index list to device scratch at byte offset off.
+func (q *Queue) uploadIdx(base cu.DevicePtr, idx []int32) {
+	if len(idx) > 0 {
+		q.upload(base, unsafe.Pointer(unsafe.SliceData(idx)), 4*len(idx))
+	}
+}
+
+// download schedules a copy of n values at d into dst or idx (one of them)
+// at the next synchronisation.
+func (q *Queue) download(dst []float32, idx []int32, d cu.DevicePtr, n int) {
+	if n == 0 || !q.ok() {
+		return
+	}
+	p, off := q.hostBuf(4 * n)
+	if p == nil {
+		return
+	}
+	q.check("copy from the device", cu.MemcpyDtoHAsync(p, d, int64(4*n), q.s))
+	q.b.meter.d2h.Add(int64(4 * n))
+	q.outs = append(q.outs, copyOut{f: dst, i: idx, off: off})
+}
+
+// ---- launches ----
+
+const (
+	blockThreads = 256
+	rowsPerBlock = blockThreads / 32 // warp-per-row kernels
+)
+
+func blocks(n, per int) int { return (n + per - 1) / per }
+
+// Kernel arguments are 8-byte slots (gorgonia.org/cu copies each as a
+// uint64): pointers, integers (long long) and floats (the low 4 bytes).
+func p(d cu.DevicePtr) uint64 { return uint64(d) }
+func i(n int) uint64          { return uint64(int64(n)) }
+func f(x float32) uint64      { return uint64(math.Float32bits(x)) }
+
+func (q *Queue) launch(name string, fn cu.Function, gx, gy, bx int, args ...uint64) {
+	q.launchOn(q.s, name, fn, gx, gy, bx, args...)
+}
+
+// launchOn launches fn on stream s (launch: the compute stream).
+func (q *Queue) launchOn(s cu.Stream, name string, fn cu.Function, gx, gy, bx int, args ...uint64) {
+	if !q.ok() || gx == 0 || gy == 0 {
+		return
+	}
+	if gy > 65535 {
+		q.fail("%s: grid of %d×%d blocks", name, gx, gy)
+		return
+	}
+	n := copy(q.argv[:], args)
+	for j := range n {
+		q.argp[j] = unsafe.Pointer(&q.argv[j])
+	}
+	t0, timed := q.timeStart(s)
+	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, s, q.argp[:n]))
+	q.timeEnd(s, t0, timed, false)
+	q.b.meter.kernels.Add(1)
+}
+
+// ---- Queue operations ----
+
+func (q *Queue) Write(dst backend.Buf, src []float32) {
+	q.do(func() {
+		d, _ := q.dev("Write", "dst", dst, len(src))
+		q.upload(d, unsafe.Pointer(unsafe.SliceData(src)), 4*len(src))
+	})
+}
+
+func (q *Queue) Read(dst []float32, src backend.Buf) {
+	q.do(func() {
+		s, _ := q.dev("Read", "src", src, len(dst))
+		q.download(dst, nil, s, len(dst))
+	})
+}
+
+func (q *Queue) Zero(dst backend.Buf) {
+	q.do(func() {
+		d, n := q.dev("Zero", "dst", dst, -1)
+		if q.ok() && n > 0 {
+			q.check("Zero", cu.MemsetD32Async(d, 0, int64(n), q.s))
+		}
+	})
+}
+
+func (q *Queue) Copy(dst backend.Buf, dstStride int, src backend.Buf, srcStride int, rows, cols int) {
+	if rows < 0 || cols < 0 || dstStride < cols || srcStride < cols {
+		q.fail("Copy: %d rows of %d with strides %d and %d", rows, cols, dstStride, srcStride)
+		return
+	}
+	if rows == 0 || cols == 0 {
+		return
+	}
+	q.do(func() {
+		d, dn := q.dev("Copy", "dst", dst, -1)
+		s, sn := q.dev("Copy", "src", src, -1)
+		if !q.ok() {
+			return
+		}
+		if dn < (rows-1)*dstStride+cols || sn < (rows-1)*srcStride+cols {
+			q.fail("Copy: %d rows of %d with strides %d and %d from %d into %d values", rows, cols, srcStride, dstStride, sn, dn)
+			return
+		}
+		q.launch("Copy", q.b.k.copyRows, blocks(rows*cols, blockThreads), 1, blockThreads, p(d), i(dstStride), p(s), i(srcStride), i(rows), i(cols))
+	})
+}
+
+// rowIndex checks idx against a buffer of rows rows.
+func (q *Queue) rowIndex(op string, idx []int32, rows int) bool {
+	if err := backend.CheckRows(op, idx, rows); err != nil {
+		q.fail("%v", err)
+		return false
+	}
+	return true
+}
+
+func (q *Queue) Gather(dst, src backend.Buf, idx []int32, n int) {
+	if n <= 0 {
+		q.fail("Gather: rows of %d", n)
+		return
+	}
+	q.do(func() {
+		d, _ := q.dev("Gather", "dst", dst, len(idx)*n)
+		s, sn := q.dev("Gather", "src", src, -1)
+		if !q.ok() || !q.rowIndex("Gather", idx, sn/n) || len(idx) == 0 {
+			return
+		}
+		sc := q.scratchBuf(4 * int64(len(idx)))
+		q.uploadIdx(sc, idx)
+		q.launch("Gather", q.b.k.gatherRows, blocks(len(idx)*n, blockThreads), 1, blockThreads, p(d), p(s), p(sc), i(len(idx)), i(n))
+	})
+}
+
+func (q *Queue) Scatter(dst, src backend.Buf, idx []int32, n int) {
+	if n <= 0 {
+		q.fail("Scatter: rows of %d", n)
+		return
+	}
+	q.do(func() {
+		d, dn := q.dev("Scatter", "dst", dst, -1)
+		s, _ := q.dev("Scatter", "src", src, len(idx)*n)
+		if !q.ok() || !q.rowIndex("Scatter", idx, dn/n) || len(idx) == 0 {
+			return
+		}
+		sc := q.scratchBuf(4 * int64(len(idx)))
+		q.uploadIdx(sc, idx)
+		q.launch("Scatter", q.b.k.scatterRows, blocks(len(idx)*n, blockThreads), 1, blockThreads, p(d), p(s), p(sc), i(len(idx)), i(n))
+	})
+}
+
+func (q *Queue) Embed(dst backend.Buf, table *backend.Weight, ids []int32) {
+	H := table.Cols()
+	q.do(func() {
+		d, _ := q.dev("Embed", "dst", dst, len(ids)*H)
+		if !q.ok() || !q.rowIndex("Embed", ids, table.Rows()) || len(ids)*H == 0 {
+			return
+		}
+		dw, ok := table.Dev.(*devWeight)
+		if !ok {
+			// A host-resident table: gather and widen the rows into pinned
+			// memory and copy them.
+			if table.Dev != nil || (table.Host.BF16 == nil && table.Host.F32 == nil) {
+				q.fail("Embed: table %s is not this backend's", table.Host.Name)
+				return
+			}
+			pb, _ := q.hostBuf(4 * len(ids) * H)
+			if pb == nil {
+				return
+			}
+			rows := unsafe.Slice((*float32)(pb), len(ids)*H)
+			for t, id := range ids {
+				table.Host.Row(int(id), rows[t*H:(t+1)*H])
+			}
+			q.check("Embed", cu.MemcpyHtoDAsync(d, pb, int64(4*len(rows)), q.s))
+			return
+		}
+		sc := q.scratchBuf(4 * int64(len(ids)))
+		q.uploadIdx(sc, ids)
+		fn := q.b.k.embedF32
+		if dw.bf16 {
+			fn = q.b.k.embedBF16
+		}
+		q.launch("Embed", fn, blocks(len(ids)*H, blockThreads), 1, blockThreads, p(d), p(dw.ptr), p(sc), i(len(ids)), i(H))
+	})
+}
+
+func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
+	if T < 0 {
+		q.fail("MatMul: %d tokens", T)
+		return
+	}
+	N, K := w.Rows(), w.Cols()
+	q.do(func() {
+		yy, _ := q.dev("MatMul", "y", y, T*N)
+		xx, _ := q.dev("MatMul", "x", x, T*K)
+		if !q.ok() || T == 0 || N == 0 {
+			return
+		}
+		dw, ok := w.Dev.(*devWeight)
+		if !ok {
+			q.hostMatMul(yy, w, xx, T)
+			return
+		}
+		if dw.rows != N || dw.cols != K {
+			q.fail("MatMul: weight %s is %d×%d on the device, %d×%d on the host", w.Host.Name, dw.rows, dw.cols, N, K)
+			return
+		}
+		fn := q.b.k.matmulF32
+		if dw.bf16 {
+			fn = q.b.k.matmulBF16
+		}
+		if K == 0 {
+			q.check("MatMul", cu.MemsetD32Async(yy, 0, int64(T*N), q.s))
+			return
+		}
+		q.launch("MatMul", fn, blocks(N, rowsPerBlock), blocks(T, 8), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
+	})
+}
+
+// hostMatMul computes y = W·x with a host-resident weight on the CPU
+// reference: x comes back to the host (a synchronisation) and y goes to
+// the device.
+func (q *Queue) hostMatMul(y cu.DevicePtr, w *backend.Weight, x cu.DevicePtr, T int) {
+	if w.Dev != nil || (w.Host.BF16 == nil && w.Host.F32 == nil) {
+		q.fail("MatMul: weight %s is not this backend's", w.Host.Name)
+		return
+	}
+	N, K := w.Rows(), w.Cols()
+	if cap(q.hx) < T*K {
+		q.hx = make([]float32, T*K)
+	}
+	if cap(q.hy) < T*N {
+		q.hy = make([]float32, T*N)
+	}
+	hx, hy := q.hx[:T*K], q.hy[:T*N]
+	q.download(hx, nil, x, T*K)
+	q.drain()
+	if !q.ok() {
+		return
+	}
+	q.host.MatMul(cpu.Wrap(hy), w, cpu.Wrap(hx), T)
+	if err := q.host.Err(); err != nil {
+		q.check("MatMul on the host", err)
+		return
+	}
+	q.upload(y, unsafe.Pointer(unsafe.SliceData(hy)), 4*len(hy))
+}
+
+func (q *Queue) RMSNorm(y, x, scale backend.Buf, n int, eps float32) {
+	q.do(func() {
+		xx, xn := q.dev("RMSNorm", "x", x, -1)
+		yy, _ := q.dev("RMSNorm", "y", y, xn)
+		ss, _ := q.dev("RMSNorm", "scale", scale, n)
+		if q.rows("RMSNorm", xn, n) && xn > 0 {
+			r := xn / n
+			q.launch("RMSNorm", q.b.k.rmsnorm, blocks(r, rowsPerBlock), 1, blockThreads, p(yy), p(xx), p(ss), i(r), i(n), f(eps))
+		}
+	})
+}
+
+func (q *Queue) GatedRMSNorm(y, x, z, w backend.Buf, n int, eps float32) {
+	q.do(func() {
+		xx, xn := q.dev("GatedRMSNorm", "x", x, -1)
+		yy, _ := q.dev("GatedRMSNorm", "y", y, xn)
+		zz, _ := q.dev("GatedRMSNorm", "z", z, xn)
+		ww, _ := q.dev("GatedRMSNorm", "w", w, n)
+		if q.rows("GatedRMSNorm", xn, n) && xn > 0 {
+			r := xn / n
+			q.launch("GatedRMSNorm", q.b.k.gatedRMSNorm, blocks(r, rowsPerBlock), 1, blockThreads, p(yy), p(xx), p(zz), p(ww), i(r), i(n), f(eps))
+		}
+	})
+}
+
+func (q *Queue) L2Norm(y, x backend.Buf, n int, eps, scale float32) {
+	q.do(func() {
+		xx, xn := q.dev("L2Norm", "x", x, -1)
+		yy, _ := q.dev("L2Norm", "y", y, xn)
+		if q.rows("L2Norm", xn, n) && xn > 0 {
+			r := xn / n
+			q.launch("L2Norm", q.b.k.l2norm, blocks(r, rowsPerBlock), 1, blockThreads, p(yy), p(xx), i(r), i(n), f(eps), f(scale))
+		}
+	})
+}
+
+func (q *Queue) RoPE(x backend.Buf, T, heads, hd int, cos, sin backend.Buf) {
+	if T <= 0 || heads <= 0 || hd <= 0 || cos.Len()%T != 0 || 2*(cos.Len()/T) > hd {
+		q.fail("RoPE: %d tokens of %d heads of %d with a table of %d", T, heads, hd, cos.Len())
+		return
+	}
+	q.do(func() {
+		xx, _ := q.dev("RoPE", "x", x, T*heads*hd)
+		cc, cn := q.dev("RoPE", "cos", cos, -1)
+		ss, _ := q.dev("RoPE", "sin", sin, cn)
+		h2 := cn / T
+		if q.ok() && h2 > 0 {
+			q.launch("RoPE", q.b.k.rope, blocks(T*heads*h2, blockThreads), 1, blockThreads, p(xx), i(T), i(heads), i(hd), i(h2), p(cc), p(ss))
+		}
+	})
+}
+
+func (q *Queue) Attention(o, qb, k, v backend.Buf, T, pos0, nq, nkv, hd int, scale float32) {
+	if T <= 0 || pos0 < 0 || nq <= 0 || nkv <= 0 || hd <= 0 || nq%nkv != 0 {
+		q.fail("Attention: %d tokens at %d, %d query heads, %d KV heads of %d", T, pos0, nq, nkv, hd)
+		return
+	}
+	q.do(func() {
+		oo, _ := q.dev("Attention", "o", o, T*nq*hd)
+		qq, _ := q.dev("Attention", "q", qb, T*nq*hd)
+		kk, kn := q.dev("Attention", "k", k, -1)
+		vv, vn := q.dev("Attention", "v", v, -1)
+		if need := (pos0 + T) * nkv * hd; q.ok() && (kn < need || vn < need) {
+			q.fail("Attention: a KV cache of %d and %d values for %d positions of %d", kn, vn, pos0+T, nkv*hd)
+		}
+		if !q.ok() {
+			return
+		}
+		maxn := pos0 + T
+		sc := q.scratchBuf(4 * int64(T*nq) * int64(maxn))
+		q.launch("Attention", q.b.k.attention, T*nq, 1, 128, p(oo), p(qq), p(kk), p(vv), p(sc), i(T), i(pos0), i(nq), i(nkv), i(hd), f(scale), i(maxn))
+	})
+}
+
+func (q *Queue) CausalConv(y, x, state, w backend.Buf, T, C, Kc int) {
+	if T <= 0 || C <= 0 || Kc <= 0 {
+		q.fail("CausalConv: %d tokens of %d channels, kernel %d", T, C, Kc)
+		return
+	}
+	q.do(func() {
+		yy, _ := q.dev("CausalConv", "y", y, T*C)
+		xx, _ := q.dev("CausalConv", "x", x, T*C)
+		st, _ := q.dev("CausalConv", "state", state, C*(Kc-1))
+		ww, _ := q.dev("CausalConv", "w", w, C*Kc)
+		q.launch("CausalConv", q.b.k.causalConv, blocks(C, 128), 1, 128, p(yy), p(xx), p(st), p(ww), i(T), i(C), i(Kc))
+	})
+}
+
+func (q *Queue) GDNGates(beta, alpha, b, a, aLog, dtBias backend.Buf) {
+	q.do(func() {
+		al, nv := q.dev("GDNGates", "aLog", aLog, -1)
+		dt, _ := q.dev("GDNGates", "dtBias", dtBias, nv)
+		bb, n := q.dev("GDNGates", "b", b, -1)
+		aa, _ := q.dev("GDNGates", "a", a, n)
+		be, _ := q.dev("GDNGates", "beta", beta, n)
+		ap, _ := q.dev("GDNGates", "alpha", alpha, n)
+		if q.rows("GDNGates", n, nv) && n > 0 {
+			q.launch("GDNGates", q.b.k.gdnGates, blocks(n, blockThreads), 1, blockThreads, p(be), p(ap), p(bb), p(aa), p(al), p(dt), i(n), i(nv))
+		}
+	})
+}
+
+func (q *Queue) DeltaRule(o, qb, k, v, beta, alpha, S backend.Buf, T, nk, nv, dk, dv int) {
+	if T <= 0 || nk <= 0 || nv <= 0 || dk <= 0 || dv <= 0 || nv%nk != 0 {
+		q.fail("DeltaRule: %d tokens, %d key heads, %d value heads, dims %d and %d", T, nk, nv, dk, dv)
+		return
+	}
+	q.do(func() {
+		oo, _ := q.dev("DeltaRule", "o", o, T*nv*dv)
+		qq, _ := q.dev("DeltaRule", "q", qb, T*nk*dk)
+		kk, _ := q.dev("DeltaRule", "k", k, T*nk*dk)
+		vv, _ := q.dev("DeltaRule", "v", v, T*nv*dv)
+		be, _ := q.dev("DeltaRule", "beta", beta, T*nv)
+		al, _ := q.dev("DeltaRule", "alpha", alpha, T*nv)
+		ss, _ := q.dev("DeltaRule", "S", S, nv*dk*dv)
+		const bt = 64
+		q.launch("DeltaRule", q.b.k.deltaRule, nv, blocks(dv, bt), bt, p(oo), p(qq), p(kk), p(vv), p(be), p(al), p(ss), i(T), i(nk), i(nv), i(dk), i(dv))
+	})
+}
+
+func (q *Queue) elementwise(op string, fn cu.Function, y, a, b backend.Buf) {
+	q.do(func() {
+		yy, n := q.dev(op, "y", y, -1)
+		aa, _ := q.dev(op, "a", a, n)
+		bb, _ := q.dev(op, "b", b, n)
+		if n > 0 {
+			q.launch(op, fn, blocks(n, blockThreads), 1, blockThreads, p(yy), p(aa), p(bb), i(n))
+		}
+	})
+}
+
+func (q *Queue) SiLUMul(y, g, u backend.Buf) { q.elementwise("SiLUMul", q.b.k.siluMul, y, g, u) }
+func (q *Queue) SigmoidMul(y, x, g backend.Buf) {
+	q.elementwise("SigmoidMul", q.b.k.sigmoidMul, y, x, g)
+}
+func (q *Queue) Add(y, a, b backend.Buf) { q.elementwise("Add", q.b.k.add, y, a, b) }
+
+func (q *Queue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
+	if T <= 0 || E <= 0 || k <= 0 || k > E || len(idx) != T*k {
+		q.fail("Route: %d tokens, %d experts, top-%d into %d ids", T, E, k, len(idx))
+		return
+	}
+	q.do(func() {
+		ww, _ := q.dev("Route", "w", w, T*k)
+		lg, _ := q.dev("Route", "logits", logits, T*E)
+		if !q.ok() {
+			return
+		}
+		// Scratch: the ids (T·k), then p (T·E), then the pairs (T·E·8 bytes).
+		idBytes := (4*int64(T*k) + 255) &^ 255
+		pBytes := (4*int64(T*E) + 255) &^ 255
+		sc := q.scratchBuf(idBytes + pBytes + 8*int64(T*E))
+		ids, pp, pairs := sc, sc+cu.DevicePtr(idBytes), sc+cu.DevicePtr(idBytes+pBytes)
+		rn := 0
+		if renorm {
+			rn = 1
+		}
+		q.launch("Route", q.b.k.route, blocks(T, 64), 1, 64, p(ids), p(ww), p(lg), p(pp), p(pairs), i(T), i(E), i(k), i(rn))
+		q.download(nil, idx, ids, T*k)
+	})
+}
+
+func (q *Queue) Combine(y, x, w backend.Buf, T, k, n int) {
+	if T <= 0 || k <= 0 || n <= 0 {
+		q.fail("Combine: %d tokens, %d slots of %d", T, k, n)
+		return
+	}
+	q.do(func() {
+		yy, _ := q.dev("Combine", "y", y, T*n)
+		xx, _ := q.dev("Combine", "x", x, T*k*n)
+		ww, _ := q.dev("Combine", "w", w, T*k)
+		q.launch("Combine", q.b.k.combine, blocks(T*n, blockThreads), 1, blockThreads, p(yy), p(xx), p(ww), i(T), i(k), i(n))
+	})
+}
+
+func (q *Queue) GateAdd(y, x, g backend.Buf, T, n int) {
+	if T <= 0 || n <= 0 {
+		q.fail("GateAdd: %d tokens of %d", T, n)
+		return
+	}
+	q.do(func() {
+		yy, _ := q.dev("GateAdd", "y", y, T*n)
+		xx, _ := q.dev("GateAdd", "x", x, T*n)
+		gg, _ := q.dev("GateAdd", "g", g, T)
+		q.launch("GateAdd", q.b.k.gateAdd, blocks(T*n, blockThreads), 1, blockThreads, p(yy), p(xx), p(gg), i(T), i(n))
+	})
+}
+
+// ---- routed experts ----
+
+// hostExpert is a streamed expert no device slot could take: its bytes are
+// copied (the caller recycles them) and computed on the host.
+type hostExpert struct{ gate, up, down backend.Mat }
+
+// layout places an expert's three matrices in one slot, each at a 256-byte
+// boundary, and returns their offsets and the slot size.
+func layout(v *backend.Expert) (off [3]int64, size int64) {
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		off[j] = size
+		size += (w.Bytes() + 255) &^ 255
+	}
+	return off, size
+}
+
+func matBytes(m *backend.Mat) []byte {
+	if m.F32 != nil {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.F32))), 4*len(m.F32))
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.BF16))), 2*len(m.BF16))
+}
+
+// LoadExpert copies the expert into a device slot: one kept resident by
+// digest when the budget has room for it, else one of the queue's
+// transient slots. Its bytes are copied on the copy stream, which the
+// compute stream then waits for: straight from where they lie when that
+// is memory Pin registered (the streaming tier's device slots; LoadExpert
+// then waits for the copy before it returns, as the caller may recycle the
+// bytes), else through a pinned staging buffer (one host copy, and
+// LoadExpert returns at once). With no device memory to be had, the expert
+// is computed on the host.
+func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+	var v backend.Expert
+	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
+		return err
+	}
+	if q.err != nil {
+		return q.err
+	}
+	if err := q.b.enter(); err != nil {
+		return err
+	}
+	defer q.b.leave()
+	if q.cached(x, id, digest) {
+		return nil
+	}
+	off, size := layout(&v)
+	direct := true
+	for _, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		m := matBytes(&w.Host)
+		direct = direct && q.b.isPinned(unsafe.Pointer(unsafe.SliceData(m)), len(m))
+	}
+	if direct {
+		return q.loadDirect(x, &v, off, size)
+	}
+	// Stage the bytes in pinned memory first (outside the lock).
+	st := &q.stage[q.next]
+	q.next = (q.next + 1) % len(q.stage)
+	if st.busy {
+		if err := st.done.Synchronize(); err != nil {
+			q.check("staging", err)
+			return q.err
+		}
+	}
+	if st.cap < int(size) {
+		if st.p != nil {
+			cu.MemFreeHost(st.p)
+			st.p, st.cap = nil, 0
+		}
+		ptr, err := hostAlloc(int(size))
+		if err != nil {
+			q.check("expert staging", err)
+			return q.err
+		}
+		st.p, st.cap = ptr, int(size)
+	}
+	buf := unsafe.Slice((*byte)(st.p), size)
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		copy(buf[off[j]:], matBytes(&w.Host))
+	}
+
+	b := q.b
+	b.mu.Lock()
+	sl := b.takeSlot(digest, size)
+	if sl == nil {
+		sl = q.transient(size)
+	}
+	if sl == nil {
+		b.mu.Unlock()
+		b.meter.host.Add(1)
+		return q.hostExpert(x, &v)
+	}
+	sl.users++
+	q.waitFree(sl)
+	t0, timed := q.timeStart(q.cs)
+	q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
+	q.timeEnd(q.cs, t0, timed, true)
+	b.meter.h2d.Add(size)
+	b.meter.h2dCopies.Add(1)
+	b.meter.expertH2D.Add(size)
+	b.meter.loaded.Add(1)
+	q.check("expert copy", st.done.Record(q.cs))
+	st.busy = true
+	q.check("expert copy", sl.ready.Record(q.cs))
+	q.check("expert copy", q.s.Wait(sl.ready, 0))
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
+	}
+	sl.id = id
+	b.mu.Unlock()
+	q.verifyCopy(sl, id, digest, off, partSizes(&v))
+	fill(x, id, digest, sl)
+	return q.err
+}
+
+// loadDirect copies v's matrices to a device slot from the pinned memory
+// they lie in, and waits for the copy.
+func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, size int64) error {
+	b := q.b
+	b.mu.Lock()
+	sl := b.takeSlot(v.Digest, size)
+	if sl == nil {
+		sl = q.transient(size)
+	}
+	if sl == nil {
+		b.mu.Unlock()
+		b.meter.host.Add(1)
+		return q.hostExpert(x, v)
+	}
+	sl.users++
+	q.waitFree(sl)
+	t0, timed := q.timeStart(q.cs)
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		m := matBytes(&w.Host)
+		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
+	}
+	q.timeEnd(q.cs, t0, timed, true)
+	b.meter.h2d.Add(size)
+	b.meter.h2dCopies.Add(3)
+	b.meter.expertH2D.Add(size)
+	b.meter.loaded.Add(1)
+	b.meter.direct.Add(1)
+	q.check("expert copy", sl.ready.Record(q.cs))
+	q.check("expert copy", q.s.Wait(sl.ready, 0))
+	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
+	}
+	sl.id = v.ID
+	b.mu.Unlock()
+	q.verifyCopy(sl, v.ID, v.Digest, off, partSizes(v))
+	// The caller may recycle the bytes once LoadExpert returns.
+	q.check("expert copy", sl.ready.Synchronize())
+	fill(x, v.ID, v.Digest, sl)
+	return q.err
+}
+
+// waitFree makes the copy stream wait until sl is free to be overwritten:
+// every queue's last use of it and the device hash of its last copy.
+func (q *Queue) waitFree(sl *slot) {
+	for _, ev := range sl.free {
+		q.check("expert copy", q.cs.Wait(ev, 0))
+	}
+	if sl.hashedSet {
+		q.check("expert copy", q.cs.Wait(sl.hashed, 0))
+	}
+}
+
+// partSizes are the byte sizes of v's three matrices (the record's gate,
+// up and down, in that order).
+func partSizes(v *backend.Expert) [3]int64 {
+	return [3]int64{v.Gate.Bytes(), v.Up.Bytes(), v.Down.Bytes()}
+}
+
+// transient returns a free slot of the queue's own (allocating up to two),
+// or nil (b.mu held).
+func (q *Queue) transient(n int64) *slot {
+	for _, sl := range q.trans {
+		if sl.users == 0 && sl.bytes >= n {
+			return sl
+		}
+	}
+	if len(q.trans) >= 2 {
+		return nil
+	}
+	sl, err := newSlot(q.b, n)
+	if err != nil {
+		return nil
+	}
+	q.trans = append(q.trans, sl)
+	return sl
+}
+
+// hostExpert makes x compute on the host from its own copy of the bytes.
+func (q *Queue) hostExpert(x *backend.Expert, v *backend.Expert) error {
+	he := &hostExpert{gate: copyMat(v.Gate.Host), up: copyMat(v.Up.Host), down: copyMat(v.Down.Host)}
+	*x = backend.Expert{ID: v.ID, Digest: v.Digest, Slot: he}
+	x.Gate = backend.Weight{Key: backend.Key{Digest: v.Digest, Part: 0}, Host: he.gate}
+	x.Up = backend.Weight{Key: backend.Key{Digest: v.Digest, Part: 1}, Host: he.up}
+	x.Down = backend.Weight{Key: backend.Key{Digest: v.Digest, Part: 2}, Host: he.down}
+	return nil
+}
+
+func copyMat(m backend.Mat) backend.Mat {
+	c := m
+	if m.F32 != nil {
+		c.F32 = append([]float32(nil), m.F32...)
+	} else {
+		c.BF16 = append([]uint16(nil), m.BF16...)
+	}
+	return c
+}
+
+// fill makes x use the matrices in sl.
+func fill(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, sl *slot) {
+	*x = backend.Expert{ID: id, Digest: digest, Slot: sl}
+	for j, w := range []*backend.Weight{&x.Gate, &x.Up, &x.Down} {
+		dw := &sl.parts[j]
+		*w = backend.Weight{Key: backend.Key{Digest: digest, Part: j}, Host: backend.Mat{Name: dw.name, Rows: dw.rows, Cols: dw.cols}, Dev: dw}
+	}
+}
+
+// cached makes x use the resident copy of digest, if there is one (the
+// context current).
+func (q *Queue) cached(x *backend.Expert, id weights.ExpertID, digest jnf.Digest) bool {
+	b := q.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sl, ok := b.slots.byDigest[digest]
+	if !ok {
+		return false
+	}
+	sl.users++
+	q.check("resident expert", q.s.Wait(sl.ready, 0))
+	fill(x, id, digest, sl)
+	b.meter.cached.Add(1)
+	return true
+}
+
+func (q *Queue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest) bool {
+	if q.err != nil {
+		return false
+	}
+	if err := q.b.enter(); err != nil {
+		q.err = err
+		return false
+	}
+	defer q.b.leave()
+	return q.cached(x, id, digest)
+}
+
+// ReleaseExpert records the end of x's use on the compute stream: the next
+// copy into its slot waits for it.
+func (q *Queue) ReleaseExpert(x *backend.Expert) {
+	if sl, ok := x.Slot.(*slot); ok {
+		if err := q.b.enter(); err != nil {
+			q.check("ReleaseExpert", err)
+		} else {
+			b := q.b
+			b.mu.Lock()
+			ev, ok := sl.free[q]
+			if !ok {
+				var err error
+				if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+					q.check("ReleaseExpert", err)
+				}
+				sl.free[q] = ev
+			}
+			q.check("ReleaseExpert", ev.Record(q.s))
+			sl.users--
+			b.mu.Unlock()
+			q.b.leave()
+		}
+	}
+	*x = backend.Expert{}
+}
+
+// Sync waits for everything enqueued and returns the queue's first error.
+func (q *Queue) Sync() error {
+	if err := q.b.enter(); err != nil {
+		return err
+	}
+	defer q.b.leave()
+	q.drain()
+	return q.err
+}
+
+// Close waits for the queue's work and frees what it holds.
+func (q *Queue) Close() error {
+	if q.b == nil {
+		return nil
+	}
+	if err := q.b.enter(); err != nil {
+		return err
+	}
+	defer q.b.leave()
+	q.drain()
+	b := q.b
+	b.mu.Lock()
+	for _, sl := range b.slots.order {
+		if ev, ok := sl.free[q]; ok {
+			cu.DestroyEvent(&ev)
+			delete(sl.free, q)
+		}
+	}
+	for _, sl := range q.trans {
+		sl.destroy()
+	}
+	b.mu.Unlock()
+	q.trans = nil
+	for j := range q.stage {
+		if q.stage[j].p != nil {
+			cu.MemFreeHost(q.stage[j].p)
+		}
+		cu.DestroyEvent(&q.stage[j].done)
+	}
+	if q.arena != nil {
+		cu.MemFreeHost(q.arena)
+	}
+	if q.scratch != nil {
+		b.release(q.scratch)
+	}
+	for _, m := range []*devMem{q.b3.cvs, q.b3.digests} {
+		if m != nil {
+			b.release(m)
+		}
+	}
+	q.destroyEvents()
+	q.s.Destroy()
+	q.cs.Destroy()
+	if q.hsMade {
+		q.hs.Destroy()
+	}
+	q.b = nil
+	return nil
+}
