@@ -400,7 +400,7 @@ func (c Counters) Sub(o Counters) Counters {
 
 // Pinner is implemented by device backends that can pin host memory for
 // their copies: LoadExpert of bytes in memory they pinned (the streaming
-// tier's device slots, tier.Options.Pinner) copies them to the device
+// tier's staging buffers, tier.Options.Pinner) copies them to the device
 // without a staging copy on the host. Memory they cannot pin is an error
 // of Pin, and the caller uses ordinary memory.
 type Pinner = weights.Pinner

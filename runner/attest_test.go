@@ -160,7 +160,7 @@ func TestAttestRunFinalScrub(t *testing.T) {
 	}
 	build := attest.RunBuild{Tarfa: "test", Backend: "cpu", Threads: 1, Kernels: "scalar"}
 	// No RAM tier: what the final scrub hashes is the model's own tensors.
-	r, err := Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{DeviceBudget: tier.Auto, Scrub: tier.Scrub{OnUse: true}}})
+	r, err := Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{StagingBudget: tier.Auto, Scrub: tier.Scrub{OnUse: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestAttestRunFinalScrub(t *testing.T) {
 	// A resident copy found changed at the end: no report.
 	var calls atomic.Int64
 	bad := &jnf.MismatchError{What: "model.embed_tokens.weight (resident copy)"}
-	r, err = Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{RAMBudget: tier.Auto, DeviceBudget: tier.Auto,
+	r, err = Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{RAMBudget: tier.Auto, StagingBudget: tier.Auto,
 		ScrubExtra: func() (int64, error) { calls.Add(1); return 0, bad }}})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestAttestRunDeviceIntegrity(t *testing.T) {
 	}
 	build := attest.RunBuild{Tarfa: "test", Backend: "cuda", Threads: 1, Kernels: "scalar"}
 	for _, dev := range []bool{true, false} {
-		opt := Options{Threads: 1, Tier: &tier.Options{DeviceBudget: tier.Auto}}
+		opt := Options{Threads: 1, Tier: &tier.Options{StagingBudget: tier.Auto}}
 		if dev {
 			opt.NewBackend = func() (backend.Backend, error) { return verifyingDevice{backendtest.NewDevice(1, 0)}, nil }
 		}

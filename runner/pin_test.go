@@ -14,7 +14,7 @@ import (
 )
 
 // TestPinnedSlots: on a (simulated) device backend that can pin, the
-// tier's device slots are pinned by default, so every expert streamed to
+// tier's staging buffers are pinned by default, so every expert streamed to
 // the device (no RAM tier: every use streams) is copied from where it was
 // read; PinSlots false turns that
 // off; the generations are the CPU reference's either way.
@@ -38,7 +38,7 @@ func TestPinnedSlots(t *testing.T) {
 		var dev backend.Backend
 		r, err := Open(context.Background(), dir, Options{Threads: 1, Placement: engine.PlaceDevice,
 			NewBackend: func() (backend.Backend, error) { dev = backendtest.NewDevice(1, 0); return dev, nil },
-			Tier:       &tier.Options{DeviceBudget: 64 << 10, Readers: 2}, PinSlots: pin})
+			Tier:       &tier.Options{StagingBudget: 64 << 10, Readers: 2}, PinSlots: pin})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestPinnedSlots(t *testing.T) {
 		}
 	}
 	on := true
-	if _, err := Open(context.Background(), dir, Options{Tier: &tier.Options{DeviceBudget: 64 << 10}, PinSlots: &on}); err == nil ||
+	if _, err := Open(context.Background(), dir, Options{Tier: &tier.Options{StagingBudget: 64 << 10}, PinSlots: &on}); err == nil ||
 		!strings.Contains(err.Error(), "not cpu") {
 		t.Errorf("pinned slots on cpu: %v", err)
 	}
@@ -78,7 +78,7 @@ func TestPinnedSlots(t *testing.T) {
 	}
 	// A Pinner the caller set is kept, on any backend.
 	var cp countingPinner
-	r, err := Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{DeviceBudget: 64 << 10, Pinner: &cp}})
+	r, err := Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{StagingBudget: 64 << 10, Pinner: &cp}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ type Options struct {
 	// device).
 	NewBackend func() (backend.Backend, error)
 	// PinSlots chooses whether a backend that can pin host memory
-	// (backend.Pinner: cuda) pins the device slots of the Tier, so that an
+	// (backend.Pinner: cuda) pins the staging buffers of the Tier, so that an
 	// expert streamed into one is copied to the device from where it was
 	// read, with no staging copy. Nil: on for such a backend (off for cpu,
 	// which cannot pin); a slot that fails to pin stays ordinary memory
@@ -120,7 +120,7 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 	}()
 	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes, Placement: opt.Placement}
 	if opt.PinSlots != nil && *opt.PinSlots && opt.Tier == nil {
-		return nil, fmt.Errorf("runner: pinned device slots need a tier (Options.Tier): without one there are no slots to pin")
+		return nil, fmt.Errorf("runner: pinned staging buffers need a tier (Options.Tier): without one there are no slots to pin")
 	}
 	var be backend.Backend
 	if opt.NewBackend != nil {
@@ -282,7 +282,7 @@ func (r *Runner) needTokenizer(what string) error {
 	return nil
 }
 
-// slotPinner is the Pinner of the tier's device slots: the caller's, else
+// slotPinner is the Pinner of the tier's staging buffers: the caller's, else
 // the backend's when it can pin and pin (Options.PinSlots) is not false.
 func slotPinner(be backend.Backend, set weights.Pinner, pin *bool) (weights.Pinner, error) {
 	if set != nil {
@@ -295,7 +295,7 @@ func slotPinner(be backend.Backend, set weights.Pinner, pin *bool) (weights.Pinn
 	case ok:
 		return p, nil
 	case pin != nil:
-		return nil, fmt.Errorf("runner: pinned device slots need a backend that can pin host memory, not %s", be.Name())
+		return nil, fmt.Errorf("runner: pinned staging buffers need a backend that can pin host memory, not %s", be.Name())
 	}
 	return nil, nil
 }

@@ -108,7 +108,7 @@ func TestOpenCancelled(t *testing.T) {
 	dir := defaultModel(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Open(ctx, dir, Options{Tier: &tier.Options{DeviceBudget: 1 << 20}}); !errors.Is(err, context.Canceled) {
+	if _, err := Open(ctx, dir, Options{Tier: &tier.Options{StagingBudget: 1 << 20}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Open with a cancelled context: %v", err)
 	}
 }
@@ -169,7 +169,7 @@ func TestTierAndTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tr bytes.Buffer
-	r, err := Open(context.Background(), dir, Options{Tier: &tier.Options{RAMBudget: 128 << 10, DeviceBudget: 64 << 10, Readers: 3}, Trace: &tr})
+	r, err := Open(context.Background(), dir, Options{Tier: &tier.Options{RAMBudget: 128 << 10, StagingBudget: 64 << 10, Readers: 3}, Trace: &tr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func TestStreamHitsAllocateNothing(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, _ := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size})
+	h, _ := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size})
 	defer h.Close()
 	c := nopC{}
 	xs := []int{1, 4, 9, 12}
@@ -45,7 +45,7 @@ func TestStreamHitsAllocateNothing(t *testing.T) {
 func TestDecodeAllocatesNothing(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 4 * size})
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 4 * size})
 	if err != nil {
 		t.Fatal(err)
 	}

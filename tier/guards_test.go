@@ -20,7 +20,7 @@ import (
 func TestScrubAllReportsAnEarlierFault(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size})
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestScrubAllOfResidentTensorsFails(t *testing.T) {
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
 	mismatch := errors.New("model.norm.weight: got blake3:00, want blake3:11")
 	bad := false
-	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size,
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size,
 		ScrubExtra: func() (int64, error) {
 			if bad {
 				return 10, mismatch
@@ -126,7 +126,7 @@ func (c *recC) Consume(x int, _ weights.VerifiedExpert, tier ledger.Tier) error 
 
 // TestStreamReportsWhereBytesCameFrom: every use is delivered with the
 // tier its bytes came from — storage (read and hashed for this use:
-// device slots and RAM-tier misses) or RAM (a resident copy) — and the
+// staging buffers and RAM-tier misses) or RAM (a resident copy) — and the
 // counters agree: hits are the RAM uses, misses plus streamed the storage
 // ones, and the bytes hashed are exactly those of the storage uses. The
 // engine's ledger counts hashed bytes by that tier, so a streamed copy
@@ -176,8 +176,8 @@ func TestStreamReportsWhereBytesCameFrom(t *testing.T) {
 		return m
 	}
 
-	t.Run("device slots only", func(t *testing.T) {
-		h, err := New(ck, Options{DeviceBudget: 2 * size})
+	t.Run("staging buffers only", func(t *testing.T) {
+		h, err := New(ck, Options{StagingBudget: 2 * size})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestStreamReportsWhereBytesCameFrom(t *testing.T) {
 		step(t, h, all(ledger.TierStorage))
 	})
 	t.Run("RAM tier", func(t *testing.T) {
-		h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size})
+		h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestStreamReportsWhereBytesCameFrom(t *testing.T) {
 		step(t, h, all(ledger.TierRAM))     // hits
 	})
 	t.Run("a resident copy that fails its on-use check", func(t *testing.T) {
-		h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size, Scrub: Scrub{OnUse: true}})
+		h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size, Scrub: Scrub{OnUse: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func TestStreamReportsWhereBytesCameFrom(t *testing.T) {
 			t.Fatalf("flipped %v", id)
 		}
 		want := all(ledger.TierRAM)
-		want[xs[0]] = ledger.TierStorage // read again through a device slot
+		want[xs[0]] = ledger.TierStorage // read again through a staging buffer
 		step(t, h, want)
 		if st := h.Stats(); st.ScrubFailures != 1 || h.Fault() != nil {
 			t.Errorf("%d scrub failures, fault %v", st.ScrubFailures, h.Fault())

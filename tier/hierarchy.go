@@ -19,12 +19,14 @@ type Options struct {
 	// RAMBudget is the bytes of the RAM tier: verified copies kept
 	// resident between uses. 0: none (every use reads from storage).
 	RAMBudget int64
-	// DeviceBudget is the bytes of device slots: copies in flight (being
-	// read, hashed or computed) that are not resident in the RAM tier. It
+	// StagingBudget is the bytes of staging buffers in host memory: copies
+	// in flight (being read, hashed or computed) that are not resident in
+	// the RAM tier. (It was DeviceBudget, and --device-budget: the buffers
+	// are host memory, whatever device computes with them.) It
 	// must hold at least one expert; with fewer slots than a step needs, the
 	// step streams through them.
-	DeviceBudget int64
-	// Pinner, if set, pins the device slots' buffers (a device backend's
+	StagingBudget int64
+	// Pinner, if set, pins the staging buffers (a device backend's
 	// pinned memory: O_DIRECT reads land where the backend copies to the
 	// device from, with no staging copy). Nil, or a buffer it fails to
 	// pin: ordinary memory.
@@ -60,15 +62,15 @@ const DefaultReaders = 8
 
 // Auto, as a budget, lets New choose: for the RAM tier every routed expert
 // if they fit in half of the memory the system reports available, else
-// that half; for device slots two steps' worth (2 × top-k experts), so
+// that half; for staging buffers two steps' worth (2 × top-k experts), so
 // reads overlap with compute.
 const Auto = -1
 
 // autoBudgets resolves Auto budgets for a model with n experts of size
 // bytes each and top-k k.
 func autoBudgets(opt *Options, n, size, k int) {
-	if opt.DeviceBudget == Auto {
-		opt.DeviceBudget = int64(2*k) * int64(size)
+	if opt.StagingBudget == Auto {
+		opt.StagingBudget = int64(2*k) * int64(size)
 	}
 	if opt.RAMBudget == Auto {
 		all := int64(n) * int64(size)
@@ -84,7 +86,7 @@ func autoBudgets(opt *Options, n, size, k int) {
 type Stats struct {
 	Hits        int64 `json:"hits"`     // uses served by a resident RAM-tier copy
 	Misses      int64 `json:"misses"`   // reads admitted to the RAM tier
-	Streamed    int64 `json:"streamed"` // reads through device slots only
+	Streamed    int64 `json:"streamed"` // reads through staging buffers only
 	BytesRead   int64 `json:"bytes_read"`
 	BytesHashed int64 `json:"bytes_hashed"`
 	DirectReads int64 `json:"direct_reads"` // reads that bypassed the page cache
@@ -92,8 +94,8 @@ type Stats struct {
 	Evictions   int64 `json:"evictions"`
 	Failures    int64 `json:"failures"` // reads that did not verify
 
-	MaxDeviceInUse int   `json:"max_device_in_use"` // most device slots in use at once
-	DeviceCap      int   `json:"device_slots"`
+	MaxStagingInUse int   `json:"max_staging_in_use"` // most staging buffers in use at once
+	StagingCap      int   `json:"staging_slots"`
 	RAMResident    int   `json:"ram_resident"`
 	RAMCap         int   `json:"ram_capacity"`
 	MaxMapped      int64 `json:"max_mapped_bytes"` // most arena bytes mapped at once (never above the budgets)
@@ -108,7 +110,7 @@ type Stats struct {
 }
 
 // Hierarchy serves a checkpoint's routed experts to the engine (an
-// expertstream.Source) through a RAM tier and device slots. It is safe for
+// expertstream.Source) through a RAM tier and staging buffers. It is safe for
 // concurrent use by several sessions.
 type Hierarchy struct {
 	ck      *weights.Checkpoint
@@ -125,7 +127,7 @@ type Hierarchy struct {
 	wg      sync.WaitGroup // the prefetcher
 	wwg     sync.WaitGroup // warm feeders
 	closing chan struct{}
-	slots   chan struct{} // one token per device slot: Streams wait here for one
+	slots   chan struct{} // one token per staging buffer: Streams wait here for one
 
 	mu        sync.Mutex
 	loaded    *sync.Cond // broadcast when a RAM-tier read finishes
@@ -181,7 +183,7 @@ type readReq struct {
 	ref   weights.ExpertRef
 	buf   *weights.Buffer
 	x     int    // expert index
-	e     *entry // RAM-tier entry, or nil for a device slot
+	e     *entry // RAM-tier entry, or nil for a staging buffer
 	reply chan<- readDone
 }
 
@@ -225,13 +227,13 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	autoBudgets(&opt, moe*cfg.Experts, h.size, cfg.TopK)
 	h.opt = opt
 	var err error
-	if h.dev, err = weights.NewArena(h.size, opt.DeviceBudget); err != nil {
-		return nil, fmt.Errorf("tier: the device budget of %d bytes must hold at least one expert (%d bytes read): %w", opt.DeviceBudget, h.size, err)
+	if h.dev, err = weights.NewArena(h.size, opt.StagingBudget); err != nil {
+		return nil, fmt.Errorf("tier: the device budget of %d bytes must hold at least one expert (%d bytes read): %w", opt.StagingBudget, h.size, err)
 	}
 	if opt.Pinner != nil {
 		h.dev.SetPinner(opt.Pinner)
 	}
-	h.stats.DeviceCap = h.dev.Capacity()
+	h.stats.StagingCap = h.dev.Capacity()
 	h.slots = make(chan struct{}, h.dev.Capacity())
 	if opt.RAMBudget > 0 {
 		if h.ram, err = weights.NewArena(h.size, opt.RAMBudget); err != nil {
@@ -364,7 +366,7 @@ func (h *Hierarchy) Describe() string {
 	if h.opt.Prefetch && h.cache != nil {
 		pf = ", prefetch"
 	}
-	return fmt.Sprintf("experts: %s; %d device slots (%s); %d readers, %d hashers, %s%s; scrub %s", ram, st.DeviceCap, bytesString(h.opt.DeviceBudget), readers, hashers, direct, pf, h.opt.Scrub)
+	return fmt.Sprintf("experts: %s; %d staging buffers (%s); %d readers, %d hashers, %s%s; scrub %s", ram, st.StagingCap, bytesString(h.opt.StagingBudget), readers, hashers, direct, pf, h.opt.Scrub)
 }
 
 func bytesString(n int64) string {
@@ -465,7 +467,7 @@ func (h *Hierarchy) putStream(st *stream) {
 // use is one expert of a Stream.
 type use struct {
 	x    int
-	e    *entry // RAM-tier entry, leased (nil: through a device slot)
+	e    *entry // RAM-tier entry, leased (nil: through a staging buffer)
 	ours bool   // this Stream reads it
 }
 
@@ -480,9 +482,9 @@ type stream struct {
 
 // Stream implements expertstream.Source. The layer's experts resident in
 // the RAM tier are consumed at once; the others are read by the readers
-// into RAM-tier buffers (when the policy admits them) or device slots (no
+// into RAM-tier buffers (when the policy admits them) or staging buffers (no
 // RAM tier, or every resident copy pinned), and consumed as each read
-// completes and verifies. A device slot is released as soon as its expert
+// completes and verifies. A staging buffer is released as soon as its expert
 // has been consumed, so a step larger than the device budget streams
 // through it. Every lease is released before Stream returns.
 func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expertstream.Consumer) (err error) {
@@ -614,12 +616,12 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			}
 			k := h.dims.Index(weights.ExpertID{Layer: layer, Expert: devX[devNext]})
 			devInflight++
-			h.count(func(s *Stats) { s.MaxDeviceInUse = max(s.MaxDeviceInUse, devInflight) })
+			h.count(func(s *Stats) { s.MaxStagingInUse = max(s.MaxStagingInUse, devInflight) })
 			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply}
 			devNext++
 		}
 	}
-	// Our reads, RAM tier and device slots, in completion order; device
+	// Our reads, RAM tier and staging buffers, in completion order; device
 	// reads are started as slots allow.
 	for {
 		startDev()
@@ -763,7 +765,7 @@ func (h *Hierarchy) prefetcher() {
 }
 
 // leaseLocked takes a RAM-tier lease on id for u: a resident copy, a new
-// one to read (ours), or none (u.e stays nil: a device slot) when every
+// one to read (ours), or none (u.e stays nil: a staging buffer) when every
 // resident copy is pinned.
 func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
 	out, err := h.cache.Request(id, now)
@@ -788,7 +790,7 @@ func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
 		}
 		// An earlier read failed, or a scrub found the copy bad. Read it
 		// again into a fresh buffer — unless another Stream still holds
-		// the bad copy (it found out), then go through a device slot.
+		// the bad copy (it found out), then go through a staging buffer.
 		if h.cache.Pinned(id) > 1 {
 			h.cache.Release(id)
 			return nil

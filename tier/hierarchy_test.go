@@ -116,7 +116,7 @@ func TestBudgetsDoNotChangeABit(t *testing.T) {
 	} {
 		name := fmt.Sprintf("ram%d-dev%d-readers%d-%s-%v", c.ram, c.dev, c.readers, c.policy, c.part)
 		t.Run(name, func(t *testing.T) {
-			h, err := New(ck, Options{RAMBudget: c.ram * size, DeviceBudget: c.dev * size, Readers: c.readers, Policy: c.policy, Partition: c.part})
+			h, err := New(ck, Options{RAMBudget: c.ram * size, StagingBudget: c.dev * size, Readers: c.readers, Policy: c.policy, Partition: c.part})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func TestBudgetsDoNotChangeABit(t *testing.T) {
 				}
 			}
 			st := h.Stats()
-			if st.MaxMapped > (c.ram+c.dev)*size || st.MaxDeviceInUse > st.DeviceCap || st.RAMResident > st.RAMCap {
+			if st.MaxMapped > (c.ram+c.dev)*size || st.MaxStagingInUse > st.StagingCap || st.RAMResident > st.RAMCap {
 				t.Errorf("budget exceeded: %+v (budgets %d + %d experts of %d bytes)", st, c.ram, c.dev, size)
 			}
 			if c.ram == 0 && (st.Hits != 0 || st.Streamed == 0) || c.ram == 64 && st.Hits == 0 {
@@ -153,7 +153,7 @@ func TestBudgetsDoNotChangeABit(t *testing.T) {
 func TestConcurrentSessionsShareTheHierarchy(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 6 * size, DeviceBudget: 3 * size, Readers: 4})
+	h, err := New(ck, Options{RAMBudget: 6 * size, StagingBudget: 3 * size, Readers: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestConcurrentSessionsShareTheHierarchy(t *testing.T) {
 func TestScrubFindsAFlippedResidentBit(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size})
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestScrubSchedule(t *testing.T) {
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
 	var extra sync.Mutex
 	extraCalls := 0
-	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size, Scrub: Scrub{Every: MinScrubEvery},
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size, Scrub: Scrub{Every: MinScrubEvery},
 		ScrubExtra: func() (int64, error) { extra.Lock(); extraCalls++; extra.Unlock(); return 10, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestScrubSchedule(t *testing.T) {
 func TestScrubOnUse(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 2 * size, Scrub: Scrub{OnUse: true}})
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size, Scrub: Scrub{OnUse: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestScrubOnUse(t *testing.T) {
 func TestScrubDuringEviction(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	ref, err := New(ck, Options{DeviceBudget: 2 * size})
+	ref, err := New(ck, Options{StagingBudget: 2 * size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestScrubDuringEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(ck, Options{RAMBudget: 6 * size, DeviceBudget: 2 * size})
+	h, err := New(ck, Options{RAMBudget: 6 * size, StagingBudget: 2 * size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestScrubDuringEviction(t *testing.T) {
 func TestScrubOfAnEvictedCopy(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 4 * size, DeviceBudget: 2 * size})
+	h, err := New(ck, Options{RAMBudget: 4 * size, StagingBudget: 2 * size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestFileChangedBetweenReads(t *testing.T) {
 	dir := testModel(t)
 	ck := openCk(t, dir)
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{DeviceBudget: 2 * size}) // no RAM tier: every use reads
+	h, err := New(ck, Options{StagingBudget: 2 * size}) // no RAM tier: every use reads
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,10 +498,10 @@ func TestFileChangedBetweenReads(t *testing.T) {
 func TestBudgetsBelowOneExpert(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	if _, err := New(ck, Options{DeviceBudget: size - 1}); !errors.Is(err, weights.ErrBudget) || !strings.Contains(err.Error(), "device budget") {
+	if _, err := New(ck, Options{StagingBudget: size - 1}); !errors.Is(err, weights.ErrBudget) || !strings.Contains(err.Error(), "device budget") {
 		t.Errorf("device budget below one expert: %v", err)
 	}
-	if _, err := New(ck, Options{DeviceBudget: size, RAMBudget: 100}); !errors.Is(err, weights.ErrBudget) || !strings.Contains(err.Error(), "RAM budget") {
+	if _, err := New(ck, Options{StagingBudget: size, RAMBudget: 100}); !errors.Is(err, weights.ErrBudget) || !strings.Contains(err.Error(), "RAM budget") {
 		t.Errorf("RAM budget below one expert: %v", err)
 	}
 }
@@ -513,7 +513,7 @@ func TestPrefetchChangesNothing(t *testing.T) {
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
 	ref, _ := engine.Load(ck, engine.Options{})
 	for _, ram := range []int64{8, 24, 64} {
-		h, err := New(ck, Options{RAMBudget: ram * size, DeviceBudget: 4 * size, Prefetch: true})
+		h, err := New(ck, Options{RAMBudget: ram * size, StagingBudget: 4 * size, Prefetch: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -562,7 +562,7 @@ func TestHeatLedgerAndWarmStart(t *testing.T) {
 		t.Fatalf("reloaded: %v", err)
 	}
 	for _, warm := range []bool{false, true} {
-		h, err := New(ck, Options{RAMBudget: 64 * size, DeviceBudget: 4 * size, PolicyOptions: policy.Options{Heat: heat2.Counts}})
+		h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 4 * size, PolicyOptions: policy.Options{Heat: heat2.Counts}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -624,7 +624,7 @@ func TestDescribeSaysWhatIsHeld(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
 	for _, budget := range []int64{1 << 46, 3 * size} {
-		h, err := New(ck, Options{RAMBudget: budget, DeviceBudget: 2 * size})
+		h, err := New(ck, Options{RAMBudget: budget, StagingBudget: 2 * size})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 // Package tier is Tarfa's memory hierarchy for routed experts: storage →
-// a RAM tier of verified copies → device slots (for the CPU backend, the
+// a RAM tier of verified copies → staging buffers (for the CPU backend, the
 // memory it computes from; for CUDA, VRAM). Every backend gets experts
 // through it, as leases: a lease pins one verified copy until released,
 // carries the record's digest, and is the only way to reach its bytes.

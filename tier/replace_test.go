@@ -41,7 +41,7 @@ func TestLayerFilesReplacedAfterOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 			size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-			h, err := New(ck, Options{DeviceBudget: 2 * size, Direct: c.direct}) // no RAM tier: every use reads
+			h, err := New(ck, Options{StagingBudget: 2 * size, Direct: c.direct}) // no RAM tier: every use reads
 			if err != nil {
 				t.Fatal(err)
 			}

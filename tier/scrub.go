@@ -295,14 +295,14 @@ func (h *Hierarchy) scrubber(every time.Duration) {
 
 // recheckOnUse re-hashes a resident copy before it is consumed (Scrub.OnUse).
 // A copy that fails is marked so that it is read again, and the caller
-// reads this use through a device slot instead.
+// reads this use through a staging buffer instead.
 func (h *Hierarchy) recheckOnUse(e *entry) bool {
 	ve := e.ve
 	err := ve.Recheck()
 	h.count(func(s *Stats) {
 		s.ScrubbedBytes += ve.Bytes()
 		if err != nil {
-			// not a hit after all: the use is read through a device slot
+			// not a hit after all: the use is read through a staging buffer
 			s.ScrubFailures++
 			s.Hits--
 			s.Streamed++

@@ -122,7 +122,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 				if c.heat {
 					po.Heat = heat
 				}
-				h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, DeviceBudget: 4 * size, Readers: c.readers, Hashers: 1,
+				h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, StagingBudget: 4 * size, Readers: c.readers, Hashers: 1,
 					Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch})
 				if err != nil {
 					t.Fatal(err)

@@ -23,12 +23,12 @@ func (c *countC) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) err
 }
 
 // TestConcurrentStreamsConsumeEachExpertOnce: many Streams at once over a
-// small RAM tier and fewer device slots than they need together: each
+// small RAM tier and fewer staging buffers than they need together: each
 // consumes each of its experts exactly once.
 func TestConcurrentStreamsConsumeEachExpertOnce(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, _ := New(ck, Options{RAMBudget: 6 * size, DeviceBudget: 3 * size, Readers: 4})
+	h, _ := New(ck, Options{RAMBudget: 6 * size, StagingBudget: 3 * size, Readers: 4})
 	defer h.Close()
 	var wg sync.WaitGroup
 	for i := range 8 {

@@ -20,7 +20,7 @@ type pinned struct {
 var _ backend.Pinner = (*Backend)(nil)
 
 // Pin registers mem (memory mapped outside the Go heap, such as the
-// streaming tier's device slots: tier.Options.Pinner) with the driver as
+// streaming tier's staging buffers: tier.Options.Pinner) with the driver as
 // pinned memory, so that experts read into it are copied to the device
 // from where they lie. It returns the function that unregisters it.
 func (b *Backend) Pin(mem []byte) (func() error, error) {

@@ -40,7 +40,7 @@ func TestAttestRunVerifyShow(t *testing.T) {
 	}
 	report := filepath.Join(tmp, "r.json")
 	out, err := runCLI(t, "", "attest", "run", "--model", model, "--prompts", prompts, "--key", key, "--out", report, "--golden", g,
-		"--ram-budget", "0", "--device-budget", "1MiB")
+		"--ram-budget", "0", "--staging-budget", "1MiB")
 	if err != nil || !strings.Contains(out, "exact=true") {
 		t.Fatalf("attest run: %v\n%s", err, out)
 	}

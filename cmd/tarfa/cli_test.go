@@ -320,7 +320,7 @@ func TestTamperedNonExpertTensorStopsGeneration(t *testing.T) {
 }
 
 // TestReplayUnderTinyBudgets: a golden record replays bit for bit with a
-// RAM tier and device slots far below the model's working set (constant
+// RAM tier and staging buffers far below the model's working set (constant
 // eviction, streaming through the slots), with O_DIRECT on and off; the
 // routing trace of the replay is written.
 func TestReplayUnderTinyBudgets(t *testing.T) {
@@ -333,9 +333,9 @@ func TestReplayUnderTinyBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"--ram-budget", "128KiB", "--device-budget", "64KiB"},
+		{"--ram-budget", "128KiB", "--staging-budget", "64KiB"},
 		{"--ram-budget", "0", "--device-budget", "12KiB", "--readers", "1", "--direct", "off"},
-		{"--ram-budget", "48KiB", "--device-budget", "24KiB", "--policy", "lru", "--partition", "per-layer", "--scrub", "use,1s"},
+		{"--ram-budget", "48KiB", "--staging-budget", "24KiB", "--policy", "lru", "--partition", "per-layer", "--scrub", "use,1s"},
 	} {
 		tr := filepath.Join(t.TempDir(), "trace.jsonl")
 		out, err := runCLI(t, "", append([]string{"replay", "--golden", g, "--trace", tr}, args...)...)

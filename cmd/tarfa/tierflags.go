@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tarfa-ai/tarfa/backend/cuda"
 	"github.com/tarfa-ai/tarfa/engine"
@@ -24,7 +25,8 @@ type tierFlags struct {
 	vramBytes int64
 	place     engine.Placement
 
-	ram, device string
+	ram, device string // device: --staging-budget (or its old name)
+	flags       *pflag.FlagSet
 	readers     int
 	policy      string
 	partition   string
@@ -43,12 +45,17 @@ const maxReaders = 256
 
 func (t *tierFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
+	t.flags = f
 	f.StringVar(&t.backend, "backend", "cpu", "backend: "+strings.Join(engine.Backends, " or ")+" (results are bit-identical on both)")
 	f.StringVar(&t.vram, "vram-budget", "", `device memory the cuda backend may use, e.g. 16GiB, 12GiB (what the driver reports in use, the CUDA context included); weights that do not fit are computed on the host; default: the whole device`)
 	f.BoolVar(&t.deviceVerify, "device-verify", true, "with --backend cuda, hash every routed expert copied into device memory again there, on the GPU, against its manifest digest; a copy that differs stops the run with an error naming the expert, before any token is produced from it (the host verified the bytes before the copy; this checks the copy and the device memory)")
 	f.StringVar(&t.placement, "placement", "auto", "where routed experts not resident on the device are computed: "+strings.Join(engine.Placements, ", ")+" (speed only: any placement gives the same bits)")
 	f.StringVar(&t.ram, "ram-budget", "auto", `bytes of verified experts kept resident in RAM, e.g. 64GiB, 128KiB, 0 (none: every use reads from storage); "auto": all routed experts if they fit in half the available memory, else that half`)
-	f.StringVar(&t.device, "device-budget", "auto", `bytes of experts in flight (read, hashed, computed) besides the RAM tier; at least one expert; "auto": two steps' worth (2 × top-k experts)`)
+	f.StringVar(&t.device, "staging-budget", "auto", `host memory for experts in flight (read, hashed, computed) besides the RAM tier; at least one expert; "auto": two steps' worth (2 × top-k experts)`)
+	// The old name, for one release: it bounded host staging memory, not
+	// the device (that is --vram-budget).
+	f.StringVar(&t.device, "device-budget", "auto", "renamed --staging-budget")
+	f.MarkDeprecated("device-budget", "it is now --staging-budget (host memory for experts in flight; the device's memory is --vram-budget)")
 	f.IntVar(&t.readers, "readers", 0, fmt.Sprintf("expert reads in flight, 1 to %d (0 = %d)", maxReaders, tier.DefaultReaders))
 	f.StringVar(&t.policy, "policy", policy.Default, "RAM-tier policy: "+strings.Join(onlinePolicies(), ", "))
 	f.StringVar(&t.partition, "partition", "global", "RAM-tier capacity: global (shared by all layers) or per-layer")
@@ -108,7 +115,14 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev, err := parseBudget("device-budget", t.device, false)
+	name := "staging-budget"
+	if t.flags != nil && t.flags.Changed("device-budget") {
+		if t.flags.Changed("staging-budget") {
+			return nil, fmt.Errorf("--device-budget is the old name of --staging-budget: give one of them")
+		}
+		name = "device-budget"
+	}
+	dev, err := parseBudget(name, t.device, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +144,7 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--scrub: %v", err)
 	}
-	o := &tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch, Scrub: sc}
+	o := &tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch, Scrub: sc}
 	switch t.direct {
 	case "auto":
 		o.Direct = tier.DirectAuto

@@ -1,5 +1,5 @@
 // Package policy decides which resident experts a capacity-limited tier of
-// the streaming memory hierarchy keeps: device slots or the RAM tier. It is
+// the streaming memory hierarchy keeps: staging buffers or the RAM tier. It is
 // pure: no I/O, no engine, no clocks of its own.
 //
 // # Model

@@ -14,7 +14,7 @@ import (
 // TestCUDAPinnedSlots (on a GPU: -tags cuda) runs the decodes of the
 // default model on the cpu backend and on cuda with the hierarchy's device
 // slots pinned by the backend and without: the logits must be the same
-// bits, every expert read through the device slots must be copied to the
+// bits, every expert read through the staging buffers must be copied to the
 // device from them when they are pinned (no staging copy), and none when
 // they are not. The cuda backends keep no expert resident (every expert
 // not in the RAM tier is streamed each time) and compute every one on the
@@ -39,7 +39,7 @@ func TestCUDAPinnedSlots(t *testing.T) {
 		if d.Backend.PinSlots {
 			want = d.StreamedPerToken.Median
 			if want == 0 {
-				t.Errorf("%s: nothing streamed through the device slots", d.Name)
+				t.Errorf("%s: nothing streamed through the staging buffers", d.Name)
 			}
 		}
 		if d.ExpertsDirectPerToken.Median != want {

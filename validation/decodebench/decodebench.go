@@ -102,7 +102,7 @@ type Backend struct {
 	VRAMBudget int64            `json:"vram_budget,omitempty"`
 	Placement  engine.Placement `json:"placement,omitempty"`
 	// PinSlots lets a backend that can pin host memory (backend.Pinner)
-	// pin the hierarchy's device slots, so that streamed experts are copied
+	// pin the hierarchy's staging buffers, so that streamed experts are copied
 	// to the device from where they were read, with no staging copy.
 	PinSlots bool `json:"pin_slots,omitempty"`
 	// VerifyCopies makes a device backend hash every routed expert it
@@ -204,7 +204,7 @@ type Decode struct {
 	// kernel time ÷ the decode's wall time. ExpertsOnDevicePerToken are the
 	// expert uses the backend computed (ExpertsResidentPerToken of them
 	// from copies resident in its memory, HostFallbackPerToken computed on
-	// the host by the backend for want of a device slot), and
+	// the host by the backend for want of a staging buffer), and
 	// ExpertsOnHostPerToken those the placement gave the host CPU beside a
 	// device backend. HashedBytesPerToken are the bytes the hierarchy's
 	// Hashers verified.
@@ -218,7 +218,7 @@ type Decode struct {
 	ExpertsResidentPerToken benchrun.Summary `json:"experts_resident_per_token"`
 	HostFallbackPerToken    benchrun.Summary `json:"host_fallback_experts_per_token"`
 	ExpertsDirectPerToken   benchrun.Summary `json:"experts_direct_per_token"` // copied from pinned slots, no staging copy
-	// StreamedPerToken are the hierarchy's reads through device slots only
+	// StreamedPerToken are the hierarchy's reads through staging buffers only
 	// (not admitted to the RAM tier), per token.
 	StreamedPerToken               benchrun.Summary `json:"streamed_per_token"`
 	ExpertsOnHostPerToken          benchrun.Summary `json:"experts_on_host_per_token"`
@@ -480,7 +480,7 @@ func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) 
 		return nil, err
 	}
 	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
-	to := tier.Options{RAMBudget: ram, DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
+	to := tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
 		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()}
 	if p, ok := be.(backend.Pinner); ok && c.PinSlots {
 		to.Pinner = p
@@ -622,7 +622,7 @@ func (b *bench) verifiedArm() benchrun.Arm {
 			var err error
 			// Two buffers per read in flight: one being read, one being hashed.
 			dev := 2 * int64(b.opt.Readers) * b.res.ExpertBytes
-			if h, err = tier.New(b.ck, tier.Options{DeviceBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct}); err != nil {
+			if h, err = tier.New(b.ck, tier.Options{StagingBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct}); err != nil {
 				return err
 			}
 			return b.drop()

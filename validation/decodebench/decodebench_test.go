@@ -138,7 +138,7 @@ func TestRunCounters(t *testing.T) {
 	}{{"cpu", "", false, false}, {"device", engine.PlaceDevice, true, false}, {"device-pinned", engine.PlaceDevice, true, true}, {"host", engine.PlaceHost, true, false}, {"device-auto", engine.PlaceAuto, true, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			// A RAM tier of one expert: most reads stream through the
-			// device slots.
+			// staging buffers.
 			opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{0.01}, DecodeTokens: 4, Repeat: 1, NoDrop: true}
 			if c.dev {
 				opt.Backends = []Backend{{Name: "fake-device", Placement: c.place, PinSlots: c.pin, New: func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }}}
@@ -161,21 +161,21 @@ func TestRunCounters(t *testing.T) {
 					}
 				}
 				if c.place == engine.PlaceAuto && c.dev {
-					// No device slots: each expert auto puts on the
+					// No staging buffers: each expert auto puts on the
 					// device is copied to it whole.
 					wantCopied = onBackend * float64(res.ExpertBytes)
 				}
 				if c.place == engine.PlaceHost && onHost != uses {
 					t.Errorf("%s: placement host: %v of %v on the host", d.Name, onHost, uses)
 				}
-				// Pinned slots: every expert read through the device slots
+				// Pinned slots: every expert read through the staging buffers
 				// came from them (those admitted to the RAM tier come from
 				// its buffers, which are not pinned); else none.
 				wantDirect := 0.0
 				if c.pin {
 					wantDirect = d.StreamedPerToken.Median
 					if wantDirect == 0 {
-						t.Errorf("%s: nothing streamed through the device slots", d.Name)
+						t.Errorf("%s: nothing streamed through the staging buffers", d.Name)
 					}
 				}
 				if got := d.ExpertsDirectPerToken.Median; math.Abs(got-wantDirect) > 1e-9 {
@@ -230,7 +230,7 @@ func TestRunDeviceCache(t *testing.T) {
 				t.Errorf("%s: predicted %+v, want none", d.Name, d.Predicted)
 			}
 			if d.Warm && d.ExpertsResidentPerToken.Median == 0 {
-				t.Errorf("%s: warm, 64 device slots, no expert resident on the device", d.Name)
+				t.Errorf("%s: warm, 64 staging buffers, no expert resident on the device", d.Name)
 			}
 		}
 	}
