@@ -114,19 +114,20 @@ func ParsePrivateKeyPEM(data []byte) (ed25519.PrivateKey, error) {
 // ParsePublicKeyPEM decodes a SubjectPublicKeyInfo "PUBLIC KEY" PEM block
 // holding an Ed25519 key. Other key types are rejected.
 func ParsePublicKeyPEM(data []byte) (ed25519.PublicKey, error) {
-	block, err := decodeSinglePEM(data, "PUBLIC KEY")
+	k, err := ParseAnyPublicKeyPEM(data)
 	if err != nil {
 		return nil, err
 	}
-	k, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("SubjectPublicKeyInfo: %w", err)
+	return ed25519Only(k)
+}
+
+// ed25519Only returns k if it is an Ed25519 key, else an error naming its
+// type and what such a key checks.
+func ed25519Only(k crypto.PublicKey) (ed25519.PublicKey, error) {
+	if pub, ok := k.(ed25519.PublicKey); ok {
+		return pub, nil
 	}
-	pub, ok := k.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("public key type %T, want ed25519.PublicKey", k)
-	}
-	return pub, nil
+	return nil, fmt.Errorf("an %s key, want Ed25519 (an ECDSA key checks an OMS signature, model.sig, not a DSSE envelope)", KeyTypeName(k))
 }
 
 // LoadPrivateKey reads an Ed25519 private key written by WriteKeyPair (or
@@ -163,11 +164,11 @@ func readPrivateKeyFile(path string) ([]byte, error) {
 
 // LoadPublicKey reads an Ed25519 public key in SubjectPublicKeyInfo PEM form.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := jnf.ReadFileLimit(path, jnf.MaxKeyFileSize, "key file")
+	k, err := LoadAnyPublicKey(path)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := ParsePublicKeyPEM(data)
+	pub, err := ed25519Only(k)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -102,6 +104,38 @@ func VerifyManifest(dir, name string, trusted []ed25519.PublicKey, opt VerifyMan
 		return nil, err
 	}
 	return res, nil
+}
+
+// SignedManifestNames returns the model names DIR/manifest.sig.json signs,
+// once its envelope verifies with one of keys (the statement's subjects; the
+// rest is VerifyManifest's to check). A model without the file is an error
+// saying how to sign it.
+func SignedManifestNames(dir string, keys []ed25519.PublicKey) ([]string, error) {
+	path := filepath.Join(dir, verify.SignatureFile)
+	b, err := jnf.ReadFileLimit(path, jnf.MaxEnvelopeSize, verify.SignatureFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s is not signed (no %s): sign it with tarfa manifest sign %s --key KEY", dir, verify.SignatureFile, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	env, err := ParseEnvelope(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	payload, _, err := VerifyEnvelope(env, PayloadTypeInToto, keys)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	st, err := ParseStatement(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var names []string
+	for _, s := range st.Subject {
+		names = append(names, s.Name)
+	}
+	return names, nil
 }
 
 // filesMatchManifest checks DIR's files against its (signed) manifest m:

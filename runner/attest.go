@@ -219,7 +219,18 @@ func manifestSignature(dir string, opt AttestOptions) (attest.RunManifestSignatu
 	if len(opt.ManifestKeys) == 0 {
 		return st, nil
 	}
-	res, err := attest.VerifyManifest(dir, opt.ManifestName, opt.ManifestKeys, attest.VerifyManifestOptions{UnsafeSkipData: true})
+	name := opt.ManifestName
+	if name == "" {
+		signed, err := attest.SignedManifestNames(dir, opt.ManifestKeys)
+		if err != nil {
+			return attest.RunManifestSignature{}, err
+		}
+		if len(signed) != 1 {
+			return attest.RunManifestSignature{}, fmt.Errorf("%s: the signature names %d models (%s): choose one with --manifest-name", path, len(signed), strings.Join(signed, ", "))
+		}
+		name = signed[0]
+	}
+	res, err := attest.VerifyManifest(dir, name, opt.ManifestKeys, attest.VerifyManifestOptions{UnsafeSkipData: true})
 	if err != nil {
 		return attest.RunManifestSignature{}, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/ed25519"
 	"encoding/json"
@@ -107,11 +108,17 @@ is not bit-identical to --golden); 130 interrupted (nothing is written).`,
 			}
 			var mkeys []ed25519.PublicKey
 			for _, p := range o.manifestPubs {
-				k, err := attest.LoadPublicKey(p)
+				k, err := attest.LoadAnyPublicKey(p)
 				if err != nil {
 					return fmt.Errorf("--manifest-pub: %w", err)
 				}
-				mkeys = append(mkeys, k)
+				ek, ok := k.(ed25519.PublicKey)
+				if !ok {
+					// The report records the DSSE manifest signature; an
+					// OMS one (model.sig) is checked by its own command.
+					return fmt.Errorf("--manifest-pub %s: an %s key, which checks an OMS signature (model.sig); attest run verifies and records the model's DSSE signature (%s, an Ed25519 key): check model.sig first with `tarfa manifest verify %s --pub %s`", p, attest.KeyTypeName(k), verify.SignatureFile, cmp.Or(o.model, "DIR"), p)
+				}
+				mkeys = append(mkeys, ek)
 			}
 			aopt := runner.AttestOptions{Host: runner.HostFacts(), ManifestKeys: mkeys, ManifestName: o.manifestName}
 			if o.golden != "" {

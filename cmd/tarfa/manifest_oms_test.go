@@ -43,6 +43,20 @@ func TestManifestSignVerifyOMS(t *testing.T) {
 		t.Errorf("OMS with an Ed25519 key: exit %d, %v", exitCode(err), err)
 	}
 	mustCLI(t, "manifest", "sign", model, "--key", ed)
+	// attest run verifies and records the DSSE signature: an ECDSA key is
+	// refused before the run, naming the command that checks model.sig.
+	prompts := filepath.Join(dir, "prompts.jsonl")
+	os.WriteFile(prompts, []byte(`{"tokens": [1, 2], "max_tokens": 2}`+"\n"), 0o644)
+	_, err := runCLI(t, "", "attest", "run", "--model", model, "--key", ed, "--prompts", prompts, "--out", filepath.Join(dir, "r.json"), "--manifest-pub", ec+".pub")
+	if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "an ecdsa-p256 key, which checks an OMS signature") || !strings.Contains(err.Error(), "tarfa manifest verify "+model+" --pub "+ec+".pub") {
+		t.Errorf("attest run --manifest-pub ECDSA: exit %d, %v", exitCode(err), err)
+	}
+	// With an Ed25519 key and no --manifest-name, the signed name is taken
+	// (it was "empty model name") and the report says the signature verified.
+	mustCLI(t, "attest", "run", "--model", model, "--key", ed, "--prompts", prompts, "--out", filepath.Join(dir, "r.json"), "--manifest-pub", ed+".pub")
+	if out := mustOut(t, "report", "show", filepath.Join(dir, "r.json")); !strings.Contains(out, "(verified at run time), model name \"release\"") {
+		t.Errorf("attest show of a run with --manifest-pub: %s", out)
+	}
 	out = mustOut(t, "manifest", "verify", model, "--pub", ed+".pub", "--pub", ec+".pub", "--json")
 	var both map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(out), &both); err != nil || both["dsse"] == nil || both["oms"] == nil {

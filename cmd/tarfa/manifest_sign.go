@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,37 +190,6 @@ func signingKeyFits(format, path string, priv crypto.Signer) error {
 	return nil
 }
 
-// signedNames reads DIR's signature, checks it under the trusted keys and
-// returns the subject names of the signed statement. An unsigned directory
-// is a usage error (status 1) saying how to sign it.
-func signedNames(dir string, keys []ed25519.PublicKey) ([]string, error) {
-	path := filepath.Join(dir, verify.SignatureFile)
-	b, err := jnf.ReadFileLimit(path, jnf.MaxEnvelopeSize, verify.SignatureFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s is not signed (no %s): sign it with tarfa manifest sign %s --key KEY", dir, verify.SignatureFile, dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	env, err := attest.ParseEnvelope(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	payload, _, err := attest.VerifyEnvelope(env, attest.PayloadTypeInToto, keys)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	st, err := attest.ParseStatement(payload)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var names []string
-	for _, s := range st.Subject {
-		names = append(names, s.Name)
-	}
-	return names, nil
-}
-
 type manifestVerifyOptions struct {
 	pubs             []string
 	name, format     string
@@ -363,7 +331,7 @@ subject, manifest, files or record bytes); 130 interrupted.`,
 // verifyDSSE checks DIR/manifest.sig.json (Tarfa's DSSE form) and prints
 // the outcome unless --json.
 func verifyDSSE(cmd *cobra.Command, dir string, o manifestVerifyOptions, keys []ed25519.PublicKey) (*attest.Result, error) {
-	signed, err := signedNames(dir, keys)
+	signed, err := attest.SignedManifestNames(dir, keys)
 	if err != nil {
 		return nil, err
 	}
