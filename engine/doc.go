@@ -51,9 +51,9 @@
 // reference implementation, backend/cuda the CUDA one, backend/backendtest
 // the suite both pass. Backends register themselves (backend.Register) and
 // OpenBackend opens them by name, so this package imports no device
-// backend: the program's composition root (runner) links them. It
-// does import backend/cpu, the reference, for the default backend and for
-// the experts computed on the host beside a device. Routed experts arrive
+// backend: the program's composition root (runner) links them. The default
+// backend and the host side beside a device (the experts computed on the
+// CPU) are the registered "cpu" backend, a backend.Host. Routed experts arrive
 // through the seam of package expertstream (ExpertSource), which the tier
 // implements without importing the engine. canon holds the
 // scalar definitions that every backend must reproduce bit for bit
