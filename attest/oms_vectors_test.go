@@ -136,7 +136,7 @@ func TestOMSVectorsVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			ps, err = verify.CheckOMS(context.Background(), dir, omsSigned(res.OMS), append(ignore, c.extraIgnore...), nil)
-			if err != nil || len(ps) != 1 || ps[0].File != "signme-2" || !strings.Contains(ps[0].What, "sha256") {
+			if err != nil || len(ps) != 1 || ps[0].File != "signme-2" || ps[0].Kind != verify.KindDigest || !strings.Contains(ps[0].What, "sha256") {
 				t.Errorf("tampered signme-2: %v %v", ps, err)
 			}
 		})

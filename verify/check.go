@@ -16,8 +16,35 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf"
 )
 
+// Kind is what sort of problem a Problem is, so that callers (and tests)
+// can tell problems apart without matching their text.
+type Kind string
+
+// The kinds of problem Check reports.
+const (
+	// KindDigest: bytes that do not hash to their digest (a record's data,
+	// config.json, a file an OMS signature names).
+	KindDigest Kind = "digest"
+	// KindPadding: a non-zero byte where the format requires zeros.
+	KindPadding Kind = "padding"
+	// KindMissing: in the manifest (or signature) but not in the files.
+	KindMissing Kind = "missing"
+	// KindExtra: in the files but not in the manifest (or signature), or a
+	// file the directory may not hold.
+	KindExtra Kind = "extra"
+	// KindTable: a manifest entry that differs from its file's record
+	// table (a changed digest, a moved or swapped record).
+	KindTable Kind = "table"
+	// KindManifest: the manifest itself — unreadable, out of order, or its
+	// own fields not what the files say.
+	KindManifest Kind = "manifest"
+	// KindFormat: a file that breaks the JNF format or cannot be read.
+	KindFormat Kind = "format"
+)
+
 // Problem is one verification failure, located precisely.
 type Problem struct {
+	Kind   Kind   `json:"kind"`
 	File   string `json:"file"`
 	Name   string `json:"name,omitempty"` // record or entry name
 	Layer  int    `json:"layer"`
@@ -46,8 +73,8 @@ func (p Problem) Error() string {
 	return b.String() + ": " + p.What
 }
 
-func recordProblem(file string, r *jnf.Record, off int64, format string, a ...any) Problem {
-	return Problem{File: file, Name: r.Name, Layer: r.Layer, Expert: r.Expert, Offset: off, What: fmt.Sprintf(format, a...)}
+func recordProblem(kind Kind, file string, r *jnf.Record, off int64, format string, a ...any) Problem {
+	return Problem{Kind: kind, File: file, Name: r.Name, Layer: r.Layer, Expert: r.Expert, Offset: off, What: fmt.Sprintf(format, a...)}
 }
 
 // CheckFileData re-hashes every record of f against its table and checks
@@ -89,7 +116,7 @@ func checkTablePadding(f *jnf.File, buf []byte) ([]Problem, error) {
 	if err != nil || ok {
 		return nil, err
 	}
-	return []Problem{{File: f.Name, Layer: f.Table.Layer, Expert: -1, Offset: p, What: "non-zero byte in the padding after the record table"}}, nil
+	return []Problem{{Kind: KindPadding, File: f.Name, Layer: f.Table.Layer, Expert: -1, Offset: p, What: "non-zero byte in the padding after the record table"}}, nil
 }
 
 // checkRecord re-hashes one record and checks the padding after it. It
@@ -106,14 +133,14 @@ func checkRecord(ctx context.Context, f *jnf.File, r *jnf.Record, buf []byte) ([
 	var ps []Problem
 	got := h.Sum()
 	if !got.SHA256.Equal(want.SHA256) {
-		ps = append(ps, recordProblem(f.Name, r, r.Offset, "sha256 mismatch: got %s, want %s", got.SHA256.Hex(), want.SHA256.Hex()))
+		ps = append(ps, recordProblem(KindDigest, f.Name, r, r.Offset, "sha256 mismatch: got %s, want %s", got.SHA256.Hex(), want.SHA256.Hex()))
 	} else if !got.BLAKE3.Equal(want.BLAKE3) {
-		ps = append(ps, recordProblem(f.Name, r, r.Offset, "blake3 mismatch: got %s, want %s", got.BLAKE3.Hex(), want.BLAKE3.Hex()))
+		ps = append(ps, recordProblem(KindDigest, f.Name, r, r.Offset, "blake3 mismatch: got %s, want %s", got.BLAKE3.Hex(), want.BLAKE3.Hex()))
 	}
 	if p, ok, err := checkZero(f, r.Offset+r.Length, jnf.AlignUp(r.Offset+r.Length), buf); err != nil {
 		return nil, err
 	} else if !ok {
-		ps = append(ps, recordProblem(f.Name, r, p, "non-zero byte in the padding after the record"))
+		ps = append(ps, recordProblem(KindPadding, f.Name, r, p, "non-zero byte in the padding after the record"))
 	}
 	return ps, nil
 }
@@ -195,7 +222,7 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 	}
 	rep := &Report{}
 	dirProblem := func(file string, err error) (*Report, error) {
-		rep.Problems = append(rep.Problems, Problem{File: file, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
+		rep.Problems = append(rep.Problems, Problem{Kind: errorKind(file, err), File: file, Layer: -1, Expert: -1, Offset: -1, What: err.Error()})
 		return rep, nil
 	}
 	m, _, err := LoadManifest(dir)
@@ -326,12 +353,30 @@ func Check(ctx context.Context, dir string, opt CheckOptions) (*Report, error) {
 // SignatureFile is where `tarfa manifest sign` writes the DSSE envelope.
 const SignatureFile = "manifest.sig.json"
 
+// errorKind classifies an error that stopped the check of file: a digest
+// mismatch, a file the directory may not hold, the manifest, or else the
+// file's format.
+func errorKind(file string, err error) Kind {
+	var mm *jnf.MismatchError
+	var cc *ConfigChangedError
+	var uf *UnknownFileError
+	switch {
+	case errors.As(err, &mm), errors.As(err, &cc):
+		return KindDigest
+	case errors.As(err, &uf):
+		return KindExtra
+	case file == ManifestFile:
+		return KindManifest
+	}
+	return KindFormat
+}
+
 // compareManifests reports every difference between the stored manifest and
 // the one re-derived from the files.
 func compareManifests(stored, built *Manifest) []Problem {
 	var ps []Problem
-	add := func(file, name string, layer, expert int, format string, a ...any) {
-		ps = append(ps, Problem{File: file, Name: name, Layer: layer, Expert: expert, Offset: -1, What: fmt.Sprintf(format, a...)})
+	add := func(kind Kind, file, name string, layer, expert int, format string, a ...any) {
+		ps = append(ps, Problem{Kind: kind, File: file, Name: name, Layer: layer, Expert: expert, Offset: -1, What: fmt.Sprintf(format, a...)})
 	}
 	if stored.Root == built.Root && stored.WeightsRoot == built.WeightsRoot {
 		return nil
@@ -346,7 +391,7 @@ func compareManifests(stored, built *Manifest) []Problem {
 		seen[s.Name] = true
 		b, ok := have[s.Name]
 		if !ok {
-			add(s.File, s.Name, s.Layer, s.Expert, "in the manifest but not in the files (missing file or record)")
+			add(KindMissing, s.File, s.Name, s.Layer, s.Expert, "in the manifest but not in the files (missing file or record)")
 			continue
 		}
 		if !bytes.Equal(s.FullLeaf(), b.FullLeaf()) {
@@ -357,13 +402,13 @@ func compareManifests(stored, built *Manifest) []Problem {
 			case s.File != b.File || s.Offset != b.Offset:
 				what = fmt.Sprintf("manifest says %s@%d, the files have it at %s@%d (swapped or moved record)", s.File, s.Offset, b.File, b.Offset)
 			}
-			add(s.File, s.Name, s.Layer, s.Expert, "%s", what)
+			add(KindTable, s.File, s.Name, s.Layer, s.Expert, "%s", what)
 		}
 	}
 	for i := range built.Entries {
 		b := &built.Entries[i]
 		if !seen[b.Name] {
-			add(b.File, b.Name, b.Layer, b.Expert, "in the files but not in the manifest")
+			add(KindExtra, b.File, b.Name, b.Layer, b.Expert, "in the files but not in the manifest")
 		}
 	}
 	if len(ps) == 0 {
@@ -371,7 +416,7 @@ func compareManifests(stored, built *Manifest) []Problem {
 		if !bytes.Equal(stored.ManifestLeaf(), built.ManifestLeaf()) {
 			what = fmt.Sprintf("the manifest's own fields differ from what the files say:\n%s", leafDiff(stored.ManifestLeaf(), built.ManifestLeaf()))
 		}
-		add(ManifestFile, "", -1, -1, "%s", what)
+		add(KindManifest, ManifestFile, "", -1, -1, "%s", what)
 	}
 	return ps
 }

@@ -107,10 +107,10 @@ func check(t *testing.T, dir string) *Report {
 	return rep
 }
 
-func wantProblem(t *testing.T, rep *Report, parts ...string) {
+func wantProblem(t *testing.T, rep *Report, kind Kind, parts ...string) {
 	t.Helper()
 	for _, p := range rep.Problems {
-		ok := true
+		ok := p.Kind == kind
 		for _, s := range parts {
 			ok = ok && strings.Contains(p.Error(), s)
 		}
@@ -121,7 +121,7 @@ func wantProblem(t *testing.T, rep *Report, parts ...string) {
 			return
 		}
 	}
-	t.Errorf("no problem mentions all of %q; got:\n%v", parts, rep.Problems)
+	t.Errorf("no problem of kind %s mentions all of %q; got:\n%+v", kind, parts, rep.Problems)
 }
 
 func TestCheckCleanConversion(t *testing.T) {
@@ -145,7 +145,7 @@ func TestCheckBLAKE3OnlyMismatch(t *testing.T) {
 		}
 	})
 	rebuildManifest(t, dir)
-	wantProblem(t, check(t, dir), "layer 1 expert 2", "blake3 mismatch", "want "+other)
+	wantProblem(t, check(t, dir), KindDigest, "layer 1 expert 2", "blake3 mismatch", "want "+other)
 }
 
 // TestCheckPadding: a non-zero byte between the record table and the first
@@ -165,8 +165,8 @@ func TestCheckPadding(t *testing.T) {
 	b[r0.Offset+r0.Length] = 9
 	os.WriteFile(p, b, 0o644)
 	rep := check(t, dir)
-	wantProblem(t, rep, "layer-00002.jnf", "padding after the record table")
-	wantProblem(t, rep, r0.Name, "padding after the record")
+	wantProblem(t, rep, KindPadding, "layer-00002.jnf", "padding after the record table")
+	wantProblem(t, rep, KindPadding, r0.Name, "padding after the record")
 }
 
 // TestCheckExtraFiles: *.jnf files the manifest does not list are refused,
@@ -177,14 +177,14 @@ func TestCheckExtraFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(part, "layer-00003.jnf"), mustRead(t, filepath.Join(full, "layer-00003.jnf")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wantProblem(t, check(t, part), "layer-00003.jnf", "in the files but not in the manifest")
+	wantProblem(t, check(t, part), KindExtra, "layer-00003.jnf", "in the files but not in the manifest")
 	if _, err := OpenDir(context.Background(), part); !errors.Is(err, jnf.ErrVerification) || !strings.Contains(err.Error(), "in the files but not in the manifest") {
 		t.Errorf("OpenDir with an extra layer file: %v", err)
 	}
 	for name, why := range map[string]string{"layer-00099.jnf": "the model has 4 layers", "extra.jnf": "not a JNF file name"} {
 		dir := converted(t, -1)
 		os.WriteFile(filepath.Join(dir, name), mustRead(t, filepath.Join(dir, "layer-00001.jnf")), 0o644)
-		wantProblem(t, check(t, dir), name, why)
+		wantProblem(t, check(t, dir), KindExtra, name, why)
 		if _, err := OpenDir(context.Background(), dir); !errors.Is(err, jnf.ErrVerification) || !strings.Contains(err.Error(), why) {
 			t.Errorf("OpenDir with %s: %v", name, err)
 		}
@@ -207,7 +207,7 @@ func TestCheckCanonicalOrder(t *testing.T) {
 	rewriteTable(t, filepath.Join(dir, "layer-00000.jnf"), func(tb *jnf.Table) {
 		tb.Records[0], tb.Records[1] = tb.Records[1], tb.Records[0]
 	})
-	wantProblem(t, check(t, dir), "layer-00000.jnf", "out of order")
+	wantProblem(t, check(t, dir), KindFormat, "layer-00000.jnf", "out of order")
 
 	dir = converted(t, -1)
 	forgeManifest(t, dir, func(m *Manifest) {
@@ -217,7 +217,7 @@ func TestCheckCanonicalOrder(t *testing.T) {
 		*a, *b = *b, *a
 		a.Offset, b.Offset = b.Offset, a.Offset
 	})
-	wantProblem(t, check(t, dir), "manifest.json", "out of order")
+	wantProblem(t, check(t, dir), KindManifest, "manifest.json", "out of order")
 }
 
 // TestCheckManifestFieldsAreCovered: the manifest's own fields, forged
@@ -226,7 +226,7 @@ func TestCheckCanonicalOrder(t *testing.T) {
 func TestCheckManifestFieldsAreCovered(t *testing.T) {
 	part := converted(t, 1)
 	forgeManifest(t, part, func(m *Manifest) { m.Complete = true })
-	wantProblem(t, check(t, part), "manifest.json", "complete = true, the entries say false")
+	wantProblem(t, check(t, part), KindManifest, "manifest.json", "complete = true, the entries say false")
 
 	for _, c := range []struct {
 		name string
@@ -245,7 +245,7 @@ func TestCheckManifestFieldsAreCovered(t *testing.T) {
 			t.Errorf("%s: the forged manifest does not even load: %v", c.name, err)
 			continue
 		}
-		wantProblem(t, check(t, dir), "manifest.json", "own fields differ from what the files say", c.want)
+		wantProblem(t, check(t, dir), KindManifest, "manifest.json", "own fields differ from what the files say", c.want)
 	}
 
 	// Derived fields that do not match the entries, roots recomputed.
@@ -310,7 +310,7 @@ func TestConfigCheckedBeforeParse(t *testing.T) {
 			t.Fatalf("fixture config has no \"num_hidden_layers\": 4: %s", b)
 		}
 		os.WriteFile(p, []byte(nb), 0o644)
-		wantProblem(t, check(t, dir), "config.json changed")
+		wantProblem(t, check(t, dir), KindDigest, "config.json changed")
 		var cc *ConfigChangedError
 		if _, err := OpenDir(context.Background(), dir); !errors.As(err, &cc) {
 			t.Errorf("OpenDir: %v", err)
@@ -328,7 +328,7 @@ func TestConfigCheckedBeforeParse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "num_hidden_layers") || !errors.Is(err, jnf.ErrVerification) {
 			t.Errorf("num_hidden_layers %s with a matching manifest: %v", n, err)
 		}
-		wantProblem(t, check(t, dir), "num_hidden_layers")
+		wantProblem(t, check(t, dir), KindFormat, "num_hidden_layers")
 	}
 }
 

@@ -214,8 +214,8 @@ func CheckOMS(ctx context.Context, dir string, signed []FileDigest, ignore []str
 		want[s.Name] = s.SHA256
 	}
 	var ps []Problem
-	add := func(name, format string, a ...any) {
-		ps = append(ps, Problem{File: name, Layer: -1, Expert: -1, Offset: -1, What: fmt.Sprintf(format, a...)})
+	add := func(kind Kind, name, format string, a ...any) {
+		ps = append(ps, Problem{Kind: kind, File: name, Layer: -1, Expert: -1, Offset: -1, What: fmt.Sprintf(format, a...)})
 	}
 	var common []string
 	have := make(map[string]bool, len(names))
@@ -224,12 +224,12 @@ func CheckOMS(ctx context.Context, dir string, signed []FileDigest, ignore []str
 		if _, ok := want[n]; ok {
 			common = append(common, n)
 		} else {
-			add(n, "in the directory but not in the signature (an unsigned file)")
+			add(KindExtra, n, "in the directory but not in the signature (an unsigned file)")
 		}
 	}
 	for _, s := range signed {
 		if !have[s.Name] {
-			add(s.Name, "signed but missing from the directory (or ignored, or not a regular file)")
+			add(KindMissing, s.Name, "signed but missing from the directory (or ignored, or not a regular file)")
 		}
 	}
 	got, err := HashOMSFiles(ctx, dir, common, 0, onFile)
@@ -238,7 +238,7 @@ func CheckOMS(ctx context.Context, dir string, signed []FileDigest, ignore []str
 	}
 	for _, g := range got {
 		if w := want[g.Name]; !g.SHA256.Equal(w) {
-			add(g.Name, "sha256 %s, the signature says %s", g.SHA256.Hex(), w.Hex())
+			add(KindDigest, g.Name, "sha256 %s, the signature says %s", g.SHA256.Hex(), w.Hex())
 		}
 	}
 	slices.SortStableFunc(ps, func(a, b Problem) int { return strings.Compare(a.File, b.File) })
