@@ -336,3 +336,29 @@ func TestCompareRuns(t *testing.T) {
 		t.Errorf("stop_sequence replayed as stop: %v", d)
 	}
 }
+
+// A run report goes through the one front door: Verify with a run policy
+// gives the typed predicate (Result.Run), checks every subject with
+// Policy.Subjects, and a policy that names its subjects two ways is refused.
+func TestRunThroughVerify(t *testing.T) {
+	pub, priv := testKey("runner")
+	p0, _ := testRun(t)
+	env := forgeRun(t, priv, p0, nil)
+	keys := []ed25519.PublicKey{pub}
+	res, err := Verify(env, Policy{TrustedKeys: keys, PredicateType: PredicateRun, UnsafeAnySubject: true})
+	if err != nil || res.Run == nil || len(res.Run.Prompts) != len(p0.Prompts) || res.Run.Model.Root != p0.Model.Root {
+		t.Fatalf("Verify of a run report: %v, %+v", err, res)
+	}
+	calls := 0
+	count := func(s []Subject, r *Result) error { calls++; return promptSubjects(s, r) }
+	if _, err := Verify(env, Policy{TrustedKeys: keys, PredicateType: PredicateRun, Subjects: count}); err != nil || calls != 1 {
+		t.Errorf("Policy.Subjects: %v, called %d times", err, calls)
+	}
+	bad := forgeRun(t, priv, p0, func(st *Statement) { st.Subject[0].Name = "prompt/99" })
+	if _, err := Verify(bad, Policy{TrustedKeys: keys, PredicateType: PredicateRun, Subjects: promptSubjects}); !errors.Is(err, ErrSubject) {
+		t.Errorf("a renamed prompt subject: %v, want ErrSubject", err)
+	}
+	if _, err := Verify(env, Policy{TrustedKeys: keys, PredicateType: PredicateRun, Subjects: promptSubjects, UnsafeAnySubject: true}); err == nil || !strings.Contains(err.Error(), "give one way to check the subjects") {
+		t.Errorf("Subjects with UnsafeAnySubject: %v", err)
+	}
+}

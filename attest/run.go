@@ -262,6 +262,40 @@ type VerifyRunOptions struct {
 	Signature ManifestSignatureFacts
 }
 
+// Run decodes a run-report predicate strictly and checks it against
+// itself (modes, stop reasons, golden verdicts): what needs no manifest.
+func (s Statement) Run() (RunPredicate, error) {
+	if s.PredicateType != PredicateRun {
+		return RunPredicate{}, fmt.Errorf("%w: got %q, want %q", ErrPredicateType, s.PredicateType, PredicateRun)
+	}
+	var p RunPredicate
+	if err := jnf.DecodeJSON(s.Predicate, &p); err != nil {
+		return RunPredicate{}, fmt.Errorf("%w: run predicate: %v", ErrPredicate, err)
+	}
+	if err := p.checkSelf(); err != nil {
+		return RunPredicate{}, err
+	}
+	return p, nil
+}
+
+// promptSubjects is the subject check of a run report (Policy.Subjects):
+// subject i is prompt i's, named PromptSubject(index), with the transcript
+// digest of its tokens.
+func promptSubjects(subjects []Subject, r *Result) error {
+	p := r.Run
+	if len(subjects) != len(p.Prompts) {
+		return fmt.Errorf("%w: %s for %s", ErrSubject, plural(len(subjects), "subject"), plural(len(p.Prompts), "prompt"))
+	}
+	for i, pr := range p.Prompts {
+		sub := subjects[i]
+		d, err := sub.Digest.Get(jnf.SHA256)
+		if err != nil || sub.Name != PromptSubject(pr.Index) || !d.Equal(pr.Transcript) {
+			return fmt.Errorf("%w: subject %d is %q %v, want %s with the transcript digest %s of prompt %d", ErrSubject, i, sub.Name, sub.Digest, PromptSubject(pr.Index), pr.Transcript, pr.Index)
+		}
+	}
+	return nil
+}
+
 // VerifyRun is VerifyRunWith with no facts about the model's signature.
 func VerifyRun(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest) (*RunResult, error) {
 	return VerifyRunWith(env, trusted, man, VerifyRunOptions{})
@@ -282,37 +316,14 @@ func VerifyRun(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest) 
 // consistent, not true: that takes a replay. Every failure matches
 // ErrVerification and names the field that is wrong.
 func VerifyRunWith(env Envelope, trusted []ed25519.PublicKey, man *verify.Manifest, opt VerifyRunOptions) (*RunResult, error) {
-	payload, keyID, err := VerifyEnvelope(env, PayloadTypeInToto, trusted)
+	v, err := Verify(env, Policy{TrustedKeys: trusted, PredicateType: PredicateRun, Subjects: promptSubjects})
 	if err != nil {
 		return nil, err
 	}
-	st, err := ParseStatement(payload)
-	if err != nil {
-		return nil, err
-	}
-	if st.PredicateType != PredicateRun {
-		return nil, fmt.Errorf("%w: got %q, want %q", ErrPredicateType, st.PredicateType, PredicateRun)
-	}
-	var p RunPredicate
-	if err := jnf.DecodeJSON(st.Predicate, &p); err != nil {
-		return nil, fmt.Errorf("%w: run predicate: %v", ErrPredicate, err)
-	}
-	if err := p.checkSelf(); err != nil {
-		return nil, err
-	}
-	res := &RunResult{KeyID: keyID, Predicate: p}
-	res.Checked = append(res.Checked, "signature by key "+keyID,
+	p, st := *v.Run, v.Statement
+	res := &RunResult{KeyID: v.KeyID, Predicate: p}
+	res.Checked = append(res.Checked, "signature by key "+v.KeyID,
 		"statement and predicate: strict JSON; mode and every stop_reason from their allowed sets, each stop_reason as the tokens, stop tokens and max_tokens imply")
-	if len(st.Subject) != len(p.Prompts) {
-		return nil, fmt.Errorf("%w: %s for %s", ErrSubject, plural(len(st.Subject), "subject"), plural(len(p.Prompts), "prompt"))
-	}
-	for i, pr := range p.Prompts {
-		sub := st.Subject[i]
-		d, err := sub.Digest.Get(jnf.SHA256)
-		if err != nil || sub.Name != PromptSubject(pr.Index) || !d.Equal(pr.Transcript) {
-			return nil, fmt.Errorf("%w: subject %d is %q %v, want %s with the transcript digest %s of prompt %d", ErrSubject, i, sub.Name, sub.Digest, PromptSubject(pr.Index), pr.Transcript, pr.Index)
-		}
-	}
 	res.Checked = append(res.Checked, plural(len(st.Subject), "subject")+": the transcript digests of the prompts' tokens")
 	cfg, positions, err := p.checkManifest(man)
 	if err != nil {

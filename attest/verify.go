@@ -28,6 +28,11 @@ type Policy struct {
 	// UnsafeAnySubject accepts a statement about any artifact at all: a valid
 	// signature over someone else's model passes. Contradicts Subject.
 	UnsafeAnySubject bool
+	// Subjects, for a statement that names one subject per item of its
+	// predicate (a run report: one per prompt), checks every subject
+	// against the decoded predicate in r. Contradicts Subject and
+	// UnsafeAnySubject.
+	Subjects func(subjects []Subject, r *Result) error
 }
 
 // SubjectMatcher selects the statement subject that must be present.
@@ -57,6 +62,9 @@ func (p Policy) Validate() error {
 		errs = append(errs, errors.New("empty PredicateType"))
 	}
 	switch {
+	case p.Subjects != nil && (p.Subject != nil || p.UnsafeAnySubject):
+		errs = append(errs, errors.New("Subjects with Subject or UnsafeAnySubject (give one way to check the subjects)"))
+	case p.Subjects != nil:
 	case p.Subject == nil && !p.UnsafeAnySubject:
 		errs = append(errs, errors.New("no Subject (set UnsafeAnySubject to accept any subject)"))
 	case p.Subject != nil && p.UnsafeAnySubject:
@@ -95,6 +103,10 @@ type Result struct {
 	// ModelManifest is the decoded, checked predicate when PredicateType is
 	// PredicateModelManifest.
 	ModelManifest *ModelManifestPredicate `json:"modelManifest,omitempty"`
+	// Run is the decoded, self-consistent predicate when PredicateType is
+	// PredicateRun (Statement.Run; VerifyRunWith checks it against a
+	// manifest).
+	Run *RunPredicate `json:"run,omitempty"`
 	// OMS is the decoded, checked predicate when PredicateType is
 	// PredicateOMSSignatureV1.
 	OMS *OMSPredicate `json:"oms,omitempty"`
@@ -111,9 +123,10 @@ type Result struct {
 //  3. the payload is a valid in-toto Statement v1 (ParseStatement);
 //  4. its predicateType is p.PredicateType;
 //  5. a subject matches p.Subject (name, and the digest for its algorithm);
-//  6. for PredicateModelManifest and PredicateOMSSignatureV1, the predicate
-//     decodes and is consistent with the subject (Statement.ModelManifest,
-//     Statement.OMSModel).
+//  6. for PredicateModelManifest, PredicateOMSSignatureV1 and PredicateRun,
+//     the predicate decodes and is consistent with the subject or with
+//     itself (Statement.ModelManifest, Statement.OMSModel, Statement.Run);
+//  7. with Policy.Subjects, every subject against that predicate.
 //
 // Every failure in steps 2 to 6 matches ErrVerification and one specific
 // reason error (ErrSignature, ErrSubject, …).
@@ -139,9 +152,11 @@ func Verify(env Envelope, p Policy) (*Result, error) {
 		PredicateType: stmt.PredicateType,
 		Statement:     stmt,
 	}
-	if p.UnsafeAnySubject {
+	switch {
+	case p.Subjects != nil:
+	case p.UnsafeAnySubject:
 		res.Unsafe = append(res.Unsafe, "any-subject")
-	} else {
+	default:
 		sub, err := matchSubject(stmt.Subject, *p.Subject)
 		if err != nil {
 			return nil, err
@@ -164,6 +179,17 @@ func Verify(env Envelope, p Policy) (*Result, error) {
 			return nil, err
 		}
 		res.OMS = &oms
+	case PredicateRun:
+		run, err := stmt.Run()
+		if err != nil {
+			return nil, err
+		}
+		res.Run = &run
+	}
+	if p.Subjects != nil {
+		if err := p.Subjects(stmt.Subject, res); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
