@@ -413,7 +413,7 @@ type Meter interface {
 }
 
 // CheckRows checks that every index of idx names one of a buffer's rows
-// rows (the row indices of Gather, ScatterAdd and their kin), naming the
+// rows (the row indices of Gather and Scatter), naming the
 // first that does not.
 func CheckRows(op string, idx []int32, rows int) error {
 	for j, r := range idx {

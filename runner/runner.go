@@ -1,6 +1,6 @@
 // Package runner puts a verified model, the engine and the tokenizer
-// together for the commands that generate: run, golden record and replay
-// (and later chat and serve). It turns prompts (text, chat messages or ids)
+// together for the commands that generate: run, chat, serve, golden record,
+// replay and attest run. It turns prompts (text, chat messages or ids)
 // into tokens, generates, and records or replays golden runs.
 package runner
 

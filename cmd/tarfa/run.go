@@ -272,13 +272,13 @@ func newRunCommand() *cobra.Command {
 	var ids []int
 	cmd := &cobra.Command{
 		Use:   "run [PROMPT | -]",
-		Short: "Generate text with the exact CPU reference engine",
-		Long: `Run generates a continuation of PROMPT with the CPU reference engine from a
+		Short: "Generate text, exactly, on the CPU reference or the CUDA backend",
+		Long: `Run generates a continuation of PROMPT from a
 verified JNF directory (--model; default: the embedded default model). PROMPT "-"
 reads the prompt from standard input. The prompt is rendered with the model's chat
 template as one user turn (after a --system turn, if given; --think false sets the
 template's enable_thinking to false) unless --raw; --tokens gives token ids
-directly.
+directly. --backend cpu (the reference) and --backend cuda compute the same bits.
 
 The text streams to stdout; on a terminal, control characters in it are shown
 escaped (\x1b), and special tokens such as the end-of-turn token are left out
