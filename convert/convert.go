@@ -355,15 +355,22 @@ func (u *unit) length() int64 {
 type meter struct {
 	done, total atomic.Int64
 	fn          func(done, total int64)
+	// mu orders the calls of fn: workers add at once, and a count taken
+	// before another's must not be reported after it (progress never
+	// runs backwards).
+	mu sync.Mutex
 }
 
 func (m *meter) grow(n int64) { m.total.Add(n) }
 
 func (m *meter) add(n int64) {
-	d := m.done.Add(n)
-	if m.fn != nil {
-		m.fn(d, m.total.Load())
+	if m.fn == nil {
+		m.done.Add(n)
+		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fn(m.done.Add(n), m.total.Load())
 }
 
 // copyAux copies config and tokenizer files. A directory that already holds
