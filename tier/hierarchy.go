@@ -425,7 +425,25 @@ func (h *Hierarchy) Describe() string {
 	if h.opt.Prefetch && h.cache != nil {
 		pf = ", prefetch"
 	}
-	return fmt.Sprintf("experts: %s; %d staging buffers (%s); %d readers, %d hashers, %s%s; scrub %s", ram, st.StagingCap, bytesString(h.opt.StagingBudget), readers, hashers, direct, pf, h.opt.Scrub)
+	dev := ""
+	if h.opt.Slots != nil {
+		pol := h.opt.DevicePolicy
+		if pol == "" {
+			pol = h.opt.Policy
+		}
+		if pol == "" {
+			pol = policy.Default
+		}
+		mode := "inclusive"
+		if h.opt.Exclusive {
+			mode = "exclusive"
+		}
+		dev = fmt.Sprintf("device level over the backend's expert slots (sized at the first step, %s, %s); ", pol, mode)
+		if st.Device.Capacity > 0 {
+			dev = fmt.Sprintf("device level %d slots (%s, %s); ", st.Device.Capacity, pol, mode)
+		}
+	}
+	return fmt.Sprintf("experts: %s%s; %d staging buffers (%s); %d readers, %d hashers, %s%s; scrub %s", dev, ram, st.StagingCap, bytesString(h.opt.StagingBudget), readers, hashers, direct, pf, h.opt.Scrub)
 }
 
 func bytesString(n int64) string {

@@ -48,7 +48,7 @@ type Queue struct {
 
 	// stage are the pinned buffers streamed experts pass through, each
 	// reusable once the copy recorded in its event is done.
-	stage [2]staging
+	stage  [2]staging
 	next   int
 	trans  []*slot // device slots of streamed experts that are not kept
 	filled *slot   // the slot the last FillSlot filled (Counters.ExpertsCached)
