@@ -34,7 +34,7 @@ type simJSON struct {
 		FromStorage float64 `json:"from_storage"`
 		Config      struct {
 			RAMSlots    int `json:"ram_slots"`
-			DeviceSlots int `json:"staging_slots"`
+			DeviceSlots int `json:"device_slots"`
 		} `json:"config"`
 	} `json:"result"`
 	Assumptions []string `json:"assumptions"`
