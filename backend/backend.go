@@ -158,13 +158,10 @@ type Queue interface {
 	// LoadExpert makes a streamed routed expert usable by this queue's
 	// MatMuls until ReleaseExpert: gate and up are I×H, down is H×I, the
 	// verified bytes of the record with the given digest. The bytes are read
-	// before LoadExpert returns (the caller may recycle them). A backend
-	// with device memory may keep the copy resident for later
-	// CachedExpert calls.
+	// before LoadExpert returns (the caller may recycle them). It keeps no
+	// copy beyond ReleaseExpert: residency between uses is the expert
+	// hierarchy's (package tier), through a SlotPool's slots.
 	LoadExpert(x *Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error
-	// CachedExpert reports whether the backend holds the expert with this
-	// digest resident and, if so, makes x use it until ReleaseExpert.
-	CachedExpert(x *Expert, id weights.ExpertID, digest jnf.Digest) bool
 	// ReleaseExpert ends x's use by the operations enqueued so far.
 	ReleaseExpert(x *Expert)
 
@@ -271,7 +268,7 @@ const (
 )
 
 // Expert is a routed expert's three projections as a queue computes with
-// them (LoadExpert, CachedExpert). Slot is the backend's handle.
+// them (LoadExpert, SlotQueue.BindSlot). Slot is the backend's handle.
 type Expert struct {
 	ID             weights.ExpertID
 	Digest         jnf.Digest
@@ -324,8 +321,9 @@ type Residency struct {
 	HostWeights       int64    `json:"host_weight_bytes"`
 	HostWeightCount   int      `json:"host_weights"`
 	HostResident      []string `json:"host_resident,omitempty"` // names of the host-resident weights
-	// ExpertSlots is how many routed experts the device can keep resident
-	// (0: none) and ExpertSlotBytes each one's size.
+	// ExpertSlots is how many SlotPool slots are allocated (the device
+	// level of the expert hierarchy; 0: none) and ExpertSlotBytes each
+	// one's size.
 	ExpertSlots     int   `json:"expert_slots"`
 	ExpertSlotBytes int64 `json:"expert_slot_bytes"`
 	// VerifyCopies says the backend hashes every routed expert it copies
@@ -333,10 +331,61 @@ type Residency struct {
 	VerifyCopies bool `json:"verify_copies,omitempty"`
 }
 
+// Slot is memory of a SlotPool that holds one routed expert between uses.
+// It is opaque: only the pool that allocated it fills, binds and frees it.
+type Slot interface {
+	// Bytes is the slot's size.
+	Bytes() int64
+}
+
+// SlotPool is implemented by backends whose memory can keep routed experts
+// between uses (a device's memory; the CPU's on request, so that the logic
+// above it is tested without a device). The backend exposes raw slots
+// only: which expert a slot holds, and when it is replaced, is the expert
+// hierarchy's decision (package tier's device level, under the same
+// policies as its RAM tier). Its methods are safe for concurrent use.
+type SlotPool interface {
+	// SlotCapacity is how many slots for experts of up to n bytes (their
+	// three matrices) the pool can allocate now: what the device budget
+	// leaves after the resident weights and the reserve for sessions
+	// (0: none).
+	SlotCapacity(n int64) int
+	// AllocSlot allocates a slot for an expert of up to n bytes.
+	AllocSlot(n int64) (Slot, error)
+	// FreeSlot releases s once every queue's use of it is done; no queue
+	// may bind it again.
+	FreeSlot(s Slot)
+	// SlotHolds reports whether s holds a copy of the expert with this
+	// digest that no check has found changed: filled by FillSlot with that
+	// digest, not filled since, and not found to differ by the device check
+	// of the copy (Options.VerifyCopies) or by a scrub (DeviceScrubber).
+	SlotHolds(s Slot, digest jnf.Digest) bool
+}
+
+// SlotQueue is implemented by the queues of a SlotPool backend.
+type SlotQueue interface {
+	// FillSlot copies the verified bytes of an expert (as LoadExpert takes
+	// them) into s, once every queue's last use of s before the call is
+	// done (their ReleaseExpert): s is never overwritten while a queue
+	// still reads it. The bytes are read before FillSlot returns. A backend
+	// that verifies its copies hashes the copy where it lies and checks it
+	// at this queue's next Sync: a copy that differs fails the Sync with an
+	// error naming the expert and matching jnf.ErrVerification, and s then
+	// holds nothing (SlotHolds is false and BindSlot refuses it until it is
+	// filled again).
+	FillSlot(s Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error
+	// BindSlot makes x use the expert s holds for this queue's MatMuls
+	// until ReleaseExpert, after the copy that filled it (on whichever
+	// queue). It refuses a slot that does not hold the expert with this
+	// digest, or whose copy a check found changed.
+	BindSlot(x *Expert, s Slot, id weights.ExpertID, digest jnf.Digest) error
+}
+
 // DeviceScrubber is a backend that can re-hash, where they are, the copies
-// of routed experts it keeps in device memory: ScrubDevice returns the bytes
-// hashed and the first copy that differs from its digest (an error matching
-// jnf.ErrVerification), and drops the copies that differ.
+// of routed experts its slots hold (every filled SlotPool slot):
+// ScrubDevice returns the bytes hashed and the first copy that differs from
+// its digest (an error matching jnf.ErrVerification), and empties the slots
+// that differ (SlotHolds is then false).
 type DeviceScrubber interface {
 	ScrubDevice() (int64, error)
 }
@@ -360,12 +409,12 @@ type Counters struct {
 	// time (summed: kernels of one queue run one after another).
 	Kernels       int64   `json:"kernels"`
 	KernelSeconds float64 `json:"kernel_seconds"`
-	// ExpertsLoaded counts LoadExpert calls that took the expert's bytes
-	// (copied to a device slot, or viewed in place by the CPU),
-	// ExpertsCached the uses served by a copy the backend kept resident
-	// (CachedExpert, or LoadExpert of a digest already resident), and
-	// HostExperts the loaded experts a device backend computed on the host
-	// because no device slot could take them.
+	// ExpertsLoaded counts LoadExpert and FillSlot calls that took the
+	// expert's bytes (copied to a device slot, or viewed in place by the
+	// CPU), ExpertsCached the BindSlot uses of a slot filled before (not by
+	// the same queue's FillSlot just before it), and HostExperts the loaded
+	// experts a device backend computed on the host because no device slot
+	// could take them.
 	ExpertsLoaded int64 `json:"experts_loaded"`
 	// ExpertsDirect are the loaded experts copied to the device straight
 	// from memory the backend pinned (Pinner), with no staging copy.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -268,7 +269,7 @@ func (s *stray) Stream(ctx context.Context, layer int, experts []int, c ExpertCo
 		if err != nil {
 			return err
 		}
-		if err := c.Consume(e, ve, ledger.TierStorage); err != nil {
+		if err := c.Consume(e, expertstream.OnHost(ve), ledger.TierStorage); err != nil {
 			return err
 		}
 	}

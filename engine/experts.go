@@ -39,7 +39,7 @@ func (d *directSource) Stream(ctx context.Context, layer int, experts []int, c E
 			}
 			tier = ledger.TierStorage
 		}
-		if err := c.Consume(e, ve, tier); err != nil {
+		if err := c.Consume(e, expertstream.OnHost(ve), tier); err != nil {
 			return err
 		}
 		if !hit {

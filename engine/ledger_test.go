@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -136,7 +137,7 @@ func (s *shuffled) Stream(ctx context.Context, layer int, experts []int, c Exper
 			return err
 		}
 		s.used++
-		if err := c.Consume(e, ve, ledger.TierStorage); err != nil {
+		if err := c.Consume(e, expertstream.OnHost(ve), ledger.TierStorage); err != nil {
 			return err
 		}
 	}

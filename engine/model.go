@@ -79,7 +79,8 @@ type Model struct {
 	placement Placement
 	place     placer
 	// digests[l][e] is the manifest digest of routed expert e of layer l,
-	// when the source can tell without reading it (for device residency).
+	// when the source can tell without reading it (what a device slot the
+	// expert source binds must hold).
 	digests [][]jnf.Digest
 
 	embed, head *backend.Weight
@@ -92,8 +93,6 @@ type Model struct {
 
 	tokens, forwards atomic.Int64
 	evals, fetches   []atomic.Int64 // per layer
-	cacheHits        atomic.Int64
-	deviceHits       atomic.Int64
 	onHost, onDevice atomic.Int64
 	bufs             []backend.Buf // allocated at load (Close frees them)
 	weights          []*backend.Weight
@@ -147,12 +146,6 @@ type Stats struct {
 	// ExpertFetches[l] counts Weights.Expert calls for layer l (at most one
 	// per distinct expert per Forward chunk; fewer with the expert cache).
 	ExpertFetches []int64
-	// ExpertCacheHits counts expert uses served by a resident copy: the
-	// expert cache, the hierarchy's RAM tier or the device.
-	ExpertCacheHits int64
-	// ExpertDeviceHits counts expert uses served by a copy resident in a
-	// device backend's memory (part of ExpertCacheHits).
-	ExpertDeviceHits int64
 	// ExpertsOnHost and ExpertsOnDevice count expert uses (one expert for
 	// the tokens of one step routed to it) computed by the host beside a
 	// device backend and by the model's backend.
@@ -211,8 +204,8 @@ func (m *Model) Backend() backend.Backend { return m.be }
 
 // Stats returns a snapshot of the counters.
 func (m *Model) Stats() Stats {
-	s := Stats{Tokens: m.tokens.Load(), Forwards: m.forwards.Load(), TopK: m.cfg.TopK, ExpertCacheHits: m.cacheHits.Load(),
-		ExpertDeviceHits: m.deviceHits.Load(), ExpertsOnHost: m.onHost.Load(), ExpertsOnDevice: m.onDevice.Load()}
+	s := Stats{Tokens: m.tokens.Load(), Forwards: m.forwards.Load(), TopK: m.cfg.TopK,
+		ExpertsOnHost: m.onHost.Load(), ExpertsOnDevice: m.onDevice.Load()}
 	s.ExpertEvals = make([]int64, len(m.evals))
 	s.ExpertFetches = make([]int64, len(m.fetches))
 	for i := range m.evals {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -15,9 +16,11 @@ import (
 // one). The router runs on the backend and its top-k ids come back to the
 // host (the step's one synchronisation in this layer); the (row, slot)
 // pairs are grouped by expert, each expert is fetched once per step and
-// evaluated for all rows routed to it — from the device's memory when it is
-// resident there, else as the source delivers it, on the device or on the
-// host — and each row's k slot outputs are combined in slot order.
+// evaluated for all rows routed to it, as the source places it — bound
+// from a device slot that holds it, filled into a device slot and bound, or
+// from its verified bytes on the device or on the host — and each row's k
+// slot outputs are combined in slot order. The engine keeps no residency
+// of its own: the source (the tier's device and RAM levels) decides it.
 func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend.Buf, T int) error {
 	m, c, q := w.m, w.m.cfg, w.q
 	E, k, H, I := c.Experts, c.TopK, c.Hidden, c.MoEIntermediate
@@ -105,24 +108,8 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	w.need = need
 	u := &w.use
 	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered}
-	// Experts resident in the device's memory first: no bytes to move.
-	stream := w.stream[:0]
-	for _, e := range need {
-		id := weights.ExpertID{Layer: L.index, Expert: e}
-		if m.digests != nil && q.CachedExpert(&w.x3, id, m.digests[L.index][e]) {
-			u.compute(e, &w.x3)
-			q.ReleaseExpert(&w.x3)
-			m.cacheHits.Add(1)
-			m.deviceHits.Add(1)
-			m.onDevice.Add(1)
-			u.account(e, m.digests[L.index][e], ledger.TierDevice, 0)
-			continue
-		}
-		stream = append(stream, e)
-	}
-	w.stream = stream
-	if len(stream) > 0 {
-		if err := m.experts.Stream(ctx, L.index, stream, u); err != nil {
+	if len(need) > 0 {
+		if err := m.experts.Stream(ctx, L.index, need, u); err != nil {
 			return err
 		}
 	}
@@ -162,31 +149,67 @@ type moeUse struct {
 	ledgered     bool // some segment's session has a ledger
 }
 
-func (u *moeUse) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) error {
+func (u *moeUse) Consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 	w, m := u.w, u.w.m
 	a, b := u.start[e], u.start[e+1]
 	n := b - a
 	if n == 0 {
 		return fmt.Errorf("engine: layer %d: the expert source delivered expert %d, which no token was routed to", u.L.index, e)
 	}
+	if p.Slot != nil && p.Filled {
+		// A device hit: the slot must hold this model's expert, by the
+		// manifest's digest.
+		if id := (weights.ExpertID{Layer: u.L.index, Expert: e}); p.ID != id {
+			return fmt.Errorf("engine: asked for layer %d expert %d, got a slot holding %s", u.L.index, e, p.ID)
+		}
+		if m.digests != nil && p.Digest != m.digests[u.L.index][e] {
+			return fmt.Errorf("engine: layer %d expert %d: the slot holds %s, the manifest's digest is %s", u.L.index, e, p.Digest, m.digests[u.L.index][e])
+		}
+		sq, ok := w.q.(backend.SlotQueue)
+		if !ok {
+			return fmt.Errorf("engine: layer %d expert %d: the source placed it in a device slot, and the %s backend has none", u.L.index, e, m.be.Name())
+		}
+		u.account(e, p.Digest, tier, 0)
+		if err := sq.BindSlot(&w.x3, p.Slot, p.ID, p.Digest); err != nil {
+			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+		}
+		u.compute(e, &w.x3)
+		w.q.ReleaseExpert(&w.x3)
+		m.onDevice.Add(1)
+		return nil
+	}
+	ve := p.Host
 	if err := m.checkExpert(u.L.index, e, ve); err != nil {
 		return err
 	}
 	if tier == ledger.TierStorage {
 		m.fetches[u.L.index].Add(1)
-	} else {
-		m.cacheHits.Add(1)
 	}
 	hashed := int64(0)
 	if tier == ledger.TierStorage {
 		hashed = ve.Bytes()
 	}
 	u.account(e, ve.Digest(), tier, hashed)
-	if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
-		return u.host(e, ve)
-	}
-	if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
-		return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+	if p.Slot != nil {
+		// Admitted to the device level: fill the slot on this queue, then
+		// compute from it.
+		sq, ok := w.q.(backend.SlotQueue)
+		if !ok {
+			return fmt.Errorf("engine: layer %d expert %d: the source placed it in a device slot, and the %s backend has none", u.L.index, e, m.be.Name())
+		}
+		if err := sq.FillSlot(p.Slot, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
+			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+		}
+		if err := sq.BindSlot(&w.x3, p.Slot, ve.ID(), ve.Digest()); err != nil {
+			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+		}
+	} else {
+		if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
+			return u.host(e, ve)
+		}
+		if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
+			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+		}
 	}
 	u.compute(e, &w.x3)
 	// The views end here: the source may recycle the copy.

@@ -162,6 +162,11 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 		if to.Pinner, err = slotPinner(be, to.Pinner, opt.PinSlots); err != nil {
 			return nil, err
 		}
+		if pool, ok := be.(backend.SlotPool); ok && to.Slots == nil {
+			// The device level: the backend's expert slots, as many as the
+			// budget leaves after the weights (sized at the first step).
+			to.Slots = pool
+		}
 		if h, err = tier.New(m, to); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/weights"
@@ -116,7 +117,7 @@ func TestScrubAllOfResidentTensorsFails(t *testing.T) {
 // recC records where each consumed expert came from.
 type recC struct{ tiers map[int]ledger.Tier }
 
-func (c *recC) Consume(x int, _ weights.VerifiedExpert, tier ledger.Tier) error {
+func (c *recC) Consume(x int, _ expertstream.Placed, tier ledger.Tier) error {
 	if _, dup := c.tiers[x]; dup {
 		return fmt.Errorf("expert %d consumed twice", x)
 	}

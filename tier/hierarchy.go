@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier/policy"
@@ -55,6 +56,19 @@ type Options struct {
 	// hierarchy (the model's non-expert tensors: engine.Model.Scrub) on
 	// every background pass and ScrubAll, returning the bytes checked.
 	ScrubExtra func() (int64, error)
+
+	// Slots, if set, is the device level (device.go): a backend's expert
+	// slots, as many as the pool has room for at the first Stream (after
+	// the model's weights), at most one per expert and DeviceSlots (0: no
+	// bound). Nil: no device level (every expert is delivered as verified
+	// host bytes).
+	Slots       backend.SlotPool
+	DeviceSlots int
+	// DevicePolicy names the device level's policy ("": Policy's).
+	DevicePolicy string
+	// Exclusive makes the RAM tier and the device level hold different
+	// experts (device.go); the default is inclusive.
+	Exclusive bool
 }
 
 // DefaultReaders is the default number of reads in flight.
@@ -82,8 +96,46 @@ func autoBudgets(opt *Options, n, size, k int) {
 	}
 }
 
-// Stats are cumulative counters of a Hierarchy.
+// Level is one level's counters: the device level (expert slots), the RAM
+// tier, storage.
+//   - Uses: expert uses that looked at this level (every use for the top
+//     level; a level below sees the misses above it).
+//   - Hits: uses it served (storage serves every use it sees).
+//   - BytesRead and BytesHashed: read from storage and hashed (storage;
+//     prefetch reads included).
+//   - BytesCopied: the device level's, the verified bytes delivered to
+//     fill its slots (copied to the device by the consumer).
+//   - Evictions, Capacity and Resident: experts evicted, the slots, and
+//     the experts resident now.
+type Level struct {
+	Uses        int64 `json:"uses"`
+	Hits        int64 `json:"hits"`
+	BytesRead   int64 `json:"bytes_read,omitempty"`
+	BytesHashed int64 `json:"bytes_hashed,omitempty"`
+	BytesCopied int64 `json:"bytes_copied,omitempty"`
+	Evictions   int64 `json:"evictions,omitempty"`
+	Capacity    int   `json:"capacity"`
+	Resident    int   `json:"resident"`
+}
+
+// HitRate is Hits ÷ Uses (0 without uses).
+func (l Level) HitRate() float64 {
+	if l.Uses == 0 {
+		return 0
+	}
+	return float64(l.Hits) / float64(l.Uses)
+}
+
+// Stats are cumulative counters of a Hierarchy. Device, RAM and Storage are
+// the per-level view (Level); the flat counters are the RAM tier's and the
+// reads', as before the device level (Hits, Misses and Streamed count the
+// uses the RAM tier saw: the device level's misses and the uses it had no
+// slot for).
 type Stats struct {
+	Device  Level `json:"device"`
+	RAM     Level `json:"ram"`
+	Storage Level `json:"storage"`
+
 	Hits        int64 `json:"hits"`     // uses served by a resident RAM-tier copy
 	Misses      int64 `json:"misses"`   // reads admitted to the RAM tier
 	Streamed    int64 `json:"streamed"` // reads through staging buffers only
@@ -96,9 +148,9 @@ type Stats struct {
 
 	MaxStagingInUse int   `json:"max_staging_in_use"` // most staging buffers in use at once
 	StagingCap      int   `json:"staging_slots"`
-	RAMResident    int   `json:"ram_resident"`
-	RAMCap         int   `json:"ram_capacity"`
-	MaxMapped      int64 `json:"max_mapped_bytes"` // most arena bytes mapped at once (never above the budgets)
+	RAMResident     int   `json:"ram_resident"`
+	RAMCap          int   `json:"ram_capacity"`
+	MaxMapped       int64 `json:"max_mapped_bytes"` // most arena bytes mapped at once (never above the budgets)
 
 	ScrubPasses   int64 `json:"scrub_passes"`   // full passes (background and ScrubAll)
 	ScrubbedBytes int64 `json:"scrubbed_bytes"` // by passes, Scrub and on-use checks
@@ -135,6 +187,12 @@ type Hierarchy struct {
 	resident  map[int]*entry
 	token     int64 // layer clock: token·Layers + layer
 	lastLayer int
+
+	// the device level (device.go), set up at the first Stream
+	devl    *devLevel
+	devDone bool
+	devErr  error
+	recMax  int64 // the largest expert record (a slot's size)
 
 	poolMu sync.Mutex
 	pool   []*stream // free Stream scratch, never dropped (a sync.Pool is emptied by every GC)
@@ -213,6 +271,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 			}
 			h.refs[h.dims.Index(weights.ExpertID{Layer: l, Expert: e})] = ref
 			h.size = max(h.size, int(ref.ReadLength()))
+			h.recMax = max(h.recMax, ref.Length())
 		}
 	}
 	if h.size == 0 {
@@ -366,7 +425,25 @@ func (h *Hierarchy) Describe() string {
 	if h.opt.Prefetch && h.cache != nil {
 		pf = ", prefetch"
 	}
-	return fmt.Sprintf("experts: %s; %d staging buffers (%s); %d readers, %d hashers, %s%s; scrub %s", ram, st.StagingCap, bytesString(h.opt.StagingBudget), readers, hashers, direct, pf, h.opt.Scrub)
+	dev := ""
+	if h.opt.Slots != nil {
+		pol := h.opt.DevicePolicy
+		if pol == "" {
+			pol = h.opt.Policy
+		}
+		if pol == "" {
+			pol = policy.Default
+		}
+		mode := "inclusive"
+		if h.opt.Exclusive {
+			mode = "exclusive"
+		}
+		dev = fmt.Sprintf("device level over the backend's expert slots (sized at the first step, %s, %s); ", pol, mode)
+		if st.Device.Capacity > 0 {
+			dev = fmt.Sprintf("device level %d slots (%s, %s); ", st.Device.Capacity, pol, mode)
+		}
+	}
+	return fmt.Sprintf("experts: %s%s; %d staging buffers (%s); %d readers, %d hashers, %s%s; scrub %s", dev, ram, st.StagingCap, bytesString(h.opt.StagingBudget), readers, hashers, direct, pf, h.opt.Scrub)
 }
 
 func bytesString(n int64) string {
@@ -398,6 +475,12 @@ func (h *Hierarchy) Close() error {
 	close(h.prefetchQ)
 	h.wg.Wait()
 	h.files.close()
+	h.mu.Lock()
+	if h.devl != nil {
+		h.devl.close()
+		h.devl = nil
+	}
+	h.mu.Unlock()
 	err := h.dev.Close()
 	if h.ram != nil {
 		h.mu.Lock()
@@ -420,7 +503,13 @@ func (h *Hierarchy) Stats() Stats {
 	h.statsMu.Unlock()
 	h.mu.Lock()
 	s.RAMResident = len(h.resident)
+	if h.devl != nil {
+		s.Device.Resident = len(h.devl.entries)
+	}
 	h.mu.Unlock()
+	s.RAM.Uses, s.RAM.Hits, s.RAM.Capacity, s.RAM.Resident, s.RAM.Evictions = s.Hits+s.Misses+s.Streamed, s.Hits, s.RAMCap, s.RAMResident, s.Evictions
+	s.Storage.Uses, s.Storage.Hits = s.Misses+s.Streamed, s.Misses+s.Streamed
+	s.Storage.BytesRead, s.Storage.BytesHashed = s.BytesRead, s.BytesHashed
 	return s
 }
 
@@ -455,7 +544,7 @@ func (h *Hierarchy) getStream() *stream {
 		h.pool = h.pool[:n-1]
 		return st
 	}
-	return &stream{uses: make([]use, 0, h.dims.Experts), reply: make(chan readDone, h.dims.Experts)}
+	return &stream{uses: make([]use, 0, h.dims.Experts), reply: make(chan readDone, h.dims.Experts), at: make([]int, h.dims.Experts)}
 }
 
 func (h *Hierarchy) putStream(st *stream) {
@@ -469,7 +558,16 @@ type use struct {
 	x    int
 	e    *entry // RAM-tier entry, leased (nil: through a staging buffer)
 	ours bool   // this Stream reads it
+	// d is the device-level entry leased (nil: none, the host path):
+	// dhit, it holds the expert; dwait, another Stream is filling it;
+	// dfill, this Stream delivers the bytes to fill it.
+	d                  *devEntry
+	dhit, dwait, dfill bool
 }
+
+// bytes reports whether the use needs the expert's bytes from the RAM
+// tier or storage now.
+func (u *use) bytes() bool { return !u.dhit && !u.dwait }
 
 // stream is one Stream's scratch, pooled.
 type stream struct {
@@ -478,15 +576,20 @@ type stream struct {
 	readyNow []int
 	devX     []int
 	reply    chan readDone
+	at       []int // use index by expert
 }
 
-// Stream implements expertstream.Source. The layer's experts resident in
-// the RAM tier are consumed at once; the others are read by the readers
-// into RAM-tier buffers (when the policy admits them) or staging buffers (no
-// RAM tier, or every resident copy pinned), and consumed as each read
-// completes and verifies. A staging buffer is released as soon as its expert
-// has been consumed, so a step larger than the device budget streams
-// through it. Every lease is released before Stream returns.
+// Stream implements expertstream.Source. With a device level, the layer's
+// experts are leased there first (resident ones first): each one a slot
+// holds is delivered as that filled slot, at once; the others need their
+// bytes. Those resident in the RAM tier are consumed at once; the others
+// are read by the readers into RAM-tier buffers (when the policy admits
+// them) or staging buffers (no RAM tier, every resident copy pinned, or an
+// exclusive device level's RAM miss), and consumed as each read completes
+// and verifies — with the device slot to fill, when the device level
+// admitted the expert. A staging buffer is released as soon as its expert
+// has been consumed, so a step larger than the staging budget streams
+// through it. Every lease is released once the last Consume has returned.
 func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expertstream.Consumer) (err error) {
 	if layer < 0 || layer >= h.dims.Layers {
 		return fmt.Errorf("tier: layer %d of %d", layer, h.dims.Layers)
@@ -499,8 +602,9 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	st := h.getStream()
 	defer h.putStream(st)
 	st.uses = st.uses[:0]
-	for _, x := range experts {
+	for i, x := range experts {
 		st.uses = append(st.uses, use{x: x})
+		st.at[x] = i
 	}
 	uses := st.uses
 
@@ -509,18 +613,52 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		h.mu.Unlock()
 		return f
 	}
+	devl, derr := h.deviceLocked()
+	if derr != nil {
+		h.mu.Unlock()
+		return derr
+	}
 	now := h.tick(layer)
+	release := func() {
+		h.releaseLocked(layer, uses) // first: an exclusive device level then drops unleased RAM copies
+		if devl != nil {
+			devl.releaseLocked(h, layer, uses)
+		}
+	}
+	if devl != nil {
+		// Resident experts first, as the RAM tier below does.
+		for pass := range 2 {
+			for i := range uses {
+				id := weights.ExpertID{Layer: layer, Expert: uses[i].x}
+				if devl.cache.Contains(id) != (pass == 0) {
+					continue
+				}
+				if err := devl.leaseLocked(h, &uses[i], id, now); err != nil {
+					release()
+					h.mu.Unlock()
+					return err
+				}
+			}
+		}
+	}
 	if h.cache != nil {
 		// Resident experts first: admitting a missing one must not evict
 		// one this layer is about to use.
 		for pass := range 2 {
 			for i := range uses {
-				id := weights.ExpertID{Layer: layer, Expert: uses[i].x}
-				if h.cache.Contains(id) != (pass == 0) {
+				if !uses[i].bytes() {
 					continue
 				}
+				id := weights.ExpertID{Layer: layer, Expert: uses[i].x}
+				resident := h.cache.Contains(id)
+				if resident != (pass == 0) {
+					continue
+				}
+				if !resident && uses[i].dfill && devl.exclusive {
+					continue // exclusive: a RAM miss is not admitted
+				}
 				if err := h.leaseLocked(&uses[i], id, now); err != nil {
-					h.releaseLocked(layer, uses)
+					release()
 					h.mu.Unlock()
 					return err
 				}
@@ -531,15 +669,19 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		h.releaseLocked(layer, uses)
+		release()
 		h.mu.Unlock()
 	}()
 	h.noteMapped()
 
-	var hits, misses, streamed int64
+	var hits, misses, streamed, dhits, duses int64
 	pendingOurs := 0
 	for _, u := range uses {
+		if devl != nil {
+			duses++
+		}
 		switch {
+		case !u.bytes():
 		case u.e == nil:
 			streamed++
 		case u.ours:
@@ -550,19 +692,56 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			hits++
 		}
 	}
-	h.count(func(s *Stats) { s.Hits += hits; s.Misses += misses; s.Streamed += streamed })
+	h.count(func(s *Stats) { s.Hits += hits; s.Misses += misses; s.Streamed += streamed; s.Device.Uses += duses })
 
 	var firstErr error
+	// consume delivers expert x from its verified bytes: with the device
+	// slot to fill when the device level admitted it.
 	consume := func(x int, ve weights.VerifiedExpert, tier ledger.Tier) {
-		if firstErr == nil {
-			firstErr = c.Consume(x, ve, tier)
+		if firstErr != nil {
+			return
+		}
+		u := &uses[st.at[x]]
+		p := expertstream.OnHost(ve)
+		if u.dfill {
+			p.Slot = u.d.slot
+		}
+		firstErr = c.Consume(x, p, tier)
+		if u.dfill {
+			h.mu.Lock()
+			u.d.state = ready
+			if firstErr != nil {
+				u.d.state = failed
+			}
+			h.loaded.Broadcast()
+			h.mu.Unlock()
+			if firstErr == nil {
+				n := ve.Bytes()
+				h.count(func(s *Stats) { s.Device.BytesCopied += n })
+			}
+		}
+	}
+	// bind delivers expert x as the slot that holds it.
+	bind := func(u *use) {
+		if firstErr != nil {
+			return
+		}
+		ref := h.refs[u.d.k]
+		firstErr = c.Consume(u.x, expertstream.Placed{ID: ref.ID(), Digest: ref.Digest(), Slot: u.d.slot, Filled: true}, ledger.TierDevice)
+		dhits++
+	}
+	defer func() { h.count(func(s *Stats) { s.Device.Hits += dhits }) }()
+	// Device hits first: nothing to move.
+	for i := range uses {
+		if uses[i].dhit {
+			bind(&uses[i])
 		}
 	}
 	// Resident and loaded ones at once.
 	h.mu.Lock()
 	readyNow := st.readyNow[:0]
 	for i, u := range uses {
-		if u.e != nil && !u.ours && u.e.state == ready {
+		if u.bytes() && u.e != nil && !u.ours && u.e.state == ready {
 			readyNow = append(readyNow, i)
 		}
 	}
@@ -582,9 +761,9 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		}
 		done[i] = true
 	}
-	// Device-slot reads, started now so they overlap with the RAM-tier ones.
+	// Staging reads, started now so they overlap with the RAM-tier ones.
 	for _, u := range uses {
-		if u.e == nil {
+		if u.bytes() && u.e == nil {
 			devX = append(devX, u.x)
 		}
 	}
@@ -621,52 +800,55 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			devNext++
 		}
 	}
-	// Our reads, RAM tier and staging buffers, in completion order; device
-	// reads are started as slots allow.
-	for {
-		startDev()
-		h.noteMapped()
-		if pendingOurs == 0 && devInflight == 0 {
-			if devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
-				continue // startDev waits for a slot another Stream holds
+	// drain runs our reads, RAM tier and staging buffers, in completion
+	// order; staging reads are started as buffers allow.
+	drain := func() {
+		for {
+			startDev()
+			h.noteMapped()
+			if pendingOurs == 0 && devInflight == 0 {
+				if devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
+					continue // startDev waits for a slot another Stream holds
+				}
+				return
 			}
-			break
-		}
-		d := <-st.reply
-		if d.e != nil {
-			pendingOurs--
-			h.mu.Lock()
-			d.e.ve, d.e.err = d.ve, d.err
-			d.e.state, d.e.verifiedAt = ready, time.Now()
-			if d.err != nil {
-				d.e.state = failed
+			d := <-st.reply
+			if d.e != nil {
+				pendingOurs--
+				h.mu.Lock()
+				d.e.ve, d.e.err = d.ve, d.err
+				d.e.state, d.e.verifiedAt = ready, time.Now()
+				if d.err != nil {
+					d.e.state = failed
+				}
+				h.loaded.Broadcast()
+				h.mu.Unlock()
+				if d.err != nil && firstErr == nil {
+					firstErr = d.err
+				}
+				consume(d.x, d.ve, ledger.TierStorage)
+				for i := range uses {
+					if uses[i].e == d.e {
+						done[i] = true
+					}
+				}
+				continue
 			}
-			h.loaded.Broadcast()
-			h.mu.Unlock()
+			devInflight--
 			if d.err != nil && firstErr == nil {
 				firstErr = d.err
 			}
-			consume(d.x, d.ve, ledger.TierStorage)
-			for i := range uses {
-				if uses[i].e == d.e {
-					done[i] = true
-				}
+			if firstErr == nil && ctx.Err() == nil {
+				consume(d.x, d.ve, ledger.TierStorage)
 			}
-			continue
+			d.buf.Release()
+			<-h.slots
 		}
-		devInflight--
-		if d.err != nil && firstErr == nil {
-			firstErr = d.err
-		}
-		if firstErr == nil && ctx.Err() == nil {
-			consume(d.x, d.ve, ledger.TierStorage)
-		}
-		d.buf.Release()
-		<-h.slots
 	}
+	drain()
 	// Copies other Streams are reading.
 	for i, u := range uses {
-		if u.e == nil || done[i] {
+		if !u.bytes() || u.e == nil || done[i] {
 			continue
 		}
 		h.mu.Lock()
@@ -680,6 +862,33 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		}
 		consume(u.x, ve, ledger.TierRAM)
 	}
+	// Slots other Streams are filling: bound once filled, else (their
+	// fill failed, or a check emptied the slot) read through a staging
+	// buffer, for this use only.
+	for i := range uses {
+		u := &uses[i]
+		if !u.dwait || firstErr != nil {
+			continue
+		}
+		h.mu.Lock()
+		for u.d.state == loading {
+			h.loaded.Wait()
+		}
+		ok := u.d.state == ready && devl.pool.SlotHolds(u.d.slot, h.refs[u.d.k].Digest())
+		h.mu.Unlock()
+		if ok {
+			bind(u)
+			continue
+		}
+		h.mu.Lock()
+		devl.cache.Release(weights.ExpertID{Layer: layer, Expert: u.x})
+		u.d, u.dwait = nil, false
+		h.mu.Unlock()
+		devX = append(devX, u.x)
+		h.count(func(s *Stats) { s.Streamed++ })
+	}
+	st.devX = devX
+	drain()
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}

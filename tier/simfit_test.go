@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier/policy"
 	"github.com/tarfa-ai/tarfa/tier/sim"
@@ -19,7 +20,7 @@ type countConsumer struct {
 	n, k int
 }
 
-func (c *countConsumer) Consume(int, weights.VerifiedExpert, ledger.Tier) error {
+func (c *countConsumer) Consume(int, expertstream.Placed, ledger.Tier) error {
 	if c.n++; c.n == c.k {
 		c.h.quiesce()
 	}

@@ -5,9 +5,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
-	"github.com/tarfa-ai/tarfa/weights"
 )
 
 type countC struct {
@@ -15,7 +15,7 @@ type countC struct {
 	n  map[int]int
 }
 
-func (c *countC) Consume(e int, ve weights.VerifiedExpert, tier ledger.Tier) error {
+func (c *countC) Consume(e int, _ expertstream.Placed, tier ledger.Tier) error {
 	c.mu.Lock()
 	c.n[e]++
 	c.mu.Unlock()
@@ -64,4 +64,4 @@ func TestConcurrentStreamsConsumeEachExpertOnce(t *testing.T) {
 
 type nopC struct{}
 
-func (nopC) Consume(int, weights.VerifiedExpert, ledger.Tier) error { return nil }
+func (nopC) Consume(int, expertstream.Placed, ledger.Tier) error { return nil }

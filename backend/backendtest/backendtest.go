@@ -27,6 +27,9 @@ type Options struct {
 	// Short runs fewer and smaller cases (for slow backends, such as an
 	// emulated device).
 	Short bool
+	// Slots requires the backend to be a backend.SlotPool with room for
+	// the two slots the Experts case fills and binds.
+	Slots bool
 }
 
 // Run checks every operation of be against the CPU reference.
@@ -718,9 +721,29 @@ func (s *suite) signedZeros() {
 	}
 }
 
-// experts computes routed experts through LoadExpert (and CachedExpert,
-// where the backend keeps copies) against the reference's views.
+// experts computes routed experts through LoadExpert, and, on a backend
+// that is a backend.SlotPool, through slots (FillSlot, then BindSlot on the
+// same and on another queue, rounds later), against the reference's views.
 func (s *suite) experts() {
+	pool, _ := s.be.(backend.SlotPool)
+	var slots []backend.Slot
+	expertBytes := int64(2 * 3 * expertI * expertH)
+	if pool != nil && pool.SlotCapacity(expertBytes) >= 2 {
+		for range 2 {
+			sl, err := pool.AllocSlot(expertBytes)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			slots = append(slots, sl)
+		}
+		defer func() {
+			for _, sl := range slots {
+				pool.FreeSlot(sl)
+			}
+		}()
+	}
+	// held[i] is the expert slot i holds (−1: none).
+	held := []int{-1, -1}
 	for round := range 3 {
 		for e := range expertN {
 			ve, err := s.ck.Expert(0, e)
@@ -733,11 +756,38 @@ func (s *suite) experts() {
 			gu, uu, y := s.zeros(n*expertI), s.zeros(n*expertI), s.zeros(n*expertH)
 			var gx, wx backend.Expert
 			q := s.queue()
-			cached := q.CachedExpert(&gx, id, ve.Digest())
-			if !cached {
-				if err := q.LoadExpert(&gx, id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
+			how := "loaded"
+			if len(slots) > 0 && e < 2*len(slots) {
+				// Experts 0..3 share the two slots: e and e+2 take turns in
+				// slot e%2, so a slot is refilled with another expert.
+				i := e % 2
+				sq := q.(backend.SlotQueue)
+				if held[i] != e || round == 2 {
+					if err := sq.FillSlot(slots[i], id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
+						s.t.Fatal(err)
+					}
+					held[i] = e
+					how = "filled"
+				} else {
+					how = "bound again"
+					if !pool.SlotHolds(slots[i], ve.Digest()) {
+						s.t.Fatalf("slot %d does not hold expert %d, filled the round before", i, e)
+					}
+				}
+				if err := sq.BindSlot(&gx, slots[i], id, ve.Digest()); err != nil {
 					s.t.Fatal(err)
 				}
+				other, _ := s.ck.Expert(0, (e+2)%expertN)
+				if pool.SlotHolds(slots[i], other.Digest()) {
+					s.t.Errorf("slot %d holds expert %d and claims expert %d", i, e, (e+2)%expertN)
+				}
+				var bad backend.Expert
+				if err := sq.BindSlot(&bad, slots[i], other.ID(), other.Digest()); err == nil {
+					s.t.Errorf("slot %d holds expert %d and bound as expert %d", i, e, (e+2)%expertN)
+					q.ReleaseExpert(&bad)
+				}
+			} else if err := q.LoadExpert(&gx, id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
+				s.t.Fatal(err)
 			}
 			for _, p := range []struct {
 				q backend.Queue
@@ -758,8 +808,11 @@ func (s *suite) experts() {
 					s.t.Fatal(err)
 				}
 			}
-			s.same(fmt.Sprintf("expert %d (round %d, cached %v)", e, round, cached), y)
+			s.same(fmt.Sprintf("expert %d (round %d, %s)", e, round, how), y)
 		}
+	}
+	if len(slots) == 0 && pool != nil && s.o.Slots {
+		s.t.Errorf("the backend is a SlotPool with room for %d slots: want at least 2 for the suite", pool.SlotCapacity(expertBytes))
 	}
 }
 

@@ -2,9 +2,12 @@ package backendtest
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/zeebo/blake3"
 
 	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/backend/cpu"
@@ -18,26 +21,43 @@ import (
 //     Bufs given to the host) is an error;
 //   - its queues run nothing until Sync, so a host slice read after the
 //     call that was to copy it, or written before Sync, shows;
-//   - it keeps up to slots routed experts resident, keyed by digest, as its
-//     own copies of the bytes (CachedExpert), so a caller that trusts a
-//     copy by anything but its digest, or recycles bytes LoadExpert is
-//     still reading, computes wrong bits.
+//   - it is a backend.SlotPool of up to slots slots, each holding its own
+//     copy of an expert's bytes, so a caller that binds a slot for an
+//     expert it does not hold, fills a slot a queue still binds, or
+//     recycles bytes LoadExpert is still reading, computes wrong bits or
+//     fails.
 func NewDevice(threads, slots int) backend.Backend {
-	return &device{c: cpu.New(threads), slots: slots, resident: map[jnf.Digest]*devExpert{}}
+	return NewDeviceWith(DeviceOptions{Threads: threads, Slots: slots})
+}
+
+// DeviceOptions configures NewDeviceWith.
+type DeviceOptions struct {
+	Threads, Slots int
+	// VerifyCopies hashes every copy of an expert (LoadExpert, FillSlot)
+	// at the queue's next Sync against its digest, as the CUDA backend's
+	// device check does: a copy that differs fails the Sync naming the
+	// expert (jnf.ErrVerification) and empties its slot.
+	VerifyCopies bool
+}
+
+// NewDeviceWith is NewDevice with options.
+func NewDeviceWith(o DeviceOptions) backend.Backend {
+	return &device{c: cpu.New(o.Threads), o: o, corrupt: map[jnf.Digest]bool{}}
 }
 
 type device struct {
-	c     *cpu.CPU
-	slots int
+	c *cpu.CPU
+	o DeviceOptions
 
-	mu       sync.Mutex
-	resident map[jnf.Digest]*devExpert
-	order    []jnf.Digest // FIFO of resident digests
+	mu      sync.Mutex
+	slots   []*devSlot          // allocated
+	corrupt map[jnf.Digest]bool // copies of these digests get a byte flipped (CorruptCopies)
 
 	// counters (Counters): the bytes each operation copies across, counted
 	// when it is enqueued
 	h2d, h2dCopies, expertH2D, d2h, upload atomic.Int64
 	loaded, cached, direct                 atomic.Int64
+	verified, failures, scrubbed           atomic.Int64
 
 	pinMu  sync.Mutex
 	pinned map[uintptr]int // base address → length of memory Pin pinned
@@ -101,7 +121,8 @@ func Pinned(be backend.Backend) int {
 // and Route's expert ids as device-to-host. It measures no time.
 func (d *device) Counters() backend.Counters {
 	return backend.Counters{H2DBytes: d.h2d.Load(), H2DCopies: d.h2dCopies.Load(), ExpertH2DBytes: d.expertH2D.Load(),
-		D2HBytes: d.d2h.Load(), ExpertsLoaded: d.loaded.Load(), ExpertsDirect: d.direct.Load(), ExpertsCached: d.cached.Load(), UploadBytes: d.upload.Load()}
+		D2HBytes: d.d2h.Load(), ExpertsLoaded: d.loaded.Load(), ExpertsDirect: d.direct.Load(), ExpertsCached: d.cached.Load(), UploadBytes: d.upload.Load(),
+		DeviceVerified: d.verified.Load(), DeviceVerifyFailures: d.failures.Load(), DeviceScrubbedBytes: d.scrubbed.Load()}
 }
 
 // toDevice counts a host-to-device copy of n bytes.
@@ -150,7 +171,9 @@ func (d *device) Drop(w *backend.Weight) { *w = backend.Weight{} }
 var _ backend.Meter = (*device)(nil)
 
 func (d *device) Residency() backend.Residency {
-	return backend.Residency{Device: "fake device", ExpertSlots: d.slots}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return backend.Residency{Device: "fake device", ExpertSlots: len(d.slots), VerifyCopies: d.o.VerifyCopies}
 }
 
 func (d *device) NewQueue() (backend.Queue, error) {
@@ -159,10 +182,13 @@ func (d *device) NewQueue() (backend.Queue, error) {
 
 // devQueue records operations and runs them on the CPU at Sync.
 type devQueue struct {
-	d   *device
-	h   *cpu.Queue
-	ops []func()
-	err error
+	d      *device
+	h      *cpu.Queue
+	ops    []func()
+	err    error
+	checks []check  // copies to verify at Sync (VerifyCopies)
+	filled *devSlot // the slot the last FillSlot filled
+	binds  []*devSlot
 }
 
 func (q *devQueue) fail(format string, a ...any) {
@@ -199,6 +225,16 @@ func (q *devQueue) do(f func()) { q.ops = append(q.ops, f) }
 func (q *devQueue) Sync() error {
 	ops := q.ops
 	q.ops = nil
+	checks := q.checks
+	q.checks = nil
+	if q.err != nil {
+		return q.err
+	}
+	for _, c := range checks {
+		if err := q.d.check(c); err != nil && q.err == nil {
+			q.err = err
+		}
+	}
 	if q.err != nil {
 		return q.err
 	}
@@ -331,12 +367,26 @@ func (q *devQueue) GateAdd(y, x, g backend.Buf, T, n int) {
 }
 
 // LoadExpert copies the expert's bytes (they may be recycled once it
-// returns) and keeps the copy resident, evicting the oldest beyond the
-// device's slots.
+// returns) for this use only: the device keeps nothing beyond
+// ReleaseExpert (residency is the SlotPool's slots').
 func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+	de, err := q.copyIn(id, digest, gate, up, down, I, H)
+	if err != nil {
+		return err
+	}
+	if q.d.o.VerifyCopies {
+		q.checks = append(q.checks, check{de: de, id: id, want: digest})
+	}
+	fill(x, id, digest, de)
+	return nil
+}
+
+// copyIn makes the device's copy of an expert's bytes, counting it (and
+// flipping a byte of it for CorruptCopies).
+func (q *devQueue) copyIn(id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) (*devExpert, error) {
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
-		return err
+		return nil, err
 	}
 	de := &devExpert{gate: copyMat(v.Gate.Host), up: copyMat(v.Up.Host), down: copyMat(v.Down.Host)}
 	d := q.d
@@ -347,20 +397,252 @@ func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf
 	if d.isPinned(gate.Data()) && d.isPinned(up.Data()) && d.isPinned(down.Data()) {
 		d.direct.Add(1)
 	}
-	if d.slots > 0 {
+	d.mu.Lock()
+	bad := d.corrupt[digest]
+	d.mu.Unlock()
+	if bad {
+		flipByte(de)
+	}
+	return de, nil
+}
+
+// flipByte changes one bit of a copy (a fault between the host's check
+// and the device).
+func flipByte(de *devExpert) {
+	if len(de.down.BF16) > 0 {
+		de.down.BF16[len(de.down.BF16)/2] ^= 0x10
+	} else if len(de.down.F32) > 0 {
+		de.down.F32[len(de.down.F32)/2] = math.Float32frombits(math.Float32bits(de.down.F32[len(de.down.F32)/2]) ^ 0x10)
+	}
+}
+
+// sum is the BLAKE3 of a copy's three matrices as stored (the record's
+// bytes: gate, up, down).
+func (de *devExpert) sum() (jnf.Digest, int64) {
+	h := blake3.New()
+	var n int64
+	for _, m := range []*backend.Mat{&de.gate, &de.up, &de.down} {
+		var b []byte
+		if m.F32 != nil {
+			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.F32))), 4*len(m.F32))
+		} else {
+			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.BF16))), 2*len(m.BF16))
+		}
+		h.Write(b)
+		n += int64(len(b))
+	}
+	var dg jnf.Digest
+	dg.Alg = jnf.BLAKE3
+	copy(dg.Sum[:], h.Sum(nil))
+	return dg, n
+}
+
+// check is a copy to verify at Sync.
+type check struct {
+	de   *devExpert
+	sl   *devSlot // nil: a LoadExpert copy
+	id   weights.ExpertID
+	want jnf.Digest
+}
+
+// check verifies one copy: one that differs empties its slot and is an
+// error naming the expert.
+func (d *device) check(c check) error {
+	got, _ := c.de.sum()
+	d.verified.Add(1)
+	if got == c.want {
+		return nil
+	}
+	d.failures.Add(1)
+	err := fmt.Errorf("fake device: %v: the device's copy has %s, want %s: %w", c.id, got, c.want, jnf.ErrVerification)
+	if c.sl != nil {
 		d.mu.Lock()
-		if _, ok := d.resident[digest]; !ok {
-			if len(d.order) >= d.slots {
-				delete(d.resident, d.order[0])
-				d.order = d.order[1:]
-			}
-			d.resident[digest] = de
-			d.order = append(d.order, digest)
+		if c.sl.de == c.de {
+			c.sl.digest, c.sl.bad = jnf.Digest{}, err
 		}
 		d.mu.Unlock()
 	}
-	fill(x, id, digest, de)
+	return err
+}
+
+// CorruptCopies makes every later copy of the expert with this digest into
+// the simulated device's memory differ from its bytes by one bit (be from
+// NewDevice): the fault the device check (VerifyCopies) must find.
+func CorruptCopies(be backend.Backend, digest jnf.Digest, on bool) {
+	d := be.(*device)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if on {
+		d.corrupt[digest] = true
+	} else {
+		delete(d.corrupt, digest)
+	}
+}
+
+// FlipResident flips a bit of the copy a slot holds of the expert with this
+// digest (a fault in device memory after the copy was checked, for
+// ScrubDevice to find), reporting whether a slot held one.
+func FlipResident(be backend.Backend, digest jnf.Digest) bool {
+	d := be.(*device)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sl := range d.slots {
+		if sl.digest == digest && !digest.IsZero() {
+			flipByte(sl.de)
+			return true
+		}
+	}
+	return false
+}
+
+// devSlot is one slot of the simulated device: its own copy, made afresh
+// by each fill.
+type devSlot struct {
+	d      *device
+	bytes  int64
+	id     weights.ExpertID
+	digest jnf.Digest // zero: holds nothing
+	de     *devExpert
+	bad    error // the last check of its copy failed
+	users  int   // BindSlot uses not yet released
+}
+
+func (s *devSlot) Bytes() int64 { return s.bytes }
+
+var _ backend.SlotPool = (*device)(nil)
+var _ backend.SlotQueue = (*devQueue)(nil)
+var _ backend.DeviceScrubber = (*device)(nil)
+
+func (d *device) SlotCapacity(n int64) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n <= 0 {
+		return 0
+	}
+	return max(d.o.Slots-len(d.slots), 0)
+}
+
+func (d *device) AllocSlot(n int64) (backend.Slot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.slots) >= d.o.Slots {
+		return nil, fmt.Errorf("fake device: all %d slots are allocated", d.o.Slots)
+	}
+	sl := &devSlot{d: d, bytes: n}
+	d.slots = append(d.slots, sl)
+	return sl, nil
+}
+
+func (d *device) FreeSlot(s backend.Slot) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, sl := range d.slots {
+		if sl == s {
+			d.slots = append(d.slots[:i], d.slots[i+1:]...)
+			sl.d, sl.digest, sl.de = nil, jnf.Digest{}, nil
+			return
+		}
+	}
+}
+
+func (d *device) SlotHolds(s backend.Slot, digest jnf.Digest) bool {
+	sl, ok := s.(*devSlot)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return ok && sl.d == d && !digest.IsZero() && sl.digest == digest
+}
+
+func (q *devQueue) slot(op string, s backend.Slot) (*devSlot, error) {
+	sl, ok := s.(*devSlot)
+	if !ok || sl == nil || sl.d != q.d {
+		return nil, fmt.Errorf("fake device: %s: %T is not a slot of this device", op, s)
+	}
+	return sl, nil
+}
+
+// FillSlot copies the expert into s; filling a slot that a queue still
+// binds (no ReleaseExpert yet) is an error, as its reads would see the new
+// bytes on a real device.
+func (q *devQueue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+	sl, err := q.slot("FillSlot", s)
+	if err != nil {
+		return err
+	}
+	de, err := q.copyIn(id, digest, gate, up, down, I, H)
+	if err != nil {
+		return err
+	}
+	d := q.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sl.users > 0 {
+		return fmt.Errorf("fake device: FillSlot of %v into a slot %d uses still bind (holding %v)", id, sl.users, sl.id)
+	}
+	sl.id, sl.digest, sl.de, sl.bad = id, digest, de, nil
+	if d.o.VerifyCopies {
+		q.checks = append(q.checks, check{de: de, sl: sl, id: id, want: digest})
+	}
+	q.filled = sl
 	return nil
+}
+
+// BindSlot makes x use s's copy.
+func (q *devQueue) BindSlot(x *backend.Expert, s backend.Slot, id weights.ExpertID, digest jnf.Digest) error {
+	sl, err := q.slot("BindSlot", s)
+	if err != nil {
+		return err
+	}
+	d := q.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sl.digest.IsZero() || sl.digest != digest || sl.id != id {
+		if sl.bad != nil {
+			return fmt.Errorf("fake device: BindSlot of %v: the slot's copy failed its check: %w", id, sl.bad)
+		}
+		return fmt.Errorf("fake device: BindSlot of %v (%s): the slot holds %v (%s)", id, digest, sl.id, sl.digest)
+	}
+	sl.users++
+	fill(x, id, digest, sl.de)
+	x.Slot = sl
+	if q.filled == sl {
+		q.filled = nil
+	} else {
+		d.cached.Add(1)
+	}
+	return nil
+}
+
+// ScrubDevice re-hashes every filled slot's copy.
+func (d *device) ScrubDevice() (int64, error) {
+	d.mu.Lock()
+	slots := append([]*devSlot(nil), d.slots...)
+	d.mu.Unlock()
+	var n int64
+	var first error
+	for _, sl := range slots {
+		d.mu.Lock()
+		de, id, want := sl.de, sl.id, sl.digest
+		d.mu.Unlock()
+		if want.IsZero() {
+			continue
+		}
+		got, k := de.sum()
+		n += k
+		if got != want {
+			err := fmt.Errorf("fake device: %v: a scrub found the slot's copy has %s, want %s: %w", id, got, want, jnf.ErrVerification)
+			d.mu.Lock()
+			if sl.de == de {
+				sl.digest, sl.bad = jnf.Digest{}, err
+			}
+			d.mu.Unlock()
+			d.failures.Add(1)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	d.scrubbed.Add(n)
+	return n, first
 }
 
 func copyMat(m backend.Mat) backend.Mat {
@@ -385,16 +667,12 @@ func fill(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, de *devExpe
 	}
 }
 
-func (q *devQueue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest) bool {
-	d := q.d
-	d.mu.Lock()
-	de, ok := d.resident[digest]
-	d.mu.Unlock()
-	if ok {
-		fill(x, id, digest, de)
-		d.cached.Add(1)
+// ReleaseExpert ends x's use (of its slot, if bound).
+func (q *devQueue) ReleaseExpert(x *backend.Expert) {
+	if sl, ok := x.Slot.(*devSlot); ok {
+		q.d.mu.Lock()
+		sl.users--
+		q.d.mu.Unlock()
 	}
-	return ok
+	*x = backend.Expert{}
 }
-
-func (q *devQueue) ReleaseExpert(x *backend.Expert) { *x = backend.Expert{} }

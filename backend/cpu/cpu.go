@@ -25,7 +25,9 @@ type CPU struct {
 	threads int
 	minWork int
 	tasks   chan *task   // to the threads−1 workers; nil when threads == 1
-	loaded  atomic.Int64 // LoadExpert calls (Counters)
+	loaded  atomic.Int64 // LoadExpert and FillSlot calls (Counters)
+	cached  atomic.Int64 // BindSlot calls (Counters)
+	slotState
 }
 
 var _ backend.Backend = (*CPU)(nil)

@@ -59,15 +59,19 @@ func (c *CPU) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, c
 // Drop forgets w's view.
 func (c *CPU) Drop(w *backend.Weight) { *w = backend.Weight{} }
 
-// Residency: everything is on the host.
+// Residency: everything is on the host (the slots of SetSlots included).
 func (c *CPU) Residency() backend.Residency {
-	return backend.Residency{Device: fmt.Sprintf("host (%d threads)", c.threads)}
+	c.slotMu.Lock()
+	n := c.allocated
+	c.slotMu.Unlock()
+	return backend.Residency{Device: fmt.Sprintf("host (%d threads)", c.threads), ExpertSlots: n}
 }
 
-// Counters reports the experts LoadExpert took (viewed in place); the CPU
-// copies nothing to a device and keeps no copies of its own.
+// Counters reports the experts LoadExpert took (viewed in place) and
+// FillSlot copied, and the BindSlot uses of slots (SetSlots); the CPU copies
+// nothing to a device.
 func (c *CPU) Counters() backend.Counters {
-	return backend.Counters{ExpertsLoaded: c.loaded.Load()}
+	return backend.Counters{ExpertsLoaded: c.loaded.Load(), ExpertsCached: c.cached.Load()}
 }
 
 var _ backend.Meter = (*CPU)(nil)
@@ -82,8 +86,9 @@ func (c *CPU) NewQueue() (backend.Queue, error) { return &Queue{c: c}, nil }
 // goroutine (and the backend's workers) before the call returns, so host
 // outputs are ready at once and Sync only reports the first error.
 type Queue struct {
-	c   *CPU
-	err error
+	c      *CPU
+	err    error
+	filled *hostSlot // the slot the last FillSlot filled (Counters.ExpertsCached)
 }
 
 var _ backend.Queue = (*Queue)(nil)
@@ -428,9 +433,6 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 func (c *CPU) Wrap(f []float32) backend.Buf { return Wrap(f) }
 
 var _ backend.Host = (*CPU)(nil)
-
-// CachedExpert: the CPU keeps no copies of its own (the tiers above do).
-func (q *Queue) CachedExpert(*backend.Expert, weights.ExpertID, jnf.Digest) bool { return false }
 
 // ReleaseExpert drops x's views: the source may recycle the bytes.
 func (q *Queue) ReleaseExpert(x *backend.Expert) { *x = backend.Expert{} }

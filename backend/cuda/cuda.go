@@ -20,13 +20,12 @@ import (
 // Built reports whether this binary has the CUDA backend.
 const Built = true
 
-// maxSlots bounds the routed experts kept resident (the bookkeeping is
-// linear in it).
+// maxSlots bounds the expert slots of the pool (SlotPool).
 const maxSlots = 1 << 14
 
 // Backend is the CUDA backend: one device, its primary context, the
-// kernels' module, the resident weights (keyed by digest) and the routed
-// experts kept in device memory. Weights that the budget leaves on the host
+// kernels' module, the resident weights (keyed by digest) and the pool of
+// expert slots (SlotPool), whose contents the expert hierarchy decides. Weights that the budget leaves on the host
 // are computed there by the CPU reference (the same bits). It is safe for
 // concurrent use.
 type Backend struct {
@@ -47,7 +46,8 @@ type Backend struct {
 	mu       sync.Mutex
 	weights  map[backend.Key]*devWeight
 	hostOnly map[backend.Key]*hostWeight
-	slots    slotCache
+	pool     []*slot // the slots AllocSlot made
+	slotSize int64   // the largest of them
 	closed   bool
 
 	meter meter
@@ -55,6 +55,7 @@ type Backend struct {
 }
 
 var _ backend.Backend = (*Backend)(nil)
+var _ backend.SlotPool = (*Backend)(nil)
 
 // devWeight is a weight matrix in device memory.
 type devWeight struct {
@@ -478,7 +479,7 @@ func (b *Backend) Residency() backend.Residency {
 		r.HostResident = append(r.HostResident, hw.name)
 	}
 	slices.Sort(r.HostResident)
-	r.ExpertSlots, r.ExpertSlotBytes = b.slots.cap, b.slots.slotBytes
+	r.ExpertSlots, r.ExpertSlotBytes = len(b.pool), b.slotSize
 	return r
 }
 
@@ -504,10 +505,10 @@ func (b *Backend) Close() error {
 		return err
 	}
 	defer b.leave()
-	for _, sl := range b.slots.order {
+	for _, sl := range b.pool {
 		sl.destroy()
 	}
-	b.slots = slotCache{}
+	b.pool = nil
 	for k, dw := range b.weights {
 		cu.MemFree(dw.ptr)
 		delete(b.weights, k)
@@ -523,25 +524,32 @@ func (b *Backend) Close() error {
 
 // ---- routed-expert slots ----
 
-// slot is device memory holding one routed expert's three matrices.
+// slot is device memory holding one routed expert's three matrices: one of
+// the pool's (AllocSlot; the expert hierarchy decides what it holds) or one
+// of a queue's two transient slots (LoadExpert).
 type slot struct {
-	ptr      cu.DevicePtr
-	bytes    int64
-	digest   jnf.Digest
-	resident bool // in the backend's cache (else a queue's transient slot)
-	parts    [3]devWeight
-	ready    cu.Event // recorded after the copy that filled it
-	id       weights.ExpertID
+	ptr    cu.DevicePtr
+	bytes  int64
+	b      *Backend
+	pool   bool       // AllocSlot's (else a queue's transient slot)
+	digest jnf.Digest // what it holds (zero: nothing, or a failed check)
+	bad    *CopyError // the check that emptied it, if one did
+	parts  [3]devWeight
+	ready  cu.Event // recorded after the copy that filled it
+	id     weights.ExpertID
 	// hashed is recorded after the device hash of the copy that filled it
 	// (Options.VerifyCopies), once hashedSet: the next copy into the slot
 	// waits for it.
 	hashed    cu.Event
 	hashedSet bool
 	users     int
-	// free holds, per queue that used the slot, an event recorded after its
-	// last use: a copy into the slot first waits for all of them.
+	// free holds, per queue that used the slot (a bind, or a scrub's
+	// hash), an event recorded after its last use: a copy into the slot
+	// first waits for all of them.
 	free map[*Queue]cu.Event
 }
+
+func (sl *slot) Bytes() int64 { return sl.bytes }
 
 func newSlot(b *Backend, n int64) (*slot, error) {
 	p, err := b.devAlloc(n, b.o.Reserve)
@@ -559,7 +567,7 @@ func newSlot(b *Backend, n int64) (*slot, error) {
 		cu.MemFree(p)
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	return &slot{ptr: p, bytes: n, ready: ev, hashed: hv, free: map[*Queue]cu.Event{}}, nil
+	return &slot{ptr: p, bytes: n, b: b, ready: ev, hashed: hv, free: map[*Queue]cu.Event{}}, nil
 }
 
 func (sl *slot) destroy() {
@@ -572,57 +580,94 @@ func (sl *slot) destroy() {
 	cu.MemFree(sl.ptr)
 }
 
-// slotCache is the backend's resident experts, oldest first, keyed by the
-// digest of their verified record.
-type slotCache struct {
-	sized     bool
-	cap       int
-	slotBytes int64
-	byDigest  map[jnf.Digest]*slot
-	order     []*slot
+// slotBytes is the size of a slot for an expert of n bytes: layout pads
+// each of its three matrices to 256 bytes.
+func slotBytes(n int64) int64 { return (n+255)&^255 + 3*256 }
+
+// SlotCapacity is how many more slots for experts of n bytes the budget
+// leaves room for after what is in use and the reserve for sessions,
+// bounded by Options.ExpertSlots (< 0: none).
+func (b *Backend) SlotCapacity(n int64) int {
+	if n <= 0 || b.o.ExpertSlots < 0 {
+		return 0
+	}
+	if err := b.enter(); err != nil {
+		return 0
+	}
+	defer b.leave()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := 0
+	if avail := b.budget() - b.inUse() - b.o.Reserve; avail > 0 {
+		c = int(min(avail/slotBytes(n), int64(maxSlots-len(b.pool))))
+	}
+	if b.o.ExpertSlots > 0 {
+		c = min(c, b.o.ExpertSlots-len(b.pool))
+	}
+	return max(c, 0)
 }
 
-// take returns a resident slot of at least n bytes for digest, new or the
-// oldest one no queue is using, or nil (b.mu held, context current).
-func (b *Backend) takeSlot(digest jnf.Digest, n int64) *slot {
-	c := &b.slots
-	if !c.sized {
-		c.sized = true
-		c.slotBytes = n
-		c.byDigest = map[jnf.Digest]*slot{}
-		if avail := b.budget() - b.inUse() - b.o.Reserve; avail > 0 {
-			c.cap = int(min(avail/n, maxSlots))
-		}
-		if b.o.ExpertSlots < 0 {
-			c.cap = 0
-		} else if b.o.ExpertSlots > 0 {
-			c.cap = min(c.cap, b.o.ExpertSlots)
-		}
+// AllocSlot allocates a slot of the pool for an expert of up to n bytes
+// within the budget (less the reserve).
+func (b *Backend) AllocSlot(n int64) (backend.Slot, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cuda: a slot for %d bytes", n)
 	}
-	if n > c.slotBytes || c.cap == 0 {
-		return nil
+	if err := b.enter(); err != nil {
+		return nil, err
 	}
-	var sl *slot
-	if len(c.order) < c.cap {
-		s, err := newSlot(b, c.slotBytes)
-		if err != nil {
-			c.cap = len(c.order) // the budget is reached: keep what there is
-		} else {
-			sl = s
-			sl.resident = true
-		}
+	defer b.leave()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pool) >= maxSlots || (b.o.ExpertSlots != 0 && len(b.pool) >= max(b.o.ExpertSlots, 0)) {
+		return nil, fmt.Errorf("cuda: %d expert slots allocated: the most Options.ExpertSlots allows", len(b.pool))
 	}
-	if sl == nil {
-		i := slices.IndexFunc(c.order, func(s *slot) bool { return s.users == 0 })
-		if i < 0 {
-			return nil
-		}
-		sl = c.order[i]
-		c.order = slices.Delete(c.order, i, i+1)
-		delete(c.byDigest, sl.digest)
+	sl, err := newSlot(b, slotBytes(n))
+	if err != nil {
+		return nil, err
 	}
-	sl.digest = digest
-	c.byDigest[digest] = sl
-	c.order = append(c.order, sl)
-	return sl
+	sl.pool = true
+	b.pool = append(b.pool, sl)
+	b.slotSize = max(b.slotSize, sl.bytes)
+	return sl, nil
+}
+
+// FreeSlot waits for every queue's last use of s and frees it.
+func (b *Backend) FreeSlot(s backend.Slot) {
+	sl, ok := s.(*slot)
+	if !ok || sl.b != b || !sl.pool {
+		return
+	}
+	if b.enter() != nil {
+		return
+	}
+	defer b.leave()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.pool, sl)
+	if i < 0 {
+		return
+	}
+	b.pool = slices.Delete(b.pool, i, i+1)
+	for _, ev := range sl.free {
+		ev.Synchronize()
+	}
+	if sl.hashedSet {
+		sl.hashed.Synchronize()
+	}
+	sl.ready.Synchronize()
+	sl.destroy()
+	sl.digest = jnf.Digest{}
+}
+
+// SlotHolds reports whether s holds the copy of digest (filled with it, and
+// not emptied by a failed check).
+func (b *Backend) SlotHolds(s backend.Slot, digest jnf.Digest) bool {
+	sl, ok := s.(*slot)
+	if !ok || sl.b != b || digest.IsZero() {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return sl.digest == digest
 }

@@ -44,10 +44,13 @@ func open(t *testing.T, o Options) backend.Backend {
 func TestCUDA(t *testing.T) {
 	be := open(t, Options{})
 	t.Logf("%+v", be.Residency())
-	backendtest.Run(t, be, backendtest.Options{})
+	if n := be.(backend.SlotPool).SlotCapacity(3 * 24 * 40 * 2); n < 2 {
+		t.Fatalf("whole device: room for %d expert slots", n)
+	}
+	backendtest.Run(t, be, backendtest.Options{Slots: true})
 	r := be.Residency()
-	if r.HostWeightCount != 0 || r.ExpertSlots == 0 {
-		t.Errorf("whole device: %d weights on the host, %d expert slots; want none and some", r.HostWeightCount, r.ExpertSlots)
+	if r.HostWeightCount != 0 || r.ExpertSlots != 0 {
+		t.Errorf("whole device: %d weights on the host, %d expert slots left allocated; want none and none (the suite frees its slots)", r.HostWeightCount, r.ExpertSlots)
 	}
 }
 
@@ -187,16 +190,33 @@ const testConfig = `{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3
 "rms_norm_eps":1e-06,"rope_theta":10000.0,"norm_topk_prob":true,"decoder_sparse_step":1,
 "mlp_only_layers":[],"tie_word_embeddings":false,"max_position_embeddings":512}`
 
-// TestCUDAFewSlots: fewer resident expert slots than the suite's experts
-// (evictions, streamed experts in transient slots), and none at all.
+// TestCUDAFewSlots: Options.ExpertSlots bounds the pool (2: the suite's
+// two slots, refilled with other experts; -1: none, every expert through
+// the transient slots), and AllocSlot refuses a slot beyond it.
 func TestCUDAFewSlots(t *testing.T) {
 	for _, n := range []int{2, -1} {
 		be := open(t, Options{ExpertSlots: n})
-		backendtest.Run(t, be, backendtest.Options{Short: true})
-		r := be.Residency()
-		t.Logf("%+v", r)
-		if want := max(n, 0); r.ExpertSlots != want {
-			t.Errorf("ExpertSlots %d: %d slots, want %d", n, r.ExpertSlots, want)
+		pool := be.(backend.SlotPool)
+		if got, want := pool.SlotCapacity(3*24*40*2), max(n, 0); got != want {
+			t.Errorf("ExpertSlots %d: capacity %d, want %d", n, got, want)
+		}
+		backendtest.Run(t, be, backendtest.Options{Short: true, Slots: n > 0})
+		var held []backend.Slot
+		for {
+			sl, err := pool.AllocSlot(3 * 24 * 40 * 2)
+			if err != nil {
+				break
+			}
+			held = append(held, sl)
+		}
+		if len(held) != max(n, 0) {
+			t.Errorf("ExpertSlots %d: %d slots allocated", n, len(held))
+		}
+		if r := be.Residency(); r.ExpertSlots != len(held) {
+			t.Errorf("Residency: %d slots, %d allocated", r.ExpertSlots, len(held))
+		}
+		for _, sl := range held {
+			pool.FreeSlot(sl)
 		}
 	}
 }

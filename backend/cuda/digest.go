@@ -24,9 +24,10 @@ import (
 // its result is compared at the queue's next synchronisation (every step
 // ends with one), before any output of the step is handed back: a copy
 // that differs fails the step with an error matching jnf.ErrVerification
-// and leaves the device cache, so no token is produced from it and the
-// next step copies the expert again. Backend.ScrubDevice re-hashes the
-// experts the device keeps resident in the same way.
+// and empties its slot (SlotHolds is false, BindSlot refuses it), so no
+// token is produced from it and the expert hierarchy fills the slot again
+// at the next use. Backend.ScrubDevice re-hashes every filled slot of the
+// pool in the same way.
 
 // maxPendingChecks bounds the device-copy checks a queue holds between
 // synchronisations (32 bytes of device memory each); a queue that reaches
@@ -210,8 +211,8 @@ func (q *Queue) flushChecks() error {
 
 // checkCopies compares the digests of the pending checks, computed by now
 // (the hash stream synchronised), with the manifest's, and returns the
-// first that differs as a *CopyError; every copy that differs leaves the
-// device cache. A queue that has failed checks nothing (its hashes may not
+// first that differs as a *CopyError; every copy that differs empties its
+// slot. A queue that has failed checks nothing (its hashes may not
 // have run).
 func (q *Queue) checkCopies() error {
 	n := len(q.b3.pending)
@@ -235,10 +236,11 @@ func (q *Queue) checkCopies() error {
 		if got[k] == c.want.Sum {
 			continue
 		}
-		q.b.forget(c.sl, c.want)
+		ce := &CopyError{ID: c.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: c.want, Scrub: c.scrub}
+		q.b.forget(c.sl, c.want, ce)
 		q.b.meter.verifyFailures.Add(1)
 		if first == nil {
-			first = &CopyError{ID: c.id, Got: jnf.Digest{Alg: jnf.BLAKE3, Sum: got[k]}, Want: c.want, Scrub: c.scrub}
+			first = ce
 		}
 	}
 	return first
@@ -267,28 +269,26 @@ func (e *CopyError) Error() string {
 // Is makes a CopyError match jnf.ErrVerification.
 func (e *CopyError) Is(target error) bool { return target == jnf.ErrVerification }
 
-// forget drops sl from the device cache if it still holds the copy of
-// want (it stays allocated, first in line for reuse, with no digest a
-// lookup can find).
-func (b *Backend) forget(sl *slot, want jnf.Digest) {
+// forget empties sl if it still holds the copy of want that failed its
+// check: it holds nothing a SlotHolds or BindSlot accepts until it is
+// filled again, and remembers why.
+func (b *Backend) forget(sl *slot, want jnf.Digest, why *CopyError) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	c := &b.slots
-	if !sl.resident || sl.digest != want || c.byDigest[want] != sl {
+	if sl.digest != want {
 		return
 	}
-	delete(c.byDigest, want)
-	sl.digest = jnf.Digest{}
-	if i := slices.Index(c.order, sl); i > 0 {
-		c.order = slices.Insert(slices.Delete(c.order, i, i+1), 0, sl)
-	}
+	sl.digest, sl.bad = jnf.Digest{}, why
 }
 
-// ScrubDevice re-hashes, on the device, every routed expert the device
-// cache holds against the digest it was verified with, drops the copies
-// that differ from the cache, and returns the bytes hashed and the first
-// difference (a *CopyError). It waits for the copies into the slots it
-// reads; kernels reading a slot at the same time are unaffected.
+// ScrubDevice re-hashes, on the device, every filled slot of the pool
+// against the digest it was verified with, empties the slots that differ,
+// and returns the bytes hashed and the first difference (a *CopyError).
+// Each hash waits for the copy into its slot; a later fill of the slot
+// waits for the hash (an event of the scrub's queue among the slot's free
+// events), so the scrub hashes either the old copy or the new one, never a
+// copy being overwritten. Kernels reading a slot at the same time are
+// unaffected.
 func (b *Backend) ScrubDevice() (int64, error) {
 	if err := b.enter(); err != nil {
 		return 0, err
@@ -300,40 +300,38 @@ func (b *Backend) ScrubDevice() (int64, error) {
 	}
 	defer q.Close()
 	b.mu.Lock()
-	type resident struct {
-		sl    *slot
-		id    weights.ExpertID
-		want  jnf.Digest
-		parts [3]devWeight
-	}
-	var rs []resident
-	for _, sl := range b.slots.order {
-		if !sl.digest.IsZero() {
-			rs = append(rs, resident{sl, sl.id, sl.digest, sl.parts})
-			sl.users++ // kept from reuse while it is hashed
-		}
-	}
+	pool := slices.Clone(b.pool)
 	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		for _, r := range rs {
-			r.sl.users--
-		}
-		b.mu.Unlock()
-	}()
 	var n int64
 	var first error
-	for _, r := range rs {
+	for _, sl := range pool {
 		if len(q.b3.pending) == maxPendingChecks {
 			if err := q.flushChecks(); first == nil {
 				first = err
 			}
 		}
+		b.mu.Lock()
+		if sl.digest.IsZero() || slices.Index(b.pool, sl) < 0 {
+			b.mu.Unlock()
+			continue
+		}
 		var segs [3]segment
-		for j, dw := range r.parts {
+		for j, dw := range sl.parts {
 			segs[j] = segment{dw.ptr, dw.bytes}
 		}
-		n += q.enqueueCheck(pendingCheck{sl: r.sl, id: r.id, want: r.want, scrub: true}, segs)
+		n += q.enqueueCheck(pendingCheck{sl: sl, id: sl.id, want: sl.digest, scrub: true}, segs)
+		if hs, ok := q.hashStream(); ok {
+			ev, ok := sl.free[q]
+			if !ok {
+				var err error
+				if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+					q.check("scrub", err)
+				}
+				sl.free[q] = ev
+			}
+			q.check("scrub", ev.Record(hs))
+		}
+		b.mu.Unlock()
 	}
 	if err := q.flushChecks(); first == nil {
 		first = err

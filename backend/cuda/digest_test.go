@@ -194,13 +194,32 @@ func load(t *testing.T, ck *weights.Checkpoint, q backend.Queue, e int, digest j
 	return x
 }
 
+// fillSlot fills sl with expert e of ck under digest (zero: its own) on q.
+func fillSlot(t *testing.T, ck *weights.Checkpoint, q backend.Queue, sl backend.Slot, e int, digest jnf.Digest) weights.VerifiedExpert {
+	t.Helper()
+	ve, err := ck.Expert(0, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest.IsZero() {
+		digest = ve.Digest()
+	}
+	if err := q.(backend.SlotQueue).FillSlot(sl, ve.ID(), digest, ve.Gate(), ve.Up(), ve.Down(), 24, 256); err != nil {
+		t.Fatal(err)
+	}
+	return ve
+}
+
 // TestVerifyCopies: with Options.VerifyCopies every copy into device
 // memory is hashed there and checked at the synchronisation; a copy whose
 // bytes are not those of its digest fails the step with a *CopyError that
-// matches jnf.ErrVerification, and leaves the device cache.
+// matches jnf.ErrVerification and names the expert, and its slot then
+// holds nothing: SlotHolds is false and BindSlot refuses it, on any queue,
+// until a good fill.
 func TestVerifyCopies(t *testing.T) {
 	ck := expertModel(t, 2)
 	be := open(t, Options{VerifyCopies: true})
+	pool := be.(backend.SlotPool)
 	q, err := be.NewQueue()
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +236,12 @@ func TestVerifyCopies(t *testing.T) {
 	}
 	// Expert 1's bytes under a digest they do not have (the hierarchy
 	// would never pass one: this stands in for bytes changed between the
-	// host's check and the device).
+	// host's check and the device), into a slot of the pool.
+	sl, err := pool.AllocSlot(3 * 24 * 256 * 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.FreeSlot(sl)
 	e0, _ := ck.Expert(0, 0)
 	wrong := e0.Digest()
 	wrong.Sum[0] ^= 1
@@ -226,30 +250,108 @@ func TestVerifyCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q2.Close()
-	y := load(t, ck, q2, 1, wrong)
-	q2.ReleaseExpert(&y)
+	e1 := fillSlot(t, ck, q2, sl, 1, wrong)
 	err = q2.Sync()
 	var ce *CopyError
 	if !errors.As(err, &ce) || !errors.Is(err, jnf.ErrVerification) || ce.Scrub || ce.Want != wrong || ce.ID != (weights.ExpertID{Layer: 0, Expert: 1}) {
 		t.Fatalf("a copy under another digest: %v (%T); want a *CopyError for layer 0 expert 1 matching ErrVerification", err, err)
 	}
 	t.Log(err)
-	e1, _ := ck.Expert(0, 1)
 	if ce.Got.Sum != e1.Digest().Sum {
 		t.Errorf("the device hashed %s, want expert 1's true digest %s", ce.Got, e1.Digest())
 	}
+	if pool.SlotHolds(sl, wrong) {
+		t.Error("the slot whose copy failed its check still holds it")
+	}
+	q3, err := be.NewQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q3.Close()
 	var z backend.Expert
-	if q2.CachedExpert(&z, e1.ID(), wrong) {
-		t.Error("the copy that failed is still served from the device cache")
+	if err := q3.(backend.SlotQueue).BindSlot(&z, sl, e1.ID(), wrong); !errors.Is(err, jnf.ErrVerification) {
+		t.Errorf("BindSlot of the slot whose copy failed: %v; want a refusal matching ErrVerification", err)
 	}
 	if c := be.(backend.Meter).Counters(); c.DeviceVerifyFailures != 1 {
 		t.Errorf("%d failures counted, want 1", c.DeviceVerifyFailures)
 	}
+	// A good fill makes it usable again.
+	fillSlot(t, ck, q3, sl, 1, jnf.Digest{})
+	if err := q3.Sync(); err != nil || !pool.SlotHolds(sl, e1.Digest()) {
+		t.Fatalf("a good fill after the bad one: %v, holds %v", err, pool.SlotHolds(sl, e1.Digest()))
+	}
+	if err := q3.(backend.SlotQueue).BindSlot(&z, sl, e1.ID(), e1.Digest()); err != nil {
+		t.Fatal(err)
+	}
+	q3.ReleaseExpert(&z)
 }
 
-// TestScrubDevice: a bit flipped in a resident device copy after it was
-// verified is found by ScrubDevice, which drops the copy; the next scrub
-// of what is left finds nothing.
+// TestSlotFillBind: an expert filled into a pool slot on one queue and
+// bound on another computes the bits of LoadExpert; refilling the slot
+// with another expert (after the first queue's use) makes it hold that one
+// only: the old digest no longer binds.
+func TestSlotFillBind(t *testing.T) {
+	ck := expertModel(t, 2)
+	be := open(t, Options{VerifyCopies: true})
+	pool := be.(backend.SlotPool)
+	sl, err := pool.AllocSlot(3 * 24 * 256 * 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.FreeSlot(sl)
+	x := make([]float32, 3*256)
+	for i := range x {
+		x[i] = float32(i%17) / 8
+	}
+	run := func(q backend.Queue, ex *backend.Expert) []float32 {
+		xb, _ := be.Alloc(len(x))
+		yb, _ := be.Alloc(3 * 24)
+		defer be.Free(xb)
+		defer be.Free(yb)
+		q.Write(xb, x)
+		q.MatMul(yb, &ex.Gate, xb, 3)
+		y := make([]float32, 3*24)
+		q.Read(y, yb)
+		q.ReleaseExpert(ex)
+		if err := q.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	for e := range 2 {
+		q1, _ := be.NewQueue()
+		q2, _ := be.NewQueue()
+		ve := fillSlot(t, ck, q1, sl, e, jnf.Digest{})
+		if err := q1.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		var bound, loaded backend.Expert
+		if err := q2.(backend.SlotQueue).BindSlot(&bound, sl, ve.ID(), ve.Digest()); err != nil {
+			t.Fatal(err)
+		}
+		got := run(q2, &bound)
+		lx := load(t, ck, q1, e, jnf.Digest{})
+		loaded = lx
+		want := run(q1, &loaded)
+		if err := backendtest.Same(got, want); err != nil {
+			t.Errorf("expert %d bound from a slot filled on another queue: %v", e, err)
+		}
+		if e == 1 {
+			old, _ := ck.Expert(0, 0)
+			var z backend.Expert
+			if pool.SlotHolds(sl, old.Digest()) || q2.(backend.SlotQueue).BindSlot(&z, sl, old.ID(), old.Digest()) == nil {
+				t.Error("the slot refilled with expert 1 still binds expert 0")
+			}
+		}
+		q1.Close()
+		q2.Close()
+	}
+}
+
+// TestScrubDevice: a bit flipped in a filled pool slot after its copy was
+// verified is found by ScrubDevice, which empties that slot (SlotHolds
+// false, BindSlot refuses it); the next scrub of what is left finds
+// nothing.
 func TestScrubDevice(t *testing.T) {
 	ck := expertModel(t, 3)
 	b := open(t, Options{}).(*Backend)
@@ -258,9 +360,15 @@ func TestScrubDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
+	var slots []backend.Slot
 	for e := range 3 {
-		x := load(t, ck, q, e, jnf.Digest{})
-		q.ReleaseExpert(&x)
+		sl, err := b.AllocSlot(3 * 24 * 256 * 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.FreeSlot(sl)
+		slots = append(slots, sl)
+		fillSlot(t, ck, q, sl, e, jnf.Digest{})
 	}
 	if err := q.Sync(); err != nil {
 		t.Fatal(err)
@@ -270,10 +378,7 @@ func TestScrubDevice(t *testing.T) {
 		t.Fatalf("scrub of three true copies: %d bytes, %v; want %d, nil", n, err, 3*3*24*256*2)
 	}
 	e1, _ := ck.Expert(0, 1)
-	sl := b.slots.byDigest[e1.Digest()]
-	if sl == nil {
-		t.Fatal("expert 1 is not resident")
-	}
+	sl := slots[1].(*slot)
 	if err := b.enter(); err != nil {
 		t.Fatal(err)
 	}
@@ -296,8 +401,8 @@ func TestScrubDevice(t *testing.T) {
 	}
 	t.Log(err)
 	var x backend.Expert
-	if q.CachedExpert(&x, e1.ID(), e1.Digest()) {
-		t.Error("the flipped copy is still served from the device cache")
+	if b.SlotHolds(sl, e1.Digest()) || q.(backend.SlotQueue).BindSlot(&x, sl, e1.ID(), e1.Digest()) == nil {
+		t.Error("the flipped copy is still bound from its slot")
 	}
 	if n, err := b.ScrubDevice(); err != nil || n != 2*3*24*256*2 {
 		t.Errorf("scrub of the two copies left: %d bytes, %v; want %d, nil", n, err, 2*3*24*256*2)
@@ -305,11 +410,11 @@ func TestScrubDevice(t *testing.T) {
 }
 
 // TestCUDAVerifyCopies runs the conformance suite with every device copy
-// checked, with few resident slots (evictions, transient slots): the same
-// bits, no failure.
+// checked, with two pool slots (refilled with other experts) beside the
+// transient slots: the same bits, no failure.
 func TestCUDAVerifyCopies(t *testing.T) {
 	be := open(t, Options{VerifyCopies: true, ExpertSlots: 2})
-	backendtest.Run(t, be, backendtest.Options{Short: true})
+	backendtest.Run(t, be, backendtest.Options{Short: true, Slots: true})
 	c := be.(backend.Meter).Counters()
 	t.Logf("%+v", c)
 	if c.DeviceVerified == 0 || c.DeviceVerified != c.ExpertsLoaded-c.HostExperts || c.DeviceVerifyFailures != 0 {
@@ -382,7 +487,7 @@ func init() {
 
 // TestVerifyCopiesManyInAStep: more copies in one step than a queue holds
 // checks for (the queue drains early and checks them then), through the
-// two transient slots of a queue with no device cache (each copy into a
+// two transient slots of a queue with no pool slots (each copy into a
 // slot waits for the hash of the one before it), with one copy among
 // them under a digest its bytes do not have: found, named, at the step's
 // end or before.

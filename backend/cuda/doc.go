@@ -31,10 +31,15 @@
 // Weights are uploaded while the budget less Options.Reserve has room; the
 // rest, and the embedding table whenever a budget is set, stay on the host
 // and are computed there by the CPU reference (same bits). Routed experts
-// are kept resident by digest in slots sized from what the budget leaves
-// at the first streamed expert (oldest evicted first); the others pass
-// through two transient slots per queue. Small allocations share 2 MiB
-// slabs (the driver takes 2 MiB for every cuMemAlloc).
+// are kept between uses in the pool's expert slots (backend.SlotPool:
+// SlotCapacity is what the budget leaves after what is in use and the
+// reserve), which the expert hierarchy allocates, fills (FillSlot: the copy
+// waits for every queue's last use of the slot, its free events) and binds
+// (BindSlot): which expert a slot holds, and when it is replaced, is the
+// tier's device level's decision under its policy, not the backend's. The
+// experts it has no slot for pass through two transient slots per queue
+// (LoadExpert). Small allocations share 2 MiB slabs (the driver takes 2 MiB
+// for every cuMemAlloc).
 //
 // # Counters and pinned slots
 //
@@ -45,7 +50,8 @@
 // (cuMemHostRegister): the streaming tier's staging buffers, when given to it
 // (tier.Options.Pinner), so that an expert read into one is copied to the
 // device from there, without the staging copy through the queue's pinned
-// buffers (LoadExpert then waits for that copy before it returns).
+// buffers (LoadExpert and FillSlot then wait for that copy before they
+// return).
 //
 // # Verification on the device
 //
@@ -56,10 +62,12 @@
 // one thread per 1 KiB chunk, then one launch per level of parents) on a
 // stream of its own, and compared with the digest at the queue's next
 // synchronisation: a copy that differs fails the step with a *CopyError
-// (jnf.ErrVerification) before any output of it is returned, and leaves
-// the device cache. ScrubDevice (backend.DeviceScrubber, which
-// engine.Model.Scrub and so every scrub pass calls) re-hashes the experts
-// the device keeps resident in the same way. The kernels' arithmetic is
+// (jnf.ErrVerification) before any output of it is returned, and empties
+// its slot (SlotHolds false; BindSlot refuses it until a good fill).
+// ScrubDevice (backend.DeviceScrubber, which engine.Model.Scrub and so
+// every scrub pass calls) re-hashes every filled slot of the pool in the
+// same way. TestVerifyCopies, TestSlotFillBind and TestScrubDevice cover
+// fill, bind and the emptied slot on the device. The kernels' arithmetic is
 // checked against github.com/zeebo/blake3 on the host by backend/cuda/b3host
 // (the same C, compiled by the C compiler) and on the device by
 // TestDeviceBLAKE3; TestVerifyCopies and TestScrubDevice inject the faults.

@@ -7,16 +7,17 @@ type Options struct {
 	// VRAMBudget bounds the device memory in use as the driver reports it
 	// (total − free, the CUDA context included), in bytes; 0: the whole
 	// device. Weights that do not fit stay on the host and are computed
-	// there, the embedding table first; routed experts are kept resident
-	// in what the budget leaves.
+	// there, the embedding table first; the expert slots of the pool
+	// (SlotPool) take what the budget leaves.
 	VRAMBudget int64
 	// Reserve is device memory kept free within the budget for sessions
-	// (KV caches, recurrent state, scratch) when sizing the expert slots
-	// (0: DefaultReserve, at most an eighth of a budget).
+	// (KV caches, recurrent state, scratch) by the expert slots
+	// (SlotCapacity, AllocSlot; 0: DefaultReserve, at most an eighth of a
+	// budget).
 	Reserve int64
-	// ExpertSlots bounds the routed experts kept resident in device memory
-	// (0: as many as the budget leaves room for; < 0: none, every streamed
-	// expert passes through the queue's two transient slots).
+	// ExpertSlots bounds the pool's expert slots (0: as many as the budget
+	// leaves room for; < 0: none, every streamed expert passes through the
+	// queue's two transient slots).
 	ExpertSlots int
 	// Threads sizes the host CPU backend the device backend computes
 	// host-resident weights with (0: all cores).

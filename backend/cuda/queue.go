@@ -48,9 +48,10 @@ type Queue struct {
 
 	// stage are the pinned buffers streamed experts pass through, each
 	// reusable once the copy recorded in its event is done.
-	stage [2]staging
-	next  int
-	trans []*slot // device slots of streamed experts that are not kept
+	stage  [2]staging
+	next   int
+	trans  []*slot // device slots of streamed experts that are not kept
+	filled *slot   // the slot the last FillSlot filled (Counters.ExpertsCached)
 
 	// timing events (Options.Timing): the pairs enqueued since the last
 	// synchronisation, the free ones, all made
@@ -84,6 +85,7 @@ type staging struct {
 }
 
 var _ backend.Queue = (*Queue)(nil)
+var _ backend.SlotQueue = (*Queue)(nil)
 
 func newQueue(b *Backend) (*Queue, error) {
 	q := &Queue{b: b, host: b.host.NewHostQueue()}
@@ -726,15 +728,10 @@ func matBytes(m *backend.Mat) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.BF16))), 2*len(m.BF16))
 }
 
-// LoadExpert copies the expert into a device slot: one kept resident by
-// digest when the budget has room for it, else one of the queue's
-// transient slots. Its bytes are copied on the copy stream, which the
-// compute stream then waits for: straight from where they lie when that
-// is memory Pin registered (the streaming tier's device slots; LoadExpert
-// then waits for the copy before it returns, as the caller may recycle the
-// bytes), else through a pinned staging buffer (one host copy, and
-// LoadExpert returns at once). With no device memory to be had, the expert
-// is computed on the host.
+// LoadExpert copies the expert into one of the queue's two transient
+// device slots for this use (residency between uses is the pool's slots,
+// which the expert hierarchy fills: FillSlot); with no device memory to be
+// had, the expert is computed on the host.
 func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
@@ -747,116 +744,175 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		return err
 	}
 	defer q.b.leave()
-	if q.cached(x, id, digest) {
-		return nil
+	_, size := layout(&v)
+	b := q.b
+	b.mu.Lock()
+	sl := q.transient(size)
+	if sl != nil {
+		sl.users++
 	}
-	off, size := layout(&v)
+	b.mu.Unlock()
+	if sl == nil {
+		b.meter.host.Add(1)
+		return q.hostExpert(x, &v)
+	}
+	if err := q.copyInto(sl, &v); err != nil {
+		b.mu.Lock()
+		sl.users--
+		b.mu.Unlock()
+		return err
+	}
+	fill(x, id, digest, sl)
+	return q.err
+}
+
+// FillSlot copies the expert into s, one of the pool's slots, after every
+// queue's last use of it (its free events) and the device hash of its
+// last copy; with Options.VerifyCopies the copy is hashed on the device
+// and checked at this queue's next Sync (a copy that differs empties s).
+func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+	sl, ok := s.(*slot)
+	if !ok || sl == nil || sl.b != q.b || !sl.pool {
+		return fmt.Errorf("cuda: FillSlot of %v: %T is not a slot of this backend's pool", id, s)
+	}
+	var v backend.Expert
+	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
+		return err
+	}
+	if q.err != nil {
+		return q.err
+	}
+	if err := q.b.enter(); err != nil {
+		return err
+	}
+	defer q.b.leave()
+	if err := q.copyInto(sl, &v); err != nil {
+		return err
+	}
+	q.filled = sl
+	return nil
+}
+
+// BindSlot makes x use the copy s holds, once the copy that filled it is
+// done (the compute stream waits for it).
+func (q *Queue) BindSlot(x *backend.Expert, s backend.Slot, id weights.ExpertID, digest jnf.Digest) error {
+	sl, ok := s.(*slot)
+	if !ok || sl == nil || sl.b != q.b || !sl.pool {
+		return fmt.Errorf("cuda: BindSlot of %v: %T is not a slot of this backend's pool", id, s)
+	}
+	if q.err != nil {
+		return q.err
+	}
+	if err := q.b.enter(); err != nil {
+		return err
+	}
+	defer q.b.leave()
+	b := q.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if sl.digest.IsZero() || sl.digest != digest || sl.id != id {
+		if sl.bad != nil {
+			return fmt.Errorf("cuda: BindSlot of %v: the slot's copy failed its check: %w", id, sl.bad)
+		}
+		return fmt.Errorf("cuda: BindSlot of %v (%s): the slot holds %v (%s)", id, digest, sl.id, sl.digest)
+	}
+	sl.users++
+	q.check("BindSlot", q.s.Wait(sl.ready, 0))
+	fill(x, id, digest, sl)
+	if q.filled == sl {
+		q.filled = nil
+	} else {
+		b.meter.cached.Add(1)
+	}
+	return q.err
+}
+
+// copyInto copies v's matrices into sl on the copy stream, which first
+// waits for every queue's last use of sl and the hash of its last copy;
+// the compute stream then waits for the copy. The bytes go straight from
+// where they lie when that is memory Pin registered (the streaming tier's
+// staging buffers; copyInto then waits for the copy before it returns, as
+// the caller may recycle the bytes), else through a pinned staging buffer
+// (one host copy, and copyInto returns at once). The context is current;
+// the caller keeps other fills of sl out (a use of a transient slot, the
+// tier's lease of a pool slot).
+func (q *Queue) copyInto(sl *slot, v *backend.Expert) error {
+	off, size := layout(v)
+	if size > sl.bytes {
+		q.fail("%v: %d bytes in a slot of %d", v.ID, size, sl.bytes)
+		return q.err
+	}
 	direct := true
 	for _, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
 		m := matBytes(&w.Host)
 		direct = direct && q.b.isPinned(unsafe.Pointer(unsafe.SliceData(m)), len(m))
 	}
+	var st *staging
+	if !direct {
+		// Stage the bytes in pinned memory first (outside the lock).
+		st = &q.stage[q.next]
+		q.next = (q.next + 1) % len(q.stage)
+		if st.busy {
+			if err := st.done.Synchronize(); err != nil {
+				q.check("staging", err)
+				return q.err
+			}
+		}
+		if st.cap < int(size) {
+			if st.p != nil {
+				cu.MemFreeHost(st.p)
+				st.p, st.cap = nil, 0
+			}
+			ptr, err := hostAlloc(int(size))
+			if err != nil {
+				q.check("expert staging", err)
+				return q.err
+			}
+			st.p, st.cap = ptr, int(size)
+		}
+		buf := unsafe.Slice((*byte)(st.p), size)
+		for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+			copy(buf[off[j]:], matBytes(&w.Host))
+		}
+	}
+	b := q.b
+	// Under b.mu from the waits to the new contents: a scrub (ScrubDevice)
+	// either enqueued its hash of the old copy before (the copy waits for
+	// it) or sees the new one.
+	b.mu.Lock()
+	q.waitFree(sl)
+	t0, timed := q.timeStart(q.cs)
 	if direct {
-		return q.loadDirect(x, &v, off, size)
-	}
-	// Stage the bytes in pinned memory first (outside the lock).
-	st := &q.stage[q.next]
-	q.next = (q.next + 1) % len(q.stage)
-	if st.busy {
-		if err := st.done.Synchronize(); err != nil {
-			q.check("staging", err)
-			return q.err
+		for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
+			m := matBytes(&w.Host)
+			q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
 		}
+		b.meter.h2dCopies.Add(3)
+		b.meter.direct.Add(1)
+	} else {
+		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
+		b.meter.h2dCopies.Add(1)
 	}
-	if st.cap < int(size) {
-		if st.p != nil {
-			cu.MemFreeHost(st.p)
-			st.p, st.cap = nil, 0
-		}
-		ptr, err := hostAlloc(int(size))
-		if err != nil {
-			q.check("expert staging", err)
-			return q.err
-		}
-		st.p, st.cap = ptr, int(size)
-	}
-	buf := unsafe.Slice((*byte)(st.p), size)
-	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-		copy(buf[off[j]:], matBytes(&w.Host))
-	}
-
-	b := q.b
-	b.mu.Lock()
-	sl := b.takeSlot(digest, size)
-	if sl == nil {
-		sl = q.transient(size)
-	}
-	if sl == nil {
-		b.mu.Unlock()
-		b.meter.host.Add(1)
-		return q.hostExpert(x, &v)
-	}
-	sl.users++
-	q.waitFree(sl)
-	t0, timed := q.timeStart(q.cs)
-	q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
 	q.timeEnd(q.cs, t0, timed, true)
 	b.meter.h2d.Add(size)
-	b.meter.h2dCopies.Add(1)
 	b.meter.expertH2D.Add(size)
 	b.meter.loaded.Add(1)
-	q.check("expert copy", st.done.Record(q.cs))
-	st.busy = true
+	if !direct {
+		q.check("expert copy", st.done.Record(q.cs))
+		st.busy = true
+	}
 	q.check("expert copy", sl.ready.Record(q.cs))
 	q.check("expert copy", q.s.Wait(sl.ready, 0))
 	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
 		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
 	}
-	sl.id = id
-	b.mu.Unlock()
-	q.verifyCopy(sl, id, digest, off, partSizes(&v))
-	fill(x, id, digest, sl)
-	return q.err
-}
-
-// loadDirect copies v's matrices to a device slot from the pinned memory
-// they lie in, and waits for the copy.
-func (q *Queue) loadDirect(x *backend.Expert, v *backend.Expert, off [3]int64, size int64) error {
-	b := q.b
-	b.mu.Lock()
-	sl := b.takeSlot(v.Digest, size)
-	if sl == nil {
-		sl = q.transient(size)
-	}
-	if sl == nil {
-		b.mu.Unlock()
-		b.meter.host.Add(1)
-		return q.hostExpert(x, v)
-	}
-	sl.users++
-	q.waitFree(sl)
-	t0, timed := q.timeStart(q.cs)
-	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-		m := matBytes(&w.Host)
-		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
-	}
-	q.timeEnd(q.cs, t0, timed, true)
-	b.meter.h2d.Add(size)
-	b.meter.h2dCopies.Add(3)
-	b.meter.expertH2D.Add(size)
-	b.meter.loaded.Add(1)
-	b.meter.direct.Add(1)
-	q.check("expert copy", sl.ready.Record(q.cs))
-	q.check("expert copy", q.s.Wait(sl.ready, 0))
-	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
-	}
-	sl.id = v.ID
+	sl.id, sl.digest, sl.bad = v.ID, v.Digest, nil
 	b.mu.Unlock()
 	q.verifyCopy(sl, v.ID, v.Digest, off, partSizes(v))
-	// The caller may recycle the bytes once LoadExpert returns.
-	q.check("expert copy", sl.ready.Synchronize())
-	fill(x, v.ID, v.Digest, sl)
+	if direct {
+		// The caller may recycle the bytes once copyInto returns.
+		q.check("expert copy", sl.ready.Synchronize())
+	}
 	return q.err
 }
 
@@ -925,35 +981,6 @@ func fill(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, sl *slot) {
 	}
 }
 
-// cached makes x use the resident copy of digest, if there is one (the
-// context current).
-func (q *Queue) cached(x *backend.Expert, id weights.ExpertID, digest jnf.Digest) bool {
-	b := q.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	sl, ok := b.slots.byDigest[digest]
-	if !ok {
-		return false
-	}
-	sl.users++
-	q.check("resident expert", q.s.Wait(sl.ready, 0))
-	fill(x, id, digest, sl)
-	b.meter.cached.Add(1)
-	return true
-}
-
-func (q *Queue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest) bool {
-	if q.err != nil {
-		return false
-	}
-	if err := q.b.enter(); err != nil {
-		q.err = err
-		return false
-	}
-	defer q.b.leave()
-	return q.cached(x, id, digest)
-}
-
 // ReleaseExpert records the end of x's use on the compute stream: the next
 // copy into its slot waits for it.
 func (q *Queue) ReleaseExpert(x *backend.Expert) {
@@ -1002,7 +1029,7 @@ func (q *Queue) Close() error {
 	q.drain()
 	b := q.b
 	b.mu.Lock()
-	for _, sl := range b.slots.order {
+	for _, sl := range b.pool {
 		if ev, ok := sl.free[q]; ok {
 			cu.DestroyEvent(&ev)
 			delete(sl.free, q)

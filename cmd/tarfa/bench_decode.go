@@ -276,10 +276,11 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 			fmt.Sprintf("%.3g", d.H2DGBps), fmt.Sprintf("%.4g", d.KernelSecondsPerToken.Median), fmt.Sprintf("%.2f", d.GPUBusy.Median),
 			fmt.Sprintf("%.1f (%.1f resident, %.1f host fallback) / %.1f", d.ExpertsOnDevicePerToken.Median, d.ExpertsResidentPerToken.Median,
 				d.HostFallbackPerToken.Median, d.ExpertsOnHostPerToken.Median),
+			deviceLevel(d),
 			fmt.Sprintf("%d (%s / token)", d.Hashers, reports.Bytes(int64(math.Round(d.HashedBytesPerToken.Median))))})
 	}
 	if err := reports.Table(w, []string{"decode", "backend", "to device / token", "of it experts", "copy s/token", "copy GB/s", "kernel s/token",
-		"GPU busy", "experts / token on the backend / on the host CPU", "hashers (hashed)"}, rows); err != nil {
+		"GPU busy", "experts / token on the backend / on the host CPU", "device level hits / uses (slots)", "hashers (hashed)"}, rows); err != nil {
 		return err
 	}
 	if l := res.Ledger; l != nil {
@@ -291,4 +292,14 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 		h.StorageGBps, h.StorageLatencyUS, h.QueueDepth, h.HashGBpsPerCore, h.HashCores, h.CPUExpertUS, h.DenseMSPerLayer, h.TokenMS)
 	fmt.Fprintf(w, "logits: %d generations, digest %s, bit-identical %v\n", res.Generations, res.Digest, res.Identical)
 	return nil
+}
+
+// deviceLevel is the device level's hits of its uses over a figure's
+// decodes, and its slots (tier.Stats Device; tarfa sim prints the same for a
+// trace).
+func deviceLevel(d *decodebench.Decode) string {
+	if d.DeviceSlots == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d / %d (%.1f%%; %d slots)", d.DeviceHits, d.DeviceUses, 100*float64(d.DeviceHits)/float64(max(d.DeviceUses, 1)), d.DeviceSlots)
 }

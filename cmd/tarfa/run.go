@@ -458,6 +458,12 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 	fmt.Fprintf(cmd.ErrOrStderr(), "%d prompt + %d generated tokens · load %.2fs · prefill %.1f tok/s · decode %.1f tok/s · %s · stop: %s · routed experts per token and MoE layer: %d (config top-k %d)\n",
 		len(ids), len(run.Generated), tm.LoadSeconds, tm.PrefillTokS, tm.DecodeTokS, samplingWords(o.gen.sampling()), why,
 		st.ExpertEvals[firstSparse(r)]/max(st.Tokens, 1), st.TopK)
+	if r.Tier != nil {
+		if ts := r.Tier.Stats(); ts.Device.Capacity > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "expert levels: device %d of %d uses hit (%.1f%%, %d slots), RAM %d of %d, storage %d reads\n",
+				ts.Device.Hits, ts.Device.Uses, 100*ts.Device.HitRate(), ts.Device.Capacity, ts.RAM.Hits, ts.RAM.Uses, ts.Storage.Uses)
+		}
+	}
 	return nil
 }
 

@@ -176,6 +176,8 @@ func newSimCommand() *cobra.Command {
 		halfLife, prefetch float64
 		warmup             int
 		warmStart, asJSON  bool
+		exclusive          bool
+		deviceSlots        int
 	)
 	cmd := &cobra.Command{
 		Use:   "sim --trace FILE | --synthetic zipf:s=S,reuse=P [flags]",
@@ -240,6 +242,9 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 			dev := 0
 			if vramGiB > 0 {
 				dev = min(sim.Slots(vramGiB, vramRes, expertBytes), n)
+				if deviceSlots > 0 {
+					dev = min(deviceSlots, n)
+				}
 			}
 			need := h.TopK
 			if pt == policy.PerLayer {
@@ -262,7 +267,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 				o.Heat = heat
 			}
 			cfg := sim.Config{Hardware: hw, ExpertBytes: expertBytes, RAMSlots: ram, DeviceSlots: dev, Policy: name,
-				Partition: pt.String(), Options: o, Prefetch: prefetch, Warmup: warmup}
+				Partition: pt.String(), Options: o, Prefetch: prefetch, Warmup: warmup, Exclusive: exclusive}
 			if warmStart {
 				if heat == nil {
 					return fmt.Errorf("--warm-start needs --heat (the heat ledger to fill the tiers from)")
@@ -303,6 +308,8 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.Float64Var(&prefetch, "prefetch", 0, "prefetch, 0 to 1: with a device, the fraction of a layer's I/O issued during the previous layer; without one (--vram-gib 0), a predictor naming that fraction of the next layer's experts")
 	fs.IntVar(&warmup, "warmup", 0, "tokens to leave out of the per-token figures")
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
+	fs.BoolVar(&exclusive, "exclusive", false, "the device slots and the RAM tier hold different experts (tier --exclusive); default inclusive")
+	fs.IntVar(&deviceSlots, "device-slots", 0, "device slots, overriding what --vram-gib less --vram-reserved-gib holds (e.g. the device_slots a tarfa bench decode measured)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(newSimPoliciesCommand())
 	return cmd
@@ -399,6 +406,7 @@ func printSim(w io.Writer, o simOutput) error {
 		{"seconds per token (mean / p50 / p99)", fmt.Sprintf("%.3f / %.3f / %.3f", r.SecondsPerToken.Mean, r.SecondsPerToken.P50, r.SecondsPerToken.P99)},
 		{"tokens per second", fmt.Sprintf("%.2f", r.TokensPerSecond)},
 		{"expert uses from device / RAM / storage", fmt.Sprintf("%.1f%% / %.1f%% / %.1f%%", 100*r.HitDevice, 100*r.HitRAM, 100*r.FromStorage)},
+		{"hits of each level's uses (tier stats' device, ram, storage)", levelRates(r.Levels)},
 		{"storage bytes per token", reports.Bytes(int64(r.StorageBytesPerToken))},
 		{"host-to-device bytes per token", reports.Bytes(int64(r.CopyBytesPerToken))},
 		{"busy ms per token: dense / read / hash / copy / compute / fill", fmt.Sprintf("%s / %s / %s / %s / %s / %s", ms(r.StagesPerToken.Dense), ms(r.StagesPerToken.Read), ms(r.StagesPerToken.Hash), ms(r.StagesPerToken.Copy), ms(r.StagesPerToken.Compute), ms(r.StagesPerToken.Fill))},
@@ -660,4 +668,19 @@ func simExpertBytes(h trace.Header, flag int64, changed bool) (int64, error) {
 			h.Layers, h.Experts, h.TopK, int64(defaultExpertBytes))
 	}
 	return flag, nil
+}
+
+// levelRates is the per-level uses and hits, as tier.Stats counts them
+// (Device, RAM), for a comparison with a measured run's.
+func levelRates(l *sim.Levels) string {
+	if l == nil {
+		return "no device: see the RAM tier's counters"
+	}
+	rate := func(c sim.LevelCount) string {
+		if c.Uses == 0 {
+			return "0 uses"
+		}
+		return fmt.Sprintf("%d of %d (%.1f%%)", c.Hits, c.Uses, 100*float64(c.Hits)/float64(c.Uses))
+	}
+	return fmt.Sprintf("device %s, RAM %s, storage %d reads", rate(l.Device), rate(l.RAM), l.Storage.Uses)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,8 @@ type tierFlags struct {
 	readers     int
 	policy      string
 	partition   string
+	devPolicy   string // --device-policy
+	exclusive   bool   // --exclusive
 	direct      string
 	trace       string
 	prefetch    bool
@@ -59,6 +62,8 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.IntVar(&t.readers, "readers", 0, fmt.Sprintf("expert reads in flight, 1 to %d (0 = %d)", maxReaders, tier.DefaultReaders))
 	f.StringVar(&t.policy, "policy", policy.Default, "RAM-tier policy: "+strings.Join(onlinePolicies(), ", "))
 	f.StringVar(&t.partition, "partition", "global", "RAM-tier capacity: global (shared by all layers) or per-layer")
+	f.StringVar(&t.devPolicy, "device-policy", "", "with --backend cuda, the policy of the device level (the expert slots --vram-budget leaves after the weights): one of the --policy names; default: --policy's")
+	f.BoolVar(&t.exclusive, "exclusive", false, "with --backend cuda, the RAM tier and the device level hold different experts (a device miss takes the RAM copy); default inclusive, which the simulator measures as better (tarfa sim --exclusive)")
 	f.StringVar(&t.direct, "direct", "auto", "O_DIRECT reads: auto (where the file system allows), on (required), off")
 	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes (speed only)")
 	f.BoolVar(&t.heat, "heat", true, "keep this model's expert-heat ledger in the user cache directory (the heat policy's prior; updated by every run)")
@@ -136,6 +141,12 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	if !known {
 		return nil, fmt.Errorf("--policy %q: want one of %s", t.policy, strings.Join(onlinePolicies(), ", "))
 	}
+	if t.devPolicy != "" && !slices.Contains(onlinePolicies(), t.devPolicy) {
+		return nil, fmt.Errorf("--device-policy %q: want one of %s", t.devPolicy, strings.Join(onlinePolicies(), ", "))
+	}
+	if (t.devPolicy != "" || t.exclusive) && t.backend != "cuda" {
+		return nil, fmt.Errorf("--device-policy and --exclusive configure the device level: they need --backend cuda")
+	}
 	part, err := policy.ParsePartition(t.partition)
 	if err != nil {
 		return nil, fmt.Errorf("--partition %q: want global or per-layer", t.partition)
@@ -144,7 +155,8 @@ func (t *tierFlags) options() (*tier.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--scrub: %v", err)
 	}
-	o := &tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch, Scrub: sc}
+	o := &tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch, Scrub: sc,
+		DevicePolicy: t.devPolicy, Exclusive: t.exclusive}
 	switch t.direct {
 	case "auto":
 		o.Direct = tier.DirectAuto

@@ -344,3 +344,19 @@ func (c *Cache) Warm(ids []ExpertID, now int64) (int, error) {
 	}
 	return n, nil
 }
+
+// Remove drops id from the cache if it is resident and holds no lease
+// (an exclusive level above took the expert), reporting whether it did. It
+// is not an eviction: the policy did not choose it.
+func (c *Cache) Remove(id ExpertID) (bool, error) {
+	if err := c.check(id); err != nil {
+		return false, err
+	}
+	s := c.slot(id.Layer)
+	p, lid := c.pols[s], c.local(id)
+	if !p.Contains(lid) || c.pins[c.dims.Index(id)] > 0 {
+		return false, nil
+	}
+	p.Remove(lid)
+	return true, nil
+}

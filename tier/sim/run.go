@@ -38,6 +38,12 @@ type Config struct {
 	Hints []Hint `json:"-"`
 	// Warmup tokens run but are left out of the per-token figures.
 	Warmup int `json:"warmup"`
+	// Exclusive, with a device, makes the RAM tier and the device slots
+	// hold different experts (tier.Options.Exclusive): a device miss that
+	// hits the RAM tier takes its copy from it (dropped), a RAM miss is
+	// read and hashed without being admitted to the RAM tier. Otherwise
+	// inclusive: the RAM copy stays.
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // Slots is how many experts of expertBytes fit in gib GiB less reservedGiB.
@@ -125,6 +131,23 @@ type Result struct {
 	// Counters are the RAM tier's, as tier.Stats counts them (without a
 	// device only).
 	Counters *Counters `json:"counters,omitempty"`
+	// Levels are the uses and hits of each level over the counted tokens,
+	// as tier.Stats counts them (Device, RAM, Storage; with a device only).
+	Levels *Levels `json:"levels,omitempty"`
+}
+
+// Levels are per-level uses and hits: the device slots see every use, the
+// RAM tier the device misses, storage the RAM misses (and serves them all).
+type Levels struct {
+	Device  LevelCount `json:"device"`
+	RAM     LevelCount `json:"ram"`
+	Storage LevelCount `json:"storage"`
+}
+
+// LevelCount is one level's uses and hits.
+type LevelCount struct {
+	Uses int64 `json:"uses"`
+	Hits int64 `json:"hits"`
 }
 
 // Run replays tr through the hierarchy cfg describes.
@@ -183,6 +206,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	times := make([]float64, 0, res.Tokens)
 	var sum Stages
 	var uses, hitD, hitR, fromS int64
+	var lv Levels
 	ids := make([]policy.ExpertID, k)
 	outs := make([]policy.Outcome, k)
 	var miss, held []policy.ExpertID
@@ -214,6 +238,21 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 					}
 				}
 			}
+			// Exclusive: only the device misses resident in the RAM tier
+			// are looked up there (and dropped after); the others are read
+			// without being admitted.
+			if cfg.Exclusive {
+				j := 0
+				for n, id := range miss {
+					if ram.Contains(id) {
+						miss[j], missNext[j] = id, missNext[n]
+						j++
+					} else {
+						w.Storage++
+					}
+				}
+				miss, missNext = miss[:j], missNext[:j]
+			}
 			if err := ram.RequestSet(miss, now, missNext, outs[:len(miss)]); err != nil {
 				return nil, fmt.Errorf("sim: RAM tier, token %d layer %d: %w", tok, l, err)
 			}
@@ -236,6 +275,11 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 				if err := ram.Release(id); err != nil {
 					return nil, err
 				}
+				if cfg.Exclusive {
+					if _, err := ram.Remove(id); err != nil {
+						return nil, err
+					}
+				}
 			}
 			st, sl := cfg.Hardware.LayerTime(w, cfg.ExpertBytes, device, cfg.Prefetch, slack)
 			slack = sl
@@ -245,6 +289,12 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 				tokC += float64(w.RAM+w.Storage) * float64(cfg.ExpertBytes)
 			}
 			if tok >= cfg.Warmup {
+				lv.Device.Uses += int64(k)
+				lv.Device.Hits += int64(w.Device)
+				lv.RAM.Uses += int64(k - w.Device)
+				lv.RAM.Hits += int64(w.RAM)
+				lv.Storage.Uses += int64(w.Storage)
+				lv.Storage.Hits += int64(w.Storage)
 				uses += int64(w.Device + w.RAM + w.Storage)
 				hitD += int64(w.Device)
 				hitR += int64(w.RAM)
@@ -276,6 +326,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	res.HitRAM = float64(hitR) / float64(uses)
 	res.FromStorage = float64(fromS) / float64(uses)
 	res.Bound = bound(sum)
+	res.Levels = &lv
 	return res, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/sim"
-	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // timedSource wraps the hierarchy the engine streams from and measures,
@@ -153,9 +152,9 @@ type timedConsumer struct {
 	n int64
 }
 
-func (tc *timedConsumer) Consume(e int, ve weights.VerifiedExpert, tr ledger.Tier) error {
+func (tc *timedConsumer) Consume(e int, p expertstream.Placed, tr ledger.Tier) error {
 	t0 := time.Now()
-	err := tc.c.Consume(e, ve, tr)
+	err := tc.c.Consume(e, p, tr)
 	tc.d += time.Since(t0)
 	tc.n++
 	return err

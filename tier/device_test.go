@@ -1,0 +1,324 @@
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/backendtest"
+	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/expertstream"
+	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier/policy"
+	"github.com/tarfa-ai/tarfa/tier/sim"
+	"github.com/tarfa-ai/tarfa/tier/trace"
+	"github.com/tarfa-ai/tarfa/weights"
+)
+
+// TestDeviceLevelDoesNotChangeABit: the engine on a simulated device (its
+// copies checked against their digests) and on the CPU with host-memory
+// slots, with the hierarchy's device level over their slots — few, some,
+// every expert; several policies; inclusive and exclusive — computes the
+// logits of the default path bit for bit, serves hits from the slots
+// (bound, no bytes moved) when they are many, and counts every use at the
+// device level.
+func TestDeviceLevelDoesNotChangeABit(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	ref, err := engine.Load(ck, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][][]float32
+	for _, p := range prompts {
+		rows, err := run(t, ref, p, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rows)
+	}
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	n := ck.Config().Layers * ck.Config().Experts
+	for _, c := range []struct {
+		be        string
+		slots     int
+		policy    string
+		exclusive bool
+	}{
+		{"device", 4, "lru", false}, // one layer's top-k: every use a fill
+		{"device", 24, "lru", false},
+		{"device", 24, "heat", true},
+		{"device", 1000, "", false}, // every expert: hits after the first use
+		{"cpu", 24, "lfu", false},
+		{"cpu", 1000, "leaststale", true},
+	} {
+		t.Run(fmt.Sprintf("%s-%d-%s-exclusive%v", c.be, c.slots, c.policy, c.exclusive), func(t *testing.T) {
+			var be backend.Backend
+			if c.be == "cpu" {
+				cp := cpu.New(2)
+				cp.SetSlots(c.slots)
+				be = cp
+			} else {
+				be = backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 2, Slots: c.slots, VerifyCopies: true})
+			}
+			h, err := New(ck, Options{RAMBudget: 8 * size, StagingBudget: 4 * size, Readers: 2, Policy: c.policy,
+				Slots: be.(backend.SlotPool), Exclusive: c.exclusive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			m, err := engine.Load(ck, engine.Options{Backend: be, Experts: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range prompts {
+				got, err := run(t, m, p, 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !same(got, want[i]) {
+					t.Fatalf("prompt %d: logits differ from the default path", i)
+				}
+			}
+			st := h.Stats()
+			bc := be.(backend.Meter).Counters()
+			t.Logf("device %+v\nram %+v\nstorage %+v\nbackend %+v", st.Device, st.RAM, st.Storage, bc)
+			uses := m.Stats().ExpertsOnDevice + m.Stats().ExpertsOnHost
+			if st.Device.Capacity != min(c.slots, n) || st.Device.Resident > st.Device.Capacity || st.Device.Uses != uses {
+				t.Errorf("device level: %d slots (want %d), %d resident, %d uses (the engine computed %d)", st.Device.Capacity, min(c.slots, n), st.Device.Resident, st.Device.Uses, uses)
+			}
+			if st.RAM.Uses != st.Device.Uses-st.Device.Hits || st.Storage.Uses != st.RAM.Uses-st.RAM.Hits {
+				t.Errorf("levels: device %d uses %d hits, RAM %d uses %d hits, storage %d uses: each level sees the misses above it",
+					st.Device.Uses, st.Device.Hits, st.RAM.Uses, st.RAM.Hits, st.Storage.Uses)
+			}
+			if bc.ExpertsCached != st.Device.Hits {
+				t.Errorf("%d device hits, the backend bound %d slots filled before", st.Device.Hits, bc.ExpertsCached)
+			}
+			if c.slots >= n && st.Device.Hits == 0 || c.slots == 4 && st.Device.Hits != 0 {
+				t.Errorf("%d slots: %d device hits", c.slots, st.Device.Hits)
+			}
+			// Every miss fills a slot when there is one for every expert;
+			// with fewer, a step's experts beyond the free slots take the
+			// host path (no fill).
+			eb := ck.ExpertBytes(0, 0)
+			if fills := st.Device.Uses - st.Device.Hits; st.Device.BytesCopied%eb != 0 || st.Device.BytesCopied > fills*eb ||
+				(c.slots >= n && st.Device.BytesCopied != fills*eb) || st.Device.BytesCopied == 0 {
+				t.Errorf("%d bytes copied for %d misses of %d bytes", st.Device.BytesCopied, fills, eb)
+			}
+			if c.exclusive && st.RAMResident != 0 {
+				t.Errorf("exclusive: %d experts resident in the RAM tier beside the device's", st.RAMResident)
+			}
+			if n, err := m.Scrub(); err != nil || (c.be == "device" && be.(backend.Meter).Counters().DeviceScrubbedBytes == 0) || n == 0 {
+				t.Errorf("scrub: %d bytes, %v; the device scrubbed %d", n, err, be.(backend.Meter).Counters().DeviceScrubbedBytes)
+			}
+		})
+	}
+}
+
+// TestDeviceLevelBadCopy: a copy into a device slot that differs from its
+// digest (the device's check of the fill) stops the run naming the expert;
+// the slot is then never bound — the next run fills it again (the fake
+// device refuses a bind of a slot whose check failed, so a bind would fail
+// the run) — and computes the default path's bits. A bit flipped in a
+// filled slot afterwards is found by the model's scrub, and the next use
+// fills that slot again too.
+func TestDeviceLevelBadCopy(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	ref, err := engine.Load(ck, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := run(t, ref, prompts[0], 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ck.Config()
+	first := -1
+	for l, sp := range cfg.Sparse {
+		if sp && first < 0 {
+			first = l
+		}
+	}
+	be := backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 2, Slots: 1000, VerifyCopies: true})
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	h, err := New(ck, Options{RAMBudget: 8 * size, StagingBudget: 4 * size, Slots: be.(backend.SlotPool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, err := engine.Load(ck, engine.Options{Backend: be, Experts: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digests []jnf.Digest
+	for e := range cfg.Experts {
+		r, err := ck.ExpertRef(first, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, r.Digest())
+		backendtest.CorruptCopies(be, r.Digest(), true)
+	}
+	_, err = run(t, m, prompts[0], 4)
+	if !errors.Is(err, jnf.ErrVerification) || !strings.Contains(err.Error(), fmt.Sprintf("layer %d expert", first)) {
+		t.Fatalf("a corrupted copy into a slot: %v; want a verification error naming an expert of layer %d", err, first)
+	}
+	t.Log(err)
+	for _, d := range digests {
+		backendtest.CorruptCopies(be, d, false)
+	}
+	got, err := run(t, m, prompts[0], 4)
+	if err != nil {
+		t.Fatalf("the run after the bad copy: %v (a slot whose check failed was bound, or not refilled)", err)
+	}
+	if !same(got, want) {
+		t.Fatal("logits after the bad copy differ from the default path")
+	}
+	// A flip in a resident slot: the scrub finds it, and the next run
+	// fills the slot again rather than binding it.
+	flipped := false
+	for _, d := range digests {
+		if backendtest.FlipResident(be, d) {
+			flipped = true
+			break
+		}
+	}
+	if !flipped {
+		t.Fatalf("no slot holds an expert of layer %d", first)
+	}
+	if _, err := m.Scrub(); !errors.Is(err, jnf.ErrVerification) {
+		t.Fatalf("scrub after a flipped slot: %v; want a verification error", err)
+	}
+	fills := h.Stats().Device.BytesCopied
+	got, err = run(t, m, prompts[0], 4)
+	if err != nil || !same(got, want) {
+		t.Fatalf("the run after the scrub: %v, same bits %v", err, same(got, want))
+	}
+	if h.Stats().Device.BytesCopied == fills {
+		t.Error("the slot the scrub emptied was not filled again")
+	}
+}
+
+// slotConsumer fills and binds as a Stream places, on a queue of the
+// simulated device, counting what it was given.
+type slotConsumer struct {
+	q                  backend.Queue
+	I, H               int
+	fills, binds, host int
+}
+
+func (c *slotConsumer) Consume(x int, p expertstream.Placed, _ ledger.Tier) error {
+	if p.Slot == nil {
+		c.host++
+		return nil
+	}
+	sq := c.q.(backend.SlotQueue)
+	if p.Filled {
+		c.binds++
+	} else {
+		ve := p.Host
+		if err := sq.FillSlot(p.Slot, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), c.I, c.H); err != nil {
+			return err
+		}
+		c.fills++
+	}
+	var ex backend.Expert
+	if err := sq.BindSlot(&ex, p.Slot, p.ID, p.Digest); err != nil {
+		return err
+	}
+	c.q.ReleaseExpert(&ex)
+	return nil
+}
+
+// TestSimulatorCountsAsTheDeviceLevel: the simulator replaying a routing
+// trace through device slots and a RAM tier counts what the hierarchy's
+// device level does with the same trace and policy — the same uses and
+// hits at each level (device, RAM, storage) — for several policies, slot
+// counts and budgets, inclusive and exclusive.
+func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	cfg := ck.Config()
+	d := policy.Dims{Layers: cfg.Layers, Experts: cfg.Experts}
+	g, err := trace.ParseSynthetic("zipf:s=1.1,reuse=0.4,seed=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Synthesize(g, d.Layers, d.Experts, cfg.TopK, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := int64(weights.PageSize)
+	size := (int64(ck.ExpertBytes(0, 0)) + pg - 1) / pg * pg
+	var total sim.Levels
+	for _, c := range []struct {
+		dev, ram  int
+		policy    string
+		part      policy.Partition
+		exclusive bool
+	}{
+		{4, 8, "lru", policy.Global, false},
+		{8, 16, "lru", policy.Global, false},
+		{8, 16, "lru", policy.Global, true},
+		{12, 6, "lfu", policy.Global, false},
+		{16, 24, "leaststale", policy.PerLayer, false},
+		{20, 40, "lru2", policy.Global, true},
+	} {
+		t.Run(fmt.Sprintf("dev%d-ram%d-%s-%v-exclusive%v", c.dev, c.ram, c.policy, c.part, c.exclusive), func(t *testing.T) {
+			be := backendtest.NewDevice(1, c.dev)
+			h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
+				Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			q, err := be.NewQueue()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
+			for tok := range tr.Tokens() {
+				for l := range d.Layers {
+					set := tr.Step(tok, l)
+					xs := make([]int, len(set))
+					for j, e := range set {
+						xs[j] = int(e)
+					}
+					if err := h.Stream(context.Background(), l, xs, sc); err != nil {
+						t.Fatal(err)
+					}
+					if err := q.Sync(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			st := h.Stats()
+			hw := sim.Hardware{StorageGBps: 1000, QueueDepth: 2, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
+				CPUExpertUS: 1, GPUExpertUS: 1, DenseMSPerLayer: 1}
+			r, err := sim.Run(tr, sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, DeviceSlots: st.Device.Capacity,
+				Policy: c.policy, Partition: c.part.String(), Exclusive: c.exclusive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := sim.Levels{Device: sim.LevelCount{Uses: st.Device.Uses, Hits: st.Device.Hits}, RAM: sim.LevelCount{Uses: st.RAM.Uses, Hits: st.RAM.Hits},
+				Storage: sim.LevelCount{Uses: st.Storage.Uses, Hits: st.Storage.Hits}}
+			if *r.Levels != got {
+				t.Errorf("simulated %+v\nhierarchy %+v", *r.Levels, got)
+			}
+			if int64(sc.binds) != st.Device.Hits || int64(sc.fills) != st.Device.Uses-st.Device.Hits || sc.host != 0 {
+				t.Errorf("delivered %d binds, %d fills, %d on the host; the device level counts %d hits of %d uses", sc.binds, sc.fills, sc.host, st.Device.Hits, st.Device.Uses)
+			}
+			if r.HitDevice != st.Device.HitRate() {
+				t.Errorf("simulated device hit rate %v, hierarchy %v", r.HitDevice, st.Device.HitRate())
+			}
+			total.Device.Hits += got.Device.Hits
+			total.RAM.Hits += got.RAM.Hits
+		})
+	}
+	if total.Device.Hits == 0 || total.RAM.Hits == 0 {
+		t.Errorf("the cases do not exercise both levels: %+v", total)
+	}
+}
