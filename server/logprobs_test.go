@@ -35,7 +35,8 @@ func intsToBytes(t *testing.T, v []int) []byte {
 // TestLogprobBytesQwen3: with the real Qwen3 tokenizer, a token that is
 // a piece of a character has its raw bytes as "bytes" (the text stays
 // U+FFFD), so that the tokens' bytes concatenated are the tokenizer's
-// decode of the whole sequence; text_offset counts those bytes.
+// decode of the whole sequence (TestTextOffsetQwen3 has their
+// text_offset).
 func TestLogprobBytesQwen3(t *testing.T) {
 	tok, err := tokenizer.Load("../validation/testdata/qwen3-tokenizer")
 	if err != nil {
@@ -73,19 +74,6 @@ func TestLogprobBytesQwen3(t *testing.T) {
 	}
 	if string(cat) != whole || string(catTop) != whole {
 		t.Errorf("bytes concatenated %q (top %q), decode %q", cat, catTop, whole)
-	}
-	const at = 7
-	lp, end := completionLogprobs(tok, toks, at)
-	off := at
-	for i, id := range ids {
-		if lp.TextOffset[i] != off {
-			t.Errorf("text_offset[%d] %d, want %d", i, lp.TextOffset[i], off)
-		}
-		b, _ := tok.Bytes(id)
-		off += len(b)
-	}
-	if end != at+len(splitText) {
-		t.Errorf("offset after the tokens %d, want %d", end, at+len(splitText))
 	}
 }
 
@@ -141,7 +129,8 @@ func (f *fixture) events(t *testing.T, path, body string) []string {
 // with a character split across two byte tokens (the review's 154 and
 // 111, U+07B3); chat and completions, whole and streamed, give each
 // token's raw bytes, whose concatenation is the tokenizer's decode of
-// the generated tokens, and text_offset steps by those bytes.
+// the generated tokens, and text_offset is the length of the text final
+// before each token (wantOffsets).
 func TestLogprobBytesServed(t *testing.T) {
 	f := newFixture(t, Options{}, runner.SchedOptions{})
 	tok := f.r.Tok
@@ -203,17 +192,8 @@ func TestLogprobBytesServed(t *testing.T) {
 	cbody := fmt.Sprintf(`{"model":"tarfa-test","prompt":%s,"max_tokens":6,"temperature":0,"logprobs":2%%s}`, prompt)
 	offsets := func(name string, lp *openai.CompletionLogprobs, text string) {
 		t.Helper()
-		off := 0
-		for i, id := range want.tokens {
-			if i >= len(lp.TextOffset) || lp.TextOffset[i] != off {
-				t.Errorf("%s: text_offset %v, want %d at %d", name, lp.TextOffset, off, i)
-				return
-			}
-			raw, _ := tok.Bytes(id)
-			off += len(raw)
-		}
-		if off != len(text) {
-			t.Errorf("%s: the tokens' bytes end at %d, the text %q is %d bytes", name, off, text, len(text))
+		if w := wantOffsets(tok, want.tokens); !slices.Equal(lp.TextOffset, w) || text != want.text {
+			t.Errorf("%s: text %q, text_offset %v; want %q, %v", name, text, lp.TextOffset, want.text, w)
 		}
 	}
 	resp, b = f.post(t, "/v1/completions", fmt.Sprintf(cbody, ""))
