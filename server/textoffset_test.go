@@ -56,12 +56,12 @@ type served struct {
 	bytes   [][]int
 }
 
-// completion posts a /v1/completions request for prompt ids, max_tokens n
-// and logprobs, whole or streamed.
-func (f *fixture) completion(t *testing.T, prompt []int, n int, stream bool) served {
+// completion posts a /v1/completions request for prompt ids, max_tokens n,
+// sampling (JSON members) and logprobs, whole or streamed.
+func (f *fixture) completion(t *testing.T, prompt []int, n int, sampling string, stream bool) served {
 	t.Helper()
 	p, _ := json.Marshal(prompt)
-	body := fmt.Sprintf(`{"model":"tarfa-test","prompt":%s,"max_tokens":%d,"temperature":0,"logprobs":1,"stream":%v}`, p, n, stream)
+	body := fmt.Sprintf(`{"model":"tarfa-test","prompt":%s,"max_tokens":%d,%s,"logprobs":1,"stream":%v}`, p, n, sampling, stream)
 	var evs []string
 	if stream {
 		evs = f.events(t, "/v1/completions", body)
@@ -127,7 +127,7 @@ func checkServed(t *testing.T, f *fixture, name string, ids []int) {
 	offs := wantOffsets(tok, ids)
 	prompt := []int{1, 2, 3}
 	for _, stream := range []bool{false, true} {
-		s := f.completion(t, prompt, len(ids), stream)
+		s := f.completion(t, prompt, len(ids), `"temperature":0`, stream)
 		what := fmt.Sprintf("%s (stream %v)", name, stream)
 		if s.text != want {
 			t.Errorf("%s: text %q (pieces %q), want %q", what, s.text, s.pieces, want)
