@@ -213,8 +213,9 @@ func stopAfter(tok *tokenizer.Tokenizer, stops []string) func([]int) bool {
 }
 
 // textOut assembles a response's text as tokens come: special tokens left
-// out, cut before the first stop sequence, and (streaming) holding back
-// what could still become the start of one.
+// out, a character split across tokens held back until it is complete
+// (U+FFFD for what cannot become one), cut before the first stop sequence,
+// and (streaming) holding back what could still become the start of one.
 type textOut struct {
 	tok     *tokenizer.Tokenizer
 	dec     *tokenizer.StreamDecoder
@@ -223,6 +224,7 @@ type textOut struct {
 	pending []byte // appended to: a long response costs linear time
 	stopped bool
 	n       int      // tokens added (no tokenizer: ids as text)
+	final   int      // bytes of text final so far (before any stop cut)
 	script  []string // Server.script
 }
 
@@ -238,10 +240,16 @@ func newTextOut(tok *tokenizer.Tokenizer, stops []string) *textOut {
 	return t
 }
 
-func (t *textOut) add(id int) {
+// add adds token id and returns its text offset: the bytes of text that
+// were final before it (a character split across tokens becomes final with
+// the token that completes it, a byte that cannot be part of one with the
+// token that shows it, as U+FFFD).
+func (t *textOut) add(id int) int {
+	off := t.final
 	if t.stopped {
-		return
+		return off
 	}
+	had := len(t.pending)
 	if t.script != nil {
 		if t.n < len(t.script) {
 			t.pending = append(t.pending, t.script[t.n]...)
@@ -255,6 +263,8 @@ func (t *textOut) add(id int) {
 		t.pending = append(t.pending, s...)
 	}
 	t.n++
+	t.final += len(t.pending) - had
+	return off
 }
 
 // take returns the text that is final now; at the end, all of it.
@@ -341,19 +351,6 @@ func tokenBytes(tok *tokenizer.Tokenizer, id int) []int {
 	return openai.RawBytes(b)
 }
 
-// textBytes is how many bytes token id adds to a response's text (its raw
-// bytes; none for a special token, which the text leaves out).
-func textBytes(tok *tokenizer.Tokenizer, id int) int {
-	if tok == nil {
-		return len(strconv.Itoa(id))
-	}
-	if tok.IsSpecial(id) {
-		return 0
-	}
-	b, _ := tok.Bytes(id)
-	return len(b)
-}
-
 // finishReason is a choice's finish_reason: "tool_calls" once the
 // response made a call (as vLLM has it, even when max_tokens cut what
 // followed), else how the generation ended.
@@ -381,11 +378,10 @@ func chatLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token) []openai.TokenL
 }
 
 // completionLogprobs converts logprobs to the legacy completions form;
-// offset is the text offset of the first token, in bytes of the text, and
-// the returned offset that of the token after the last.
-func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset int) (*openai.CompletionLogprobs, int) {
+// offsets are the tokens' text offsets (textOut.add's, after any echo).
+func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offsets []int) *openai.CompletionLogprobs {
 	lp := &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-	for _, t := range toks {
+	for i, t := range toks[:min(len(toks), len(offsets))] {
 		text := tokenText(tok, t.ID)
 		lp.Tokens = append(lp.Tokens, text)
 		lp.TokenLogprobs = append(lp.TokenLogprobs, openai.Logprob(t.Logprob))
@@ -396,10 +392,9 @@ func completionLogprobs(tok *tokenizer.Tokenizer, toks []runner.Token, offset in
 			}
 		}
 		lp.TopLogprobs = append(lp.TopLogprobs, top)
-		lp.TextOffset = append(lp.TextOffset, offset)
-		offset += textBytes(tok, t.ID)
+		lp.TextOffset = append(lp.TextOffset, offsets[i])
 	}
-	return lp, offset
+	return lp
 }
 
 // generate runs one request and writes the response, whole or streamed.
@@ -438,7 +433,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, st *state, cha
 		syn = st.tools
 	}
 	g := &gen{s: s, w: w, r: r, st: st, chat: chat, p: p, id: id, created: time.Now().Unix(), stream: stream,
-		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, offset: len(echo), start: time.Now()}
+		out: out, tools: openai.NewToolSplitter(syn, p.Tools), seed: req.Gen.Seed, echo: echo, start: time.Now()}
 	if p.Stream {
 		g.streamed()
 	} else {
@@ -463,7 +458,7 @@ type gen struct {
 	seed    uint64
 	echo    string
 	start   time.Time
-	offset  int // streamed completions: the text offset of the next token
+	read    int // tokens read through scripted
 }
 
 // finish signs the response's report (with a key), counts it and returns
@@ -530,8 +525,10 @@ func (g *gen) whole() {
 		}
 		return
 	}
-	for _, t := range res.Tokens {
-		g.out.add(t)
+	toks = g.scripted(toks)
+	offsets := make([]int, 0, len(res.Tokens))
+	for i, t := range res.Tokens {
+		offsets = append(offsets, len(g.echo)+g.out.add(g.s.scriptID(i, t)))
 	}
 	text := g.out.take(true)
 	tf, err := g.finish(res)
@@ -563,7 +560,7 @@ func (g *gen) whole() {
 		reason := finishReason(res, g.out, 0)
 		c := openai.CompletionChoice{Text: g.echo + text, FinishReason: &reason}
 		if g.p.Logprobs {
-			c.Logprobs, _ = completionLogprobs(g.st.r.Tok, toks, len(g.echo))
+			c.Logprobs = completionLogprobs(g.st.r.Tok, toks, offsets)
 		}
 		b, _ = jsonMarshal(openai.Completion{ID: g.id, Object: "text_completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fingerprint(g.st), Choices: []openai.CompletionChoice{c}, Usage: usage, Tarfa: tf})
@@ -594,6 +591,30 @@ func (g *gen) toolDeltas(fcs []openai.FunctionCall) []openai.ToolCallDelta {
 	return out
 }
 
+// scriptID is the id the response reads for its n-th generated token id
+// (Server.idScript).
+func (s *Server) scriptID(n, id int) int {
+	if n < len(s.idScript) {
+		return s.idScript[n]
+	}
+	return id
+}
+
+// scripted is toks with their ids read through Server.idScript, counting
+// on from the tokens already read.
+func (g *gen) scripted(toks []runner.Token) []runner.Token {
+	if g.s.idScript == nil {
+		return toks
+	}
+	out := make([]runner.Token, len(toks))
+	for i, t := range toks {
+		t.ID = g.s.scriptID(g.read+i, t.ID)
+		out[i] = t
+	}
+	g.read += len(toks)
+	return out
+}
+
 // fingerprint is system_fingerprint: the mode and the model root.
 func fingerprint(st *state) string {
 	return "tarfa-exact-" + st.r.Checkpoint.Root().Short()
@@ -618,7 +639,7 @@ func (g *gen) streamed() {
 		return rc.Flush() == nil
 	}
 	fp := fingerprint(g.st)
-	chunk := func(text *string, calls []openai.ToolCallDelta, lp []runner.Token, reason *string, tf *Tarfa) any {
+	chunk := func(text *string, calls []openai.ToolCallDelta, lp []runner.Token, offsets []int, reason *string, tf *Tarfa) any {
 		var ext any // no "tarfa": null on the chunks before the last
 		if tf != nil {
 			ext = tf
@@ -636,7 +657,7 @@ func (g *gen) streamed() {
 			c.Text = *text
 		}
 		if g.p.Logprobs && len(lp) > 0 {
-			c.Logprobs, g.offset = completionLogprobs(g.st.r.Tok, lp, g.offset)
+			c.Logprobs = completionLogprobs(g.st.r.Tok, lp, offsets)
 		}
 		return openai.Completion{ID: g.id, Object: "text_completion", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fp, Choices: []openai.CompletionChoice{c}, Tarfa: ext}
@@ -649,7 +670,7 @@ func (g *gen) streamed() {
 			return
 		}
 	} else if g.echo != "" {
-		if !send(chunk(&g.echo, nil, nil, nil, nil)) {
+		if !send(chunk(&g.echo, nil, nil, nil, nil, nil)) {
 			return
 		}
 	}
@@ -663,8 +684,10 @@ func (g *gen) streamed() {
 		if done {
 			break
 		}
+		toks = g.scripted(toks)
+		offsets := make([]int, 0, len(toks))
 		for _, t := range toks {
-			g.out.add(t.ID)
+			offsets = append(offsets, len(g.echo)+g.out.add(t.ID))
 		}
 		text := g.out.take(false)
 		var calls []openai.ToolCallDelta
@@ -680,7 +703,7 @@ func (g *gen) streamed() {
 		if text != "" || (g.chat && len(calls) == 0) {
 			tp = &text
 		}
-		if !send(chunk(tp, calls, toks, nil, nil)) {
+		if !send(chunk(tp, calls, toks, offsets, nil, nil)) {
 			g.s.m.request(g.r, 499)
 			return
 		}
@@ -712,7 +735,7 @@ func (g *gen) streamed() {
 		if text != "" {
 			tp = &text
 		}
-		if !send(chunk(tp, calls, nil, nil, nil)) {
+		if !send(chunk(tp, calls, nil, nil, nil, nil)) {
 			return
 		}
 	}
@@ -722,7 +745,7 @@ func (g *gen) streamed() {
 		final = openai.ChatChunk{ID: g.id, Object: "chat.completion.chunk", Created: g.created, Model: g.s.opt.ModelName,
 			SystemFingerprint: fp, Choices: []openai.ChunkChoice{{Delta: openai.ChatDelta{}, FinishReason: &reason}}, Tarfa: tf}
 	} else {
-		final = chunk(nil, nil, nil, &reason, tf)
+		final = chunk(nil, nil, nil, nil, &reason, tf)
 	}
 	if !send(final) {
 		return

@@ -35,7 +35,8 @@ func intsToBytes(t *testing.T, v []int) []byte {
 // TestLogprobBytesQwen3: with the real Qwen3 tokenizer, a token that is
 // a piece of a character has its raw bytes as "bytes" (the text stays
 // U+FFFD), so that the tokens' bytes concatenated are the tokenizer's
-// decode of the whole sequence; text_offset counts those bytes.
+// decode of the whole sequence (TestTextOffsetQwen3 has their
+// text_offset).
 func TestLogprobBytesQwen3(t *testing.T) {
 	tok, err := tokenizer.Load("../validation/testdata/qwen3-tokenizer")
 	if err != nil {
@@ -73,19 +74,6 @@ func TestLogprobBytesQwen3(t *testing.T) {
 	}
 	if string(cat) != whole || string(catTop) != whole {
 		t.Errorf("bytes concatenated %q (top %q), decode %q", cat, catTop, whole)
-	}
-	const at = 7
-	lp, end := completionLogprobs(tok, toks, at)
-	off := at
-	for i, id := range ids {
-		if lp.TextOffset[i] != off {
-			t.Errorf("text_offset[%d] %d, want %d", i, lp.TextOffset[i], off)
-		}
-		b, _ := tok.Bytes(id)
-		off += len(b)
-	}
-	if end != at+len(splitText) {
-		t.Errorf("offset after the tokens %d, want %d", end, at+len(splitText))
 	}
 }
 
@@ -137,104 +125,101 @@ func (f *fixture) events(t *testing.T, path, body string) []string {
 	return nil
 }
 
-// TestLogprobBytesServed: the embedded model answers "Hello" greedily
-// with a character split across two byte tokens (the review's 154 and
-// 111, U+07B3); chat and completions, whole and streamed, give each
-// token's raw bytes, whose concatenation is the tokenizer's decode of
-// the generated tokens, and text_offset steps by those bytes.
+// TestLogprobBytesServed: on the embedded default model (default-v2),
+// "Hello" sampled at temperature 1 with seed 1 generates, in 32 tokens, a
+// character split across byte tokens and bytes that are no UTF-8. Chat and
+// completions, whole and streamed, give each token's raw bytes, the same
+// text whole and streamed (the tokenizer's decode of the tokens), and text_offset as wantOffsets has it; so
+// again when max_tokens cuts the reply right after the split character's
+// first byte, and the response ends mid-character (one U+FFFD at the end).
 func TestLogprobBytesServed(t *testing.T) {
 	f := newFixture(t, Options{}, runner.SchedOptions{})
 	tok := f.r.Tok
 	ids := f.chatIDs(t, "Hello")
-	check := func(name string, got [][]int, gen []int) {
+	g := engine.GenOptions{MaxTokens: 32, Temperature: 1, Seed: 1, Stop: f.r.DefaultStops()}
+	ref := f.solo(t, ids, g, 0)
+	lead, invalid := -1, 0
+	for i, id := range ref.tokens {
+		b, _ := tok.Bytes(id)
+		if len(b) == 0 || utf8.Valid(b) {
+			continue
+		}
+		if i+1 < len(ref.tokens) && lead < 0 {
+			next, _ := tok.Bytes(ref.tokens[i+1])
+			if r, n := utf8.DecodeRune(append(append([]byte{}, b...), next...)); r != utf8.RuneError && n > len(b) {
+				lead = i
+				continue
+			}
+		}
+		invalid++
+	}
+	if lead < 0 || invalid == 0 {
+		t.Fatalf("the reply %q (%v) has no character split across tokens (%d) or no bytes that are no UTF-8 (%d): the test needs both", ref.text, ref.tokens, lead, invalid)
+	}
+	check := func(name string, got [][]int, want soloRef) {
 		t.Helper()
-		var cat []byte
-		split := 0
+		if len(got) != len(want.tokens) {
+			t.Errorf("%s: logprobs for %d tokens, want %d", name, len(got), len(want.tokens))
+			return
+		}
 		for i, b := range got {
-			raw, _ := tok.Bytes(gen[i])
-			bb := intsToBytes(t, b)
-			if !bytes.Equal(bb, raw) {
-				t.Errorf("%s: token %d (%d): bytes %x, want %x", name, i, gen[i], bb, raw)
+			raw, _ := tok.Bytes(want.tokens[i])
+			if bb := intsToBytes(t, b); !bytes.Equal(bb, raw) {
+				t.Errorf("%s: token %d (%d): bytes %x, want %x", name, i, want.tokens[i], bb, raw)
 			}
-			if !utf8.Valid(bb) {
-				split++
-			}
-			cat = append(cat, bb...)
-		}
-		want, _ := tok.Decode(gen)
-		if string(cat) != want || split == 0 {
-			t.Errorf("%s: bytes concatenated %q (%d pieces of characters), decode %q", name, cat, split, want)
 		}
 	}
-	// The generated ids, from the engine alone.
-	want := f.solo(t, ids, engine.GenOptions{MaxTokens: 6, Stop: f.r.DefaultStops()}, 0)
-	body := `{"model":"tarfa-test","messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"temperature":0,"logprobs":true,"top_logprobs":2%s}`
-	resp, b := f.post(t, "/v1/chat/completions", fmt.Sprintf(body, ""))
-	var c logprobChat
-	if err := json.Unmarshal(b, &c); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, b)
-	}
-	var got [][]int
-	for _, lp := range c.Choices[0].Logprobs.Content {
-		got = append(got, lp.Bytes)
-	}
-	check("chat", got, want.tokens)
-	if c.Choices[0].Message.Content != want.text {
-		t.Errorf("chat content %q, want %q", c.Choices[0].Message.Content, want.text)
-	}
-	got = nil
-	for _, ev := range f.events(t, "/v1/chat/completions", fmt.Sprintf(body, `,"stream":true`)) {
+	for _, n := range []int{len(ref.tokens), lead + 1} {
+		g.MaxTokens = n
+		want := f.solo(t, ids, g, 0)
+		if !slices.Equal(want.tokens, ref.tokens[:n]) {
+			t.Fatalf("%d tokens: %v, not the first of %v", n, want.tokens, ref.tokens)
+		}
+		if n == lead+1 && !strings.HasSuffix(want.text, "\uFFFD") {
+			t.Fatalf("cut after the split character's first byte: %q", want.text)
+		}
+		body := fmt.Sprintf(`{"model":"tarfa-test","messages":[{"role":"user","content":"Hello"}],"max_tokens":%d,"temperature":1,"seed":1,"logprobs":true,"top_logprobs":2%%s}`, n)
+		resp, b := f.post(t, "/v1/chat/completions", fmt.Sprintf(body, ""))
 		var c logprobChat
-		if err := json.Unmarshal([]byte(ev), &c); err != nil {
-			t.Fatal(err)
+		if err := json.Unmarshal(b, &c); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
-		for _, ch := range c.Choices {
-			if ch.Logprobs != nil {
-				for _, lp := range ch.Logprobs.Content {
-					got = append(got, lp.Bytes)
+		var got [][]int
+		for _, lp := range c.Choices[0].Logprobs.Content {
+			got = append(got, lp.Bytes)
+		}
+		check(fmt.Sprintf("chat %d", n), got, want)
+		if c.Choices[0].Message.Content != want.text {
+			t.Errorf("chat %d: content %q, want %q", n, c.Choices[0].Message.Content, want.text)
+		}
+		got = nil
+		var text string
+		for _, ev := range f.events(t, "/v1/chat/completions", fmt.Sprintf(body, `,"stream":true`)) {
+			var c logprobChat
+			if err := json.Unmarshal([]byte(ev), &c); err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range c.Choices {
+				text += ch.Delta.Content
+				if ch.Logprobs != nil {
+					for _, lp := range ch.Logprobs.Content {
+						got = append(got, lp.Bytes)
+					}
 				}
 			}
 		}
-	}
-	check("chat stream", got, want.tokens)
+		check(fmt.Sprintf("chat stream %d", n), got, want)
+		if text != want.text {
+			t.Errorf("chat stream %d: deltas concatenated %q, want %q", n, text, want.text)
+		}
 
-	// The same prompt as token ids to /v1/completions: the same tokens.
-	prompt, _ := json.Marshal(ids)
-	cbody := fmt.Sprintf(`{"model":"tarfa-test","prompt":%s,"max_tokens":6,"temperature":0,"logprobs":2%%s}`, prompt)
-	offsets := func(name string, lp *openai.CompletionLogprobs, text string) {
-		t.Helper()
-		off := 0
-		for i, id := range want.tokens {
-			if i >= len(lp.TextOffset) || lp.TextOffset[i] != off {
-				t.Errorf("%s: text_offset %v, want %d at %d", name, lp.TextOffset, off, i)
-				return
-			}
-			raw, _ := tok.Bytes(id)
-			off += len(raw)
-		}
-		if off != len(text) {
-			t.Errorf("%s: the tokens' bytes end at %d, the text %q is %d bytes", name, off, text, len(text))
-		}
-	}
-	resp, b = f.post(t, "/v1/completions", fmt.Sprintf(cbody, ""))
-	var cc logprobCompletion
-	if err := json.Unmarshal(b, &cc); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, b)
-	}
-	offsets("completions", cc.Choices[0].Logprobs, cc.Choices[0].Text)
-	all := &openai.CompletionLogprobs{}
-	var text string
-	for _, ev := range f.events(t, "/v1/completions", fmt.Sprintf(cbody, `,"stream":true`)) {
-		var c logprobCompletion
-		if err := json.Unmarshal([]byte(ev), &c); err != nil {
-			t.Fatal(err)
-		}
-		for _, ch := range c.Choices {
-			text += ch.Text
-			if ch.Logprobs != nil {
-				all.TextOffset = append(all.TextOffset, ch.Logprobs.TextOffset...)
+		// The same prompt as token ids to /v1/completions: the same tokens.
+		offs := wantOffsets(tok, want.tokens)
+		for _, stream := range []bool{false, true} {
+			s := f.completion(t, ids, n, `"temperature":1,"seed":1`, stream)
+			if s.text != want.text || !slices.Equal(s.offsets, offs) {
+				t.Errorf("completions %d (stream %v): text %q, text_offset %v; want %q, %v", n, stream, s.text, s.offsets, want.text, offs)
 			}
 		}
 	}
-	offsets("completions stream", all, text)
 }

@@ -138,6 +138,12 @@ type Server struct {
 	// are the model's; only the text the response is built from is
 	// scripted, so that tests can control what a noise model says.
 	script []string
+	// idScript, when set (by tests only), replaces the ids of the tokens a
+	// request generates in what the response is built from: the n-th token
+	// is read as idScript[n] (its text, and its logprobs' token, bytes and
+	// text_offset), so that tests can serve chosen byte-level tokens. The
+	// logprob values, and all that is attested, are the model's.
+	idScript []int
 }
 
 // state is what Attach provides.

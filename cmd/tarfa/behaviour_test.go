@@ -141,32 +141,32 @@ func TestRunStopsAtTheContext(t *testing.T) {
 }
 
 // The stop token is not printed unless --special; the stop reason is.
-// (Seed 16 samples the end-of-turn token after 8 tokens on the embedded
-// default model.)
+// (Seed 27 samples the end-of-turn token after 38 tokens on the embedded
+// default model default-v2.)
 func TestRunStopTokenAndReason(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	args := []string{"run", "Hello", "--max-tokens", "64", "--temperature", "1", "--seed", "16"}
+	args := []string{"run", "Hello", "--max-tokens", "64", "--temperature", "1", "--seed", "27"}
 	js, err := runCLI(t, "", append(args, "--json")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r runResult
 	json.Unmarshal([]byte(js), &r)
-	if r.StopReason != "eos" || r.Sampling.Greedy || r.Sampling.Seed != 16 || r.Sampling.Temperature != 1 || strings.Contains(r.Text, "<|im_end|>") {
+	if r.StopReason != "eos" || r.Sampling.Greedy || r.Sampling.Seed != 27 || r.Sampling.Temperature != 1 || strings.Contains(r.Text, "<|im_end|>") {
 		t.Fatalf("seeded run: %s", js)
 	}
 	out, stderr, err := runCLIErr(t, "", args...)
 	if err != nil || strings.Contains(out, "<|im_end|>") || !strings.HasSuffix(out, "\n") {
 		t.Errorf("stdout %q, %v", out, err)
 	}
-	if !strings.Contains(stderr, "stop: eos (<|im_end|>)") || !strings.Contains(stderr, "sampled (temperature 1, seed 16)") {
+	if !strings.Contains(stderr, "stop: eos (<|im_end|>)") || !strings.Contains(stderr, "sampled (temperature 1, seed 27)") {
 		t.Errorf("summary: %s", stderr)
 	}
 	if out, _ := runCLI(t, "", append(args, "--special")...); !strings.HasSuffix(out, "<|im_end|>\n") {
 		t.Errorf("--special: %q", out)
 	}
 	// The prompt from standard input is the prompt.
-	js2, err := runCLI(t, "Hello", "run", "-", "--max-tokens", "64", "--temperature", "1", "--seed", "16", "--json")
+	js2, err := runCLI(t, "Hello", "run", "-", "--max-tokens", "64", "--temperature", "1", "--seed", "27", "--json")
 	var r2 runResult
 	if json.Unmarshal([]byte(js2), &r2); err != nil || r2.Prompt != r.Prompt || fmt.Sprint(r2.Tokens) != fmt.Sprint(r.Tokens) {
 		t.Errorf("run - : %v\n%s\nwant\n%s", err, js2, js)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -304,5 +306,27 @@ func TestUnwritableOutputNamesTheFlag(t *testing.T) {
 	}
 	if _, err := runCLI(t, "", "synth", "--preset", "tiny", "--out", filepath.Join(dir, "s")); exitCode(err) != exitError || !strings.Contains(err.Error(), "cannot write in directory") {
 		t.Errorf("synth: %v", err)
+	}
+}
+
+// m14: the embedded default model's reply depends on the prompt: chat
+// prompts that differ only before the fixed template tail get different
+// replies (default-v1 gave every one the same).
+func TestDefaultModelRepliesDependOnThePrompt(t *testing.T) {
+	seen := map[string]string{}
+	for _, p := range []string{"Tell me about experts.", "Explain expert routing.", "Hello", "Tell me a long story"} {
+		out, err := runCLI(t, "", "run", p, "--max-tokens", "6", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r runResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Tokens) != 6 {
+			t.Fatalf("%q: %v %s", p, err, out)
+		}
+		key := fmt.Sprint(r.Tokens)
+		if q, ok := seen[key]; ok {
+			t.Errorf("%q and %q get the same reply %v", p, q, r.Tokens)
+		}
+		seen[key] = p
 	}
 }

@@ -131,12 +131,28 @@ func TestServeAttestVerify(t *testing.T) {
 	}
 }
 
+// longReplyModel converts tarfa synth's tiny model (seed 1, every weight at
+// the initializer's spread: the recipe of the embedded default-v1) into a
+// JNF directory named tarfa-v1. Its greedy replies run to thousands of
+// tokens without the end of turn (to "a": all 4000 asked for), where the
+// embedded default model (default-v2) ends every reply within some
+// hundreds, too soon for a test to interrupt or cut it reliably.
+func longReplyModel(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	ck, model := filepath.Join(tmp, "ck"), filepath.Join(tmp, "tarfa-v1")
+	mustCLI(t, "synth", "--out", ck)
+	mustCLI(t, "convert", ck, "--out", model)
+	return model
+}
+
 // TestServeDrainCut: SIGTERM during a long stream drains the server: the
 // port keeps answering, /health with 503 "draining" and a new request
 // with 503; at --shutdown-timeout the stream is cut with an error event
-// and serve exits 1 saying so.
+// and serve exits 1 saying so. The stream must outlast the timeout: it is
+// longReplyModel's greedy reply to "a", 4000 tokens.
 func TestServeDrainCut(t *testing.T) {
-	p, base := startServe(t, "--shutdown-timeout", "700ms")
+	p, base := startServe(t, "--model", longReplyModel(t), "--name", "tarfa-default", "--shutdown-timeout", "700ms")
 	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model": "tarfa-default", "prompt": "a", "max_tokens": 4000, "temperature": 0, "stream": true}`))
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +226,15 @@ func TestServeFlags(t *testing.T) {
 // generation and the session goes on.
 func TestChatPipes(t *testing.T) {
 	pr, pw := io.Pipe()
-	p := start(t, nil, pr, "chat", "--max-tokens", "100000")
+	p := start(t, nil, pr, "chat", "--model", longReplyModel(t), "--max-tokens", "100000")
 	t.Cleanup(func() { pw.Close() }) // before start's cleanup waits for the child: its stdin copy ends
 	say := func(s string) { pw.Write([]byte(s + "\n")) }
 	waitFor(t, "the chat prompt", 60*time.Second, func() bool { return strings.Contains(p.stdout.String(), "[exact] you> ") })
-	if !strings.Contains(p.stderr.String(), "tarfa chat · EXACT mode · model tarfa-default in-process · /help for commands") {
+	if !strings.Contains(p.stderr.String(), "tarfa chat · EXACT mode · model tarfa-v1 in-process · /help for commands") {
 		t.Errorf("banner:\n%s", p.stderr.String())
 	}
-	// A reply to the end of the context takes seconds: interrupt it.
+	// A reply to the end of the context takes seconds (longReplyModel):
+	// interrupt it.
 	say("Tell me everything")
 	n := len(p.stdout.String())
 	waitFor(t, "the reply to stream", 30*time.Second, func() bool { return len(p.stdout.String()) > n+40 })

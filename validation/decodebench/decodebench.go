@@ -478,7 +478,7 @@ func (m *model) snapshot() snapshot {
 	return s
 }
 
-func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) {
+func (b *bench) open(ctx context.Context, ram int64, c Backend, prefetch bool) (*model, error) {
 	// A backend of its own for every model: a device backend's resident
 	// experts must not outlive a figure (a cold figure starts cold).
 	var be backend.Backend
@@ -493,7 +493,7 @@ func (b *bench) open(ctx context.Context, ram int64, c Backend) (*model, error) 
 	}
 	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
 	to := tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
-		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: b.opt.Prefetch, Hashers: b.hashers()}
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: prefetch, Hashers: b.hashers()}
 	if p, ok := be.(backend.Pinner); ok && c.PinSlots {
 		to.Pinner = p
 	}
@@ -712,7 +712,7 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			if err = b.drop(); err != nil {
 				return err
 			}
-			if mm, err = b.open(ctx, d.RAMBudget, d.Backend); err != nil {
+			if mm, err = b.open(ctx, d.RAMBudget, d.Backend, b.opt.Prefetch); err != nil {
 				return err
 			}
 			r := mm.be.Residency()
@@ -852,7 +852,9 @@ func (b *bench) ledgerArms() []benchrun.Arm {
 		if b.resident != nil {
 			return nil
 		}
-		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes, b.opt.Backends[0])
+		// Without prefetch: a hint may name an expert the prompt never
+		// routes to, whose speculative read would count as storage here.
+		mm, err := b.open(ctx, int64(len(b.refs))*b.res.ExpertBytes, b.opt.Backends[0], false)
 		if err != nil {
 			return err
 		}

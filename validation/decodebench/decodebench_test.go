@@ -69,8 +69,10 @@ func TestRun(t *testing.T) {
 		if d.StreamSecondsPerToken.N != 2 || !(d.StreamSecondsPerToken.Median > 0) || !(d.GapSecondsPerToken.Median > 0) || !(d.PredictedStreamSecondsPerToken.Median > 0) {
 			t.Errorf("%s: streams %+v gaps %+v predicted %+v", d.Name, d.StreamSecondsPerToken, d.GapSecondsPerToken, d.PredictedStreamSecondsPerToken)
 		}
-		if d.Warm && d.RAMFraction == 1 && d.StorageBytesPerToken.Max != 0 {
-			t.Errorf("%s: every expert resident after a generation of the same prompt, yet %v bytes per token read", d.Name, d.StorageBytesPerToken)
+		// What it reads then is speculative: a prefetch hint may name an
+		// expert the prompt never routes to.
+		if d.Warm && d.RAMFraction == 1 && d.StorageBytesPerToken.Max != 0 && d.PrefetchIssued == 0 {
+			t.Errorf("%s: every expert resident after a generation of the same prompt, yet %v bytes per token read, none by a prefetch", d.Name, d.StorageBytesPerToken)
 		}
 	}
 	if res.Ledger == nil || res.Ledger.With.N != 2 || res.Ledger.Without.N != 2 || math.IsNaN(res.Ledger.Overhead) {

@@ -16,13 +16,21 @@ import (
 
 // DefaultVersion names the embedded default model; bump it when its recipe
 // changes so caches are rebuilt.
-const DefaultVersion = "default-v1"
+const DefaultVersion = "default-v2"
+
+// defaultAttnStd is the spread of the default model's attention weights
+// (Options.AttnStd), so that attention moves the residual stream as much as
+// the last token's embedding does and the reply depends on the whole
+// prompt. With the initializer's 0.02 everywhere (default-v1) the last
+// token's embedding dominated, and every chat prompt, which ends in the
+// same template tokens, got the same reply.
+const defaultAttnStd = 0.6
 
 // DefaultOptions is the recipe of the embedded default model: a tiny
 // Qwen3.5-MoE (Gated DeltaNet, gated attention, shared expert) with a real
 // synthetic tokenizer.
 func DefaultOptions() (Options, error) {
-	o := Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: 1}
+	o := Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: 1, AttnStd: defaultAttnStd}
 	_, cfg, err := Config(o)
 	if err != nil {
 		return o, err
@@ -57,7 +65,7 @@ func WithTokenizer(o Options) (Options, error) {
 // this model; a cached copy with any other root (however consistent with
 // itself) is not the default model and is rebuilt. Change it only together
 // with the recipe (and DefaultVersion).
-const DefaultRoot = "8ea65e10f5dcf056421bd61a8ccd5625329a28246bbf1c5b7184849828f37f00"
+const DefaultRoot = "7de94bd967451577eabadf7d0b8f8992bb8465559f765bb6478af182a95e2818"
 
 // EnsureOptions reports what EnsureDefaultWith does.
 type EnsureOptions struct {

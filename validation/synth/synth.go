@@ -58,6 +58,13 @@ type Options struct {
 	// [...]): every knob of the general config can be exercised. The tensors
 	// written follow the resulting config.
 	Set map[string]any
+	// AttnStd is the standard deviation of the attention weights (full
+	// and linear attention; 0: 0.02, the Hugging Face initializer_range,
+	// as every other projection). Larger values let attention carry more
+	// of the context into the last position, so that the output depends
+	// visibly on the whole prompt (the embedded default model), not mostly
+	// on the last token.
+	AttnStd float32
 }
 
 type shape = []int64
@@ -228,7 +235,7 @@ func newPlan(o Options) (*plan, error) {
 	// Pack tensors into shards in order.
 	var cur []tensorSpec
 	var curBytes int64
-	for _, s := range tensorSpecs(cfg, fused) {
+	for _, s := range tensorSpecs(cfg, fused, o.AttnStd) {
 		n := numel(s.shape) * s.dtype.Size()
 		if len(cur) > 0 && curBytes+n > shardLimit {
 			p.shards = append(p.shards, cur)
@@ -442,10 +449,13 @@ func numel(s shape) int64 {
 }
 
 // tensorSpecs lists every tensor in checkpoint order.
-func tensorSpecs(cfg *hf.Config, fused bool) []tensorSpec {
+func tensorSpecs(cfg *hf.Config, fused bool, attnStd float32) []tensorSpec {
 	H, V, I := int64(cfg.Hidden), int64(cfg.Vocab), int64(cfg.MoEIntermediate)
 	E := int64(cfg.Experts)
 	std := float32(0.02)
+	if attnStd <= 0 {
+		attnStd = std
+	}
 	normInit, normScale := initConst, float32(1)
 	if cfg.Arch == hf.Qwen35MoE {
 		normInit, normScale = initNormOff, 0.05
@@ -471,6 +481,9 @@ func tensorSpecs(cfg *hf.Config, fused bool) []tensorSpec {
 			continue
 		}
 		k, scale, dt := initNormal, std, jnf.BF16
+		if strings.Contains(e.Name, ".self_attn.") || strings.Contains(e.Name, ".linear_attn.") {
+			scale = attnStd
+		}
 		switch {
 		case strings.HasSuffix(e.Name, "layernorm.weight") || strings.HasSuffix(e.Name, "q_norm.weight") || strings.HasSuffix(e.Name, "k_norm.weight"):
 			k, scale = normInit, normScale
