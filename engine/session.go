@@ -40,6 +40,7 @@ type Session struct {
 type sessionState struct {
 	layers []layerState
 	solo   *work
+	soloB  *Batch // a Batch over solo, for Generate
 }
 
 // free releases st's backend memory and queue.

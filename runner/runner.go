@@ -448,6 +448,9 @@ func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop
 	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
 	req := Request{Prompt: prompt, Gen: GenOptions(maxTokens, stop, s), KeepLogits: keepLogits}
 	res, err := r.Do(ctx, req, func(t Token) error {
+		if run.Generated == nil {
+			run.Generated = make([]int, 0, min(maxTokens, 4096))
+		}
 		run.Generated = append(run.Generated, t.ID)
 		if keepLogits {
 			run.Logits = append(run.Logits, t.Logits)

@@ -17,7 +17,7 @@ import (
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
-func defaultModel(t *testing.T) string {
+func defaultModel(t testing.TB) string {
 	t.Helper()
 	dir, _, err := synth.EnsureDefault(context.Background(), t.TempDir())
 	if err != nil {
