@@ -98,6 +98,7 @@ type Model struct {
 	bufs             []backend.Buf // allocated at load (Close frees them)
 	weights          []*backend.Weight
 	closeOnce        sync.Once
+	sessions         sessionSet // a device backend's open sessions (Close frees them)
 	experts          ExpertSource
 	firstMoE         int          // the first MoE layer (−1: none)
 	cache            *expertCache // of the default source; nil: no cache
@@ -436,11 +437,14 @@ func (m *Model) upload(ld *loader) error {
 	return nil
 }
 
-// Close releases what the model holds on its backend (device memory). The
-// model and its sessions must not be used afterwards; the backend itself
-// stays open (its owner closes it).
+// Close releases what the model holds on its backend (device memory), the
+// state of every session not closed yet included; none may be running. The
+// model and its sessions must not be used afterwards (a step returns an
+// error); the backend itself stays open (its owner closes it, after this).
 func (m *Model) Close() error {
+	var err error
 	m.closeOnce.Do(func() {
+		err = m.sessions.closeAll(m.be)
 		for _, b := range m.bufs {
 			m.be.Free(b)
 		}
@@ -449,7 +453,7 @@ func (m *Model) Close() error {
 		}
 		m.bufs, m.weights = nil, nil
 	})
-	return nil
+	return err
 }
 
 func checkConfig(c *hf.Config) error {

@@ -229,13 +229,15 @@ func (r *Runner) Close() error {
 	if cerr := r.Engine.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := r.Engine.Backend().Close(); err == nil {
-		err = cerr
-	}
+	// The tier before the backend: its staging buffers may be pinned by
+	// the backend (slotPinner), and unpinning is a backend call.
 	if r.Tier != nil {
 		if terr := r.Tier.Close(); err == nil {
 			err = terr
 		}
+	}
+	if cerr := r.Engine.Backend().Close(); err == nil {
+		err = cerr
 	}
 	if cerr := r.Checkpoint.Close(); err == nil {
 		err = cerr

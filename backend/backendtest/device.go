@@ -41,7 +41,27 @@ type device struct {
 
 	pinMu  sync.Mutex
 	pinned map[uintptr]int // base address → length of memory Pin pinned
+
+	// closed is set by Close; late counts the calls made after it, on the
+	// backend or its queues (a real device has released its context by
+	// then: such a call crashes or corrupts), each refused with an error.
+	closed atomic.Bool
+	late   atomic.Int64
 }
+
+// live counts op as a late call and returns an error when the device is
+// closed.
+func (d *device) live(op string) error {
+	if !d.closed.Load() {
+		return nil
+	}
+	d.late.Add(1)
+	return fmt.Errorf("fake device: %s after Close", op)
+}
+
+// CallsAfterClose is the number of calls made on the simulated device, or
+// on one of its queues, after its Close (for tests: it must stay 0).
+func CallsAfterClose(be backend.Backend) int64 { return be.(*device).late.Load() }
 
 var _ backend.Pinner = (*device)(nil)
 
@@ -50,6 +70,9 @@ var _ backend.Pinner = (*device)(nil)
 func (d *device) Pin(mem []byte) (func() error, error) {
 	if len(mem) == 0 {
 		return nil, fmt.Errorf("fake device: pin of 0 bytes")
+	}
+	if err := d.live("Pin"); err != nil {
+		return nil, err
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	d.pinMu.Lock()
@@ -62,6 +85,9 @@ func (d *device) Pin(mem []byte) (func() error, error) {
 	}
 	d.pinned[base] = len(mem)
 	return func() error {
+		if err := d.live("unpin"); err != nil {
+			return err
+		}
 		d.pinMu.Lock()
 		defer d.pinMu.Unlock()
 		if _, ok := d.pinned[base]; !ok {
@@ -122,10 +148,13 @@ type devExpert struct {
 
 func (d *device) Name() string     { return "fake-device" }
 func (d *device) Threads() int     { return d.c.Threads() }
-func (d *device) Close() error     { return nil }
-func (d *device) Free(backend.Buf) {}
+func (d *device) Close() error     { d.closed.Store(true); return nil }
+func (d *device) Free(backend.Buf) { d.live("Free") }
 
 func (d *device) Alloc(n int) (backend.Buf, error) {
+	if err := d.live("Alloc"); err != nil {
+		return backend.Buf{}, err
+	}
 	h, err := d.c.Alloc(n)
 	if err != nil {
 		return backend.Buf{}, err
@@ -137,6 +166,9 @@ func (d *device) Alloc(n int) (backend.Buf, error) {
 type devWeight struct{}
 
 func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, _ backend.Use) error {
+	if err := d.live("Upload"); err != nil {
+		return err
+	}
 	*w = backend.Weight{Key: key, Dev: devWeight{}}
 	if err := w.Host.Init(v, rows, cols); err != nil {
 		return err
@@ -145,7 +177,7 @@ func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows
 	return nil
 }
 
-func (d *device) Drop(w *backend.Weight) { *w = backend.Weight{} }
+func (d *device) Drop(w *backend.Weight) { d.live("Drop"); *w = backend.Weight{} }
 
 var _ backend.Meter = (*device)(nil)
 
@@ -154,6 +186,9 @@ func (d *device) Residency() backend.Residency {
 }
 
 func (d *device) NewQueue() (backend.Queue, error) {
+	if err := d.live("NewQueue"); err != nil {
+		return nil, err
+	}
 	return &devQueue{d: d, h: d.c.NewHostQueue()}, nil
 }
 
@@ -194,11 +229,22 @@ func (q *devQueue) w(op string, w *backend.Weight) *backend.Weight {
 	return &c
 }
 
-func (q *devQueue) do(f func()) { q.ops = append(q.ops, f) }
+func (q *devQueue) do(f func()) {
+	if err := q.d.live("a queue operation"); err != nil {
+		if q.err == nil {
+			q.err = err
+		}
+		return
+	}
+	q.ops = append(q.ops, f)
+}
 
 func (q *devQueue) Sync() error {
 	ops := q.ops
 	q.ops = nil
+	if err := q.d.live("Queue.Sync"); err != nil {
+		return err
+	}
 	if q.err != nil {
 		return q.err
 	}
@@ -211,7 +257,7 @@ func (q *devQueue) Sync() error {
 	return q.err
 }
 
-func (q *devQueue) Close() error { return nil }
+func (q *devQueue) Close() error { return q.d.live("Queue.Close") }
 
 func (q *devQueue) Write(dst backend.Buf, src []float32) {
 	d, s := q.b("Write", dst), append([]float32(nil), src...)
@@ -334,6 +380,9 @@ func (q *devQueue) GateAdd(y, x, g backend.Buf, T, n int) {
 // returns) and keeps the copy resident, evicting the oldest beyond the
 // device's slots.
 func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+	if err := q.d.live("LoadExpert"); err != nil {
+		return err
+	}
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
 		return err
@@ -386,6 +435,9 @@ func fill(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, de *devExpe
 }
 
 func (q *devQueue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest) bool {
+	if q.d.live("CachedExpert") != nil {
+		return false
+	}
 	d := q.d
 	d.mu.Lock()
 	de, ok := d.resident[digest]
@@ -397,4 +449,4 @@ func (q *devQueue) CachedExpert(x *backend.Expert, id weights.ExpertID, digest j
 	return ok
 }
 
-func (q *devQueue) ReleaseExpert(x *backend.Expert) { *x = backend.Expert{} }
+func (q *devQueue) ReleaseExpert(x *backend.Expert) { q.d.live("ReleaseExpert"); *x = backend.Expert{} }
