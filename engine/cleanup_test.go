@@ -21,7 +21,7 @@ import (
 func TestDroppedSessionAfterBackendClose(t *testing.T) {
 	c := conformance[0]
 	be := backendtest.NewDevice(1, 0)
-	m := loadWith(t, c.ckpt, Options{Backend: be, ExpertCacheBytes: -1})
+	m := loadResident(t, c.ckpt, Options{Backend: be})
 	prompt := readReference(t, c.fixture).Prompts[1]
 	collected := make(chan struct{})
 	func() {

@@ -30,7 +30,7 @@ func TestCUDACounters(t *testing.T) {
 				}
 				defer be.Close()
 				ref := readReference(t, c.fixture)
-				m := loadWith(t, c.ckpt, Options{Backend: be, Placement: pl, ExpertCacheBytes: -1})
+				m := loadResident(t, c.ckpt, Options{Backend: be, Placement: pl})
 				defer m.Close()
 				loaded := be.(backend.Meter).Counters()
 				var all [][]float32
@@ -73,7 +73,7 @@ func TestCUDADroppedSessions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := loadWith(t, c.ckpt, Options{Backend: be, ExpertCacheBytes: -1})
+			m := loadResident(t, c.ckpt, Options{Backend: be})
 			collected := make(chan struct{}, 4)
 			for range 4 {
 				s := m.NewSession()

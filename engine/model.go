@@ -47,14 +47,9 @@ type Options struct {
 	// fetched for use (always).
 	CheckExperts bool
 	// Experts supplies routed experts (the streaming hierarchy, package
-	// tier). Nil: read them from the checkpoint as they are needed, keeping
-	// up to ExpertCacheBytes of them.
+	// tier, whose RAM tier keeps verified experts resident). Nil: read each
+	// from the checkpoint, verified, for every use, keeping nothing.
 	Experts ExpertSource
-	// ExpertCacheBytes keeps up to this many bytes of verified experts in
-	// memory (least recently used first out), so that a hot expert is not
-	// re-read and re-hashed by the attestation layer for every token.
-	// 0 fetches from Weights on every use; < 0 caches without limit.
-	ExpertCacheBytes int64
 	// LoadProgress, if set, is called by LoadContext with the bytes of
 	// each piece of a non-expert tensor read and verified (a source that
 	// reads tensors in pieces, a *weights.Checkpoint, also stops within a
@@ -100,8 +95,7 @@ type Model struct {
 	closeOnce        sync.Once
 	sessions         sessionSet // a device backend's open sessions (Close frees them)
 	experts          ExpertSource
-	firstMoE         int          // the first MoE layer (−1: none)
-	cache            *expertCache // of the default source; nil: no cache
+	firstMoE         int // the first MoE layer (−1: none)
 	// resident are the verified tensors the model views in place, for Scrub.
 	resident []weights.VerifiedTensor
 }
@@ -173,7 +167,7 @@ func (m *Model) Loaded() (tensors int, bytes int64) {
 func (m *Model) Root() jnf.Digest { return m.root }
 
 // Scrub re-hashes every verified copy the model keeps resident — the
-// non-expert tensors it views in place, the cached experts, and the routed
+// non-expert tensors it views in place and the routed
 // experts a device backend keeps in device memory (backend.DeviceScrubber,
 // hashed there) — against
 // their manifest digests, and returns the first mismatch: a bit flipped in
@@ -187,12 +181,6 @@ func (m *Model) Scrub() (int64, error) {
 			return n, fmt.Errorf("engine: scrub: %w", err)
 		}
 		n += int64(len(t.View().Data()))
-	}
-	for _, e := range m.cache.snapshot() {
-		if err := e.Recheck(); err != nil {
-			return n, fmt.Errorf("engine: scrub: %w", err)
-		}
-		n += e.Bytes()
 	}
 	if ds, ok := m.be.(backend.DeviceScrubber); ok {
 		k, err := ds.ScrubDevice()
@@ -270,12 +258,7 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	}
 	m.experts = opt.Experts
 	if m.experts == nil {
-		var cache *expertCache
-		if opt.ExpertCacheBytes != 0 {
-			cache = newExpertCache(opt.ExpertCacheBytes)
-		}
-		m.cache = cache
-		m.experts = &directSource{w: w, cache: cache}
+		m.experts = storageSource{w: w}
 	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)

@@ -11,14 +11,16 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/golden"
+	"github.com/tarfa-ai/tarfa/tier"
 )
 
-// allocRunner is the embedded default model with every expert cached and
-// one engine thread: steady-state decoding touches no storage.
+// allocRunner is the embedded default model with every expert resident in
+// the RAM tier and one engine thread: steady-state decoding touches no
+// storage.
 func allocRunner(tb testing.TB) *Runner {
 	tb.Helper()
 	dir := defaultModel(tb)
-	r, err := Open(context.Background(), dir, Options{Threads: 1, ExpertCacheBytes: -1})
+	r, err := Open(context.Background(), dir, Options{Threads: 1, Tier: &tier.Options{RAMBudget: tier.Auto, StagingBudget: tier.Auto}})
 	if err != nil {
 		tb.Fatal(err)
 	}
