@@ -37,6 +37,18 @@ func (b *Batch) Close() error { return b.w.close() }
 // prompts feeds them in pieces. After an error every session of the step
 // must be Reset.
 func (b *Batch) Step(ctx context.Context, sessions []*Session, tokens [][]int) ([][]float32, error) {
+	return b.step(ctx, sessions, tokens, false)
+}
+
+// StepReuse is Step, but the logits it returns live in b's buffers and are
+// valid only until b's next step: a caller that is done with them before
+// then (a scheduler that picks each session's token at once) allocates
+// nothing per step.
+func (b *Batch) StepReuse(ctx context.Context, sessions []*Session, tokens [][]int) ([][]float32, error) {
+	return b.step(ctx, sessions, tokens, true)
+}
+
+func (b *Batch) step(ctx context.Context, sessions []*Session, tokens [][]int, reuse bool) ([][]float32, error) {
 	if len(sessions) == 0 || len(sessions) != len(tokens) {
 		return nil, fmt.Errorf("engine: batch step of %d sessions with %d token lists", len(sessions), len(tokens))
 	}
@@ -63,11 +75,14 @@ func (b *Batch) Step(ctx context.Context, sessions []*Session, tokens [][]int) (
 			ids = append(ids, int32(id))
 		}
 	}
-	lg, err := b.w.step(ctx, b.segs, false)
+	lg, err := b.w.step(ctx, b.segs, reuse)
 	if err != nil {
 		for _, sg := range b.segs {
 			sg.s.broken = err
 		}
+	}
+	clear(b.segs) // b keeps no session alive (a session's own Batch included)
+	if err != nil {
 		return nil, err
 	}
 	b.m.forwards.Add(1)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/tier"
 )
 
 func benchThreads() []int {
@@ -24,7 +25,11 @@ func BenchmarkPrefill(b *testing.B) {
 		for _, th := range benchThreads() {
 			for _, cache := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/cache=%v/threads=%d", ck, cache, th), func(b *testing.B) {
-					m := loadWith(b, ck, Options{Threads: th, ExpertCacheBytes: map[bool]int64{false: 0, true: -1}[cache]})
+					load := loadWith
+					if cache {
+						load = loadResident
+					}
+					m := load(b, ck, Options{Threads: th})
 					benchPrefill(b, m, 64)
 				})
 			}
@@ -39,7 +44,11 @@ func BenchmarkDecode(b *testing.B) {
 		for _, th := range benchThreads() {
 			for _, cache := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/cache=%v/threads=%d", ck, cache, th), func(b *testing.B) {
-					m := loadWith(b, ck, Options{Threads: th, ExpertCacheBytes: map[bool]int64{false: 0, true: -1}[cache]})
+					load := loadWith
+					if cache {
+						load = loadResident
+					}
+					m := load(b, ck, Options{Threads: th})
 					benchDecode(b, m)
 				})
 			}
@@ -110,7 +119,7 @@ func BenchmarkRealShapes(b *testing.B) {
 	_, w := synthModel(b, realLayers, 1, nil)
 	ck := w.open(b)
 	for _, th := range benchThreads() {
-		m, err := Load(ck, Options{Backend: cpu.New(th), ExpertCacheBytes: -1})
+		m, err := Load(ck, Options{Backend: cpu.New(th), Experts: ramTier(b, ck, tier.Auto)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,8 +3,11 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/backend"
 	_ "github.com/tarfa-ai/tarfa/backend/cuda" // registers "cuda" for OpenBackend
@@ -27,7 +30,7 @@ func TestCUDACounters(t *testing.T) {
 				}
 				defer be.Close()
 				ref := readReference(t, c.fixture)
-				m := loadWith(t, c.ckpt, Options{Backend: be, Placement: pl, ExpertCacheBytes: -1})
+				m := loadResident(t, c.ckpt, Options{Backend: be, Placement: pl})
 				defer m.Close()
 				loaded := be.(backend.Meter).Counters()
 				var all [][]float32
@@ -51,5 +54,65 @@ func TestCUDACounters(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCUDADroppedSessions is the pattern of `tarfa validate hf --backend
+// cuda` that crashed on the H200 after its PASS table (2026-12-02):
+// sessions run (Generate through the session's own Batch, and Forward) and
+// dropped without Close, the backend closed — after Model.Close, as the
+// runner does, and without it — and the garbage collector running the
+// dropped sessions' cleanups after that. Nothing may crash; no error is
+// expected where the model was closed first.
+func TestCUDADroppedSessions(t *testing.T) {
+	c := conformance[0]
+	prompt := readReference(t, c.fixture).Prompts[1]
+	for _, closeModel := range []bool{true, false} {
+		t.Run(fmt.Sprintf("modelClosed=%v", closeModel), func(t *testing.T) {
+			be, err := OpenBackend("cuda", BackendOptions{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := loadResident(t, c.ckpt, Options{Backend: be})
+			collected := make(chan struct{}, 4)
+			for range 4 {
+				s := m.NewSession()
+				if _, err := Generate(context.Background(), s, prompt, GenOptions{MaxTokens: 3}, nil); err != nil {
+					t.Fatal(err)
+				}
+				f := m.NewSession()
+				if _, err := f.Forward(prompt, true); err != nil {
+					t.Fatal(err)
+				}
+				runtime.AddCleanup(f, func(ch chan struct{}) { ch <- struct{}{} }, collected)
+			}
+			if closeModel {
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := be.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for i := 0; got < 4 && i < 300; i++ {
+				runtime.GC()
+				select {
+				case <-collected:
+					got++
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if got < 4 {
+				t.Fatalf("%d of 4 dropped sessions collected", got)
+			}
+			for range 5 {
+				runtime.GC()
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !closeModel {
+				m.Close() // after the backend: every call refused, none crashes
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tarfa-ai/tarfa/backend/cpu"
 	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
@@ -133,7 +134,7 @@ func TestPinnedDecodeLogits(t *testing.T) {
 	for i, dc := range decodeCases {
 		t.Run(dc.name, func(t *testing.T) {
 			cfg, w, toks := decodeModel(t, i)
-			m, err := Load(w, Options{Threads: 1, CheckExperts: true, ExpertCacheBytes: -1})
+			m, err := Load(w, Options{Threads: 1, CheckExperts: true, Experts: ramTier(t, w, tier.Auto)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +148,7 @@ func TestPinnedDecodeLogits(t *testing.T) {
 			compareAll(t, "decode vs one prefill Forward", rows, full)
 			be := cpu.New(3)
 			be.SetMinParallelWork(0)
-			mp, err := Load(w, Options{Backend: be, ExpertCacheBytes: -1})
+			mp, err := Load(w, Options{Backend: be, Experts: ramTier(t, w, tier.Auto)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -56,7 +56,7 @@ func TestDeviceBackendPlacements(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/slots=%d", c.ckpt, pl, slots), func(t *testing.T) {
 					ref := readReference(t, c.fixture)
 					be := backendtest.NewDevice(2, slots)
-					m := loadWith(t, c.ckpt, Options{Backend: be, Placement: pl, ExpertCacheBytes: -1})
+					m := loadResident(t, c.ckpt, Options{Backend: be, Placement: pl})
 					defer m.Close()
 					loaded := be.(backend.Meter).Counters()
 					var all [][]float32
@@ -97,12 +97,12 @@ func TestBatchMatchesSolo(t *testing.T) {
 	for _, c := range invarianceCkpts {
 		for _, dev := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/device=%v", c.ckpt, dev), func(t *testing.T) {
-				opt := Options{ExpertCacheBytes: -1}
+				var opt Options
 				if dev {
 					opt.Backend = backendtest.NewDevice(2, 4)
 					opt.Placement = PlaceRandom
 				}
-				m := loadWith(t, c.ckpt, opt)
+				m := loadResident(t, c.ckpt, opt)
 				defer m.Close()
 				toks := invarianceTokens(t, c.fixture)
 				// Three sequences: prompts of 1, 5 and 11 tokens, each then
@@ -183,7 +183,7 @@ func TestBatchMatchesSolo(t *testing.T) {
 func TestCPUCounters(t *testing.T) {
 	c := conformance[0]
 	be := cpu.New(2)
-	m := loadWith(t, c.ckpt, Options{Backend: be, ExpertCacheBytes: -1})
+	m := loadResident(t, c.ckpt, Options{Backend: be})
 	defer m.Close()
 	ref := readReference(t, c.fixture)
 	s := m.NewSession()

@@ -19,8 +19,10 @@
 // only as weights.VerifiedTensor and weights.VerifiedExpert, which only a
 // checkpoint mints, and it checks that each is the one it asked for (name,
 // expert ID) and comes from the checkpoint it was loaded from (root).
-// Options.ExpertCacheBytes keeps recently used verified experts in memory;
-// Model.Scrub re-hashes what the model keeps resident.
+// The engine keeps no routed expert: Options.Experts (a tier.Hierarchy,
+// constructed by the caller) keeps verified experts resident and scrubs
+// them; without it every use reads and verifies the expert again.
+// Model.Scrub re-hashes the non-expert tensors the model keeps resident.
 //
 // A Session owns one sequence: the KV cache of full-attention layers and the
 // conv and recurrent state of Gated DeltaNet layers. Forward appends tokens.

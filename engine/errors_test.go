@@ -14,7 +14,9 @@ import (
 	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/weights"
+	"golang.org/x/sys/unix"
 )
 
 func wantErr(t *testing.T, err error, parts ...string) {
@@ -161,10 +163,14 @@ func TestEngineRefusesValuesItDidNotAskFor(t *testing.T) {
 }
 
 // TestScrubFindsAFlippedResidentBit flips one bit in the memory behind a
-// resident tensor and behind a cached expert; Scrub names each.
+// resident tensor, which Model.Scrub names, and behind a routed expert kept
+// resident: the engine keeps none, so that copy is the RAM tier's (the
+// source the runner gives it), whose scrub names it.
 func TestScrubFindsAFlippedResidentBit(t *testing.T) {
 	_, w := synth(t, 1)
-	m, err := loadMem(t, w, Options{ExpertCacheBytes: -1})
+	ck := w.open(t)
+	h := ramTier(t, ck, tier.Auto)
+	m, err := Load(ck, Options{Experts: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,14 +192,44 @@ func TestScrubFindsAFlippedResidentBit(t *testing.T) {
 	_, err = m.Scrub()
 	wantErr(t, err, "model.layers.1.linear_attn.in_proj_qkv.weight", "resident copy", "digest mismatch")
 	flip(target.View().Data())
-
-	cached := m.cache.snapshot()
-	if len(cached) == 0 {
-		t.Fatal("nothing cached")
+	if _, err := m.Scrub(); err != nil {
+		t.Fatalf("restored: %v", err)
 	}
-	flip(cached[0].Up().Data())
-	_, err = m.Scrub()
-	wantErr(t, err, fmt.Sprintf("model.layers.%d.mlp.experts.%d", cached[0].ID().Layer, cached[0].ID().Expert), "resident copy")
+
+	// An expert the forward used, resident in the RAM tier: its copy is
+	// sealed read-only, so the flip unseals its pages first (as a memory
+	// fault would not need to).
+	if n, err := h.ScrubAll(); err != nil || n == 0 {
+		t.Fatalf("clean tier: scrubbed %d bytes, %v", n, err)
+	}
+	var ve weights.VerifiedExpert
+	if err := h.Stream(context.Background(), m.firstMoE, []int{0}, consumeFunc(func(_ int, p expertstream.Placed, _ ledger.Tier) error {
+		ve = p.Host
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	up := ve.Up().Data()
+	page := unix.Getpagesize()
+	mid := unsafe.Add(unsafe.Pointer(unsafe.StringData(up)), len(up)/2)
+	mem := unsafe.Slice((*byte)(unsafe.Add(mid, -int(uintptr(mid)%uintptr(page)))), page)
+	if err := unix.Mprotect(mem, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		t.Fatal(err)
+	}
+	flip(up)
+	unix.Mprotect(mem, unix.PROT_READ)
+	_, err = h.ScrubAll()
+	wantErr(t, err, fmt.Sprintf("model.layers.%d.mlp.experts.%d", ve.ID().Layer, ve.ID().Expert))
+	if !errors.Is(err, jnf.ErrVerification) {
+		t.Errorf("tier scrub: %v, want a verification error", err)
+	}
+}
+
+// consumeFunc is an ExpertConsumer of a function.
+type consumeFunc func(e int, p expertstream.Placed, origin ledger.Tier) error
+
+func (f consumeFunc) Consume(e int, p expertstream.Placed, origin ledger.Tier) error {
+	return f(e, p, origin)
 }
 
 func TestForwardErrors(t *testing.T) {

@@ -17,33 +17,23 @@ type ExpertSource = expertstream.Source
 // (expertstream.Consumer).
 type ExpertConsumer = expertstream.Consumer
 
-// directSource reads experts from the checkpoint one by one, in order,
-// keeping recently used ones in an optional LRU cache of verified values
-// (the engine's default when no hierarchy is given).
-type directSource struct {
-	w     source
-	cache *expertCache // nil: none
-}
+// storageSource, the engine's source when Options.Experts is nil, reads
+// every expert from the checkpoint (verified by package weights) for
+// every use, in order, and keeps nothing: experts kept in memory are a
+// hierarchy's (package tier), which the caller constructs.
+type storageSource struct{ w source }
 
-func (d *directSource) Stream(ctx context.Context, layer int, experts []int, c ExpertConsumer) error {
+func (d storageSource) Stream(ctx context.Context, layer int, experts []int, c ExpertConsumer) error {
 	for _, e := range experts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ve, hit := d.cache.get(layer, e)
-		tier := ledger.TierRAM
-		if !hit {
-			var err error
-			if ve, err = d.w.Expert(layer, e); err != nil {
-				return fmt.Errorf("engine: layer %d expert %d: %w", layer, e, err)
-			}
-			tier = ledger.TierStorage
+		ve, err := d.w.Expert(layer, e)
+		if err != nil {
+			return fmt.Errorf("engine: layer %d expert %d: %w", layer, e, err)
 		}
-		if err := c.Consume(e, expertstream.OnHost(ve), tier); err != nil {
+		if err := c.Consume(e, expertstream.OnHost(ve), ledger.TierStorage); err != nil {
 			return err
-		}
-		if !hit {
-			d.cache.put(layer, e, ve)
 		}
 	}
 	return nil

@@ -40,8 +40,10 @@ type GenResult struct {
 // Generate runs prompt through s and then generates up to g.MaxTokens
 // tokens, calling onToken (if not nil) with each new token and the logits
 // it was chosen from (valid only during the call: the decode loop reuses
-// the session's buffers and allocates nothing per token; copy to keep); an error from onToken stops generation and is
-// returned. The last generated token is not run through the model, so
+// the session's buffers and allocates nothing per token; copy to keep); an
+// error from onToken stops generation and is returned. It is a thin
+// wrapper over the scheduler's loop: a Decoder stepped through the
+// session's own Batch, the prompt 64 tokens a step. The last generated token is not run through the model, so
 // afterwards s.Len() == Len before + len(prompt) + len(Tokens) − 1; feed it
 // first when continuing the sequence.
 //
@@ -57,61 +59,14 @@ type GenResult struct {
 // the first kept candidate whose sequential cumulative e exceeds the
 // target is chosen (the last kept one if none does).
 func Generate(ctx context.Context, s *Session, prompt []int, g GenOptions, onToken func(tok int, logits []float32) error) (res GenResult, err error) {
-	res = GenResult{PromptTokens: len(prompt), Tokens: make([]int, 0, min(max(g.MaxTokens, 0), 4096))}
-	if err := g.check(); err != nil {
-		return res, err
-	}
-	if len(prompt) == 0 {
-		return res, errors.New("engine: Generate needs a non-empty prompt")
-	}
-	stop := make(map[int]bool, len(g.Stop))
-	for _, t := range g.Stop {
-		stop[t] = true
-	}
-	smp := newSampler(g)
-	s.ledger.Prompt(prompt)
-	t0 := time.Now()
-	lg, err := s.forward(ctx, prompt, false, true)
-	res.Prefill = time.Since(t0)
-	s.ledger.Time("prefill", res.Prefill)
+	res = GenResult{PromptTokens: len(prompt), Tokens: []int{}}
+	d, err := NewDecoder(s, prompt, g)
 	if err != nil {
 		return res, err
 	}
-	logits := lg[0]
-	t0 = time.Now()
-	defer func() { // res is the named result: the deferred write is returned
-		res.Decode = time.Since(t0)
-		s.ledger.Time("decode", res.Decode)
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		tok, err := smp.pick(logits)
-		if err != nil {
-			return res, err
-		}
-		res.Tokens = append(res.Tokens, tok)
-		s.ledger.Step(logits, tok)
-		if onToken != nil {
-			if err := onToken(tok, logits); err != nil {
-				return res, err
-			}
-		}
-		if stop[tok] {
-			res.StopReason = StopToken
-			return res, nil
-		}
-		if len(res.Tokens) >= g.MaxTokens {
-			res.StopReason = StopLength
-			return res, nil
-		}
-		lg, err := s.forward(ctx, []int{tok}, false, true)
-		if err != nil {
-			return res, err
-		}
-		logits = lg[0]
-	}
+	res.Tokens = d.gen
+	err = generate(ctx, d, &res, onToken)
+	return res, err
 }
 
 func (g GenOptions) check() error {

@@ -205,7 +205,7 @@ func TestDecodeAllocations(t *testing.T) {
 	for _, th := range []int{1, 3} {
 		be := cpu.New(th)
 		be.SetMinParallelWork(0)
-		m := loadWith(t, "qwen35moe-dev-e-long/checkpoint", Options{Backend: be, ExpertCacheBytes: -1, CheckExperts: true}) // every expert cached
+		m := loadResident(t, "qwen35moe-dev-e-long/checkpoint", Options{Backend: be, CheckExperts: true}) // every expert resident in the RAM tier
 		s := m.NewSession()
 		toks := invarianceTokens(t, "qwen35moe-dev-e-long")
 		if _, err := s.Forward(toks[:40], false); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/ledger"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/weights"
 )
 
@@ -21,7 +22,7 @@ func TestLedgerRoutingIsChunkInvariant(t *testing.T) {
 	for i := range synthCases {
 		cfg, w := synth(t, i)
 		ck := w.open(t)
-		m, err := Load(ck, Options{ExpertCacheBytes: 1 << 20})
+		m, err := Load(ck, Options{Experts: ramTier(t, ck, 1<<20)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestLedgerRoutingIsChunkInvariant(t *testing.T) {
 func TestLedgerPerSession(t *testing.T) {
 	_, w := synth(t, 1)
 	ck := w.open(t)
-	m, err := Load(ck, Options{ExpertCacheBytes: -1})
+	m, err := Load(ck, Options{Experts: ramTier(t, ck, tier.Auto)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestExpertArrivalOrderDoesNotMatter(t *testing.T) {
 func TestLedgerInBatch(t *testing.T) {
 	_, w := synth(t, 1)
 	ck := w.open(t)
-	m, err := Load(ck, Options{ExpertCacheBytes: -1})
+	m, err := Load(ck, Options{Experts: ramTier(t, ck, tier.Auto)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,14 +47,9 @@ type Options struct {
 	// fetched for use (always).
 	CheckExperts bool
 	// Experts supplies routed experts (the streaming hierarchy, package
-	// tier). Nil: read them from the checkpoint as they are needed, keeping
-	// up to ExpertCacheBytes of them.
+	// tier, whose RAM tier keeps verified experts resident). Nil: read each
+	// from the checkpoint, verified, for every use, keeping nothing.
 	Experts ExpertSource
-	// ExpertCacheBytes keeps up to this many bytes of verified experts in
-	// memory (least recently used first out), so that a hot expert is not
-	// re-read and re-hashed by the attestation layer for every token.
-	// 0 fetches from Weights on every use; < 0 caches without limit.
-	ExpertCacheBytes int64
 	// LoadProgress, if set, is called by LoadContext with the bytes of
 	// each piece of a non-expert tensor read and verified (a source that
 	// reads tensors in pieces, a *weights.Checkpoint, also stops within a
@@ -97,9 +92,9 @@ type Model struct {
 	bufs             []backend.Buf // allocated at load (Close frees them)
 	weights          []*backend.Weight
 	closeOnce        sync.Once
+	sessions         sessionSet // a device backend's open sessions (Close frees them)
 	experts          ExpertSource
-	firstMoE         int          // the first MoE layer (−1: none)
-	cache            *expertCache // of the default source; nil: no cache
+	firstMoE         int // the first MoE layer (−1: none)
 	// resident are the verified tensors the model views in place, for Scrub.
 	resident []weights.VerifiedTensor
 }
@@ -165,7 +160,7 @@ func (m *Model) Loaded() (tensors int, bytes int64) {
 func (m *Model) Root() jnf.Digest { return m.root }
 
 // Scrub re-hashes every verified copy the model keeps resident — the
-// non-expert tensors it views in place, the cached experts, and the routed
+// non-expert tensors it views in place and the routed
 // experts a device backend keeps in device memory (backend.DeviceScrubber,
 // hashed there) — against
 // their manifest digests, and returns the first mismatch: a bit flipped in
@@ -179,12 +174,6 @@ func (m *Model) Scrub() (int64, error) {
 			return n, fmt.Errorf("engine: scrub: %w", err)
 		}
 		n += int64(len(t.View().Data()))
-	}
-	for _, e := range m.cache.snapshot() {
-		if err := e.Recheck(); err != nil {
-			return n, fmt.Errorf("engine: scrub: %w", err)
-		}
-		n += e.Bytes()
 	}
 	if ds, ok := m.be.(backend.DeviceScrubber); ok {
 		k, err := ds.ScrubDevice()
@@ -262,12 +251,7 @@ func loadFrom(cfg *hf.Config, root jnf.Digest, w source, opt Options) (*Model, e
 	}
 	m.experts = opt.Experts
 	if m.experts == nil {
-		var cache *expertCache
-		if opt.ExpertCacheBytes != 0 {
-			cache = newExpertCache(opt.ExpertCacheBytes)
-		}
-		m.cache = cache
-		m.experts = &directSource{w: w, cache: cache}
+		m.experts = storageSource{w: w}
 	}
 	m.evals = make([]atomic.Int64, cfg.Layers)
 	m.fetches = make([]atomic.Int64, cfg.Layers)
@@ -429,11 +413,14 @@ func (m *Model) upload(ld *loader) error {
 	return nil
 }
 
-// Close releases what the model holds on its backend (device memory). The
-// model and its sessions must not be used afterwards; the backend itself
-// stays open (its owner closes it).
+// Close releases what the model holds on its backend (device memory), the
+// state of every session not closed yet included; none may be running. The
+// model and its sessions must not be used afterwards (a step returns an
+// error); the backend itself stays open (its owner closes it, after this).
 func (m *Model) Close() error {
+	var err error
 	m.closeOnce.Do(func() {
+		err = m.sessions.closeAll(m.be)
 		for _, b := range m.bufs {
 			m.be.Free(b)
 		}
@@ -442,7 +429,7 @@ func (m *Model) Close() error {
 		}
 		m.bufs, m.weights = nil, nil
 	})
-	return nil
+	return err
 }
 
 func checkConfig(c *hf.Config) error {

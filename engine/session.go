@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/canon"
@@ -40,6 +42,61 @@ type Session struct {
 type sessionState struct {
 	layers []layerState
 	solo   *work
+	soloB  *Batch // a Batch over solo, for Generate
+}
+
+// sessionSet is a device-backed model's session states not yet freed.
+// The model owns them: Model.Close frees every one left (so the caller
+// may close the backend after it), and a state freed once — by
+// Session.Close, by the cleanup of a session dropped without Close, or by
+// Model.Close — is never freed again. So a garbage-collected session's
+// cleanup that runs after Model.Close touches no backend: on a device, the
+// backend's context may be gone by then.
+type sessionSet struct {
+	mu     sync.Mutex
+	live   map[*sessionState]struct{}
+	closed atomic.Bool // Model.Close has run: no new session, no step
+}
+
+// add records st; false if the model is closed.
+func (ss *sessionSet) add(st *sessionState) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed.Load() {
+		return false
+	}
+	if ss.live == nil {
+		ss.live = map[*sessionState]struct{}{}
+	}
+	ss.live[st] = struct{}{}
+	return true
+}
+
+// free frees st if the set still holds it. The lock is held while it does,
+// so Model.Close returns only after a cleanup running beside it is done.
+func (ss *sessionSet) free(st *sessionState, be backend.Backend) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, ok := ss.live[st]; !ok {
+		return nil
+	}
+	delete(ss.live, st)
+	return st.free(be)
+}
+
+// closeAll frees every state left and refuses new sessions.
+func (ss *sessionSet) closeAll(be backend.Backend) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.closed.Store(true)
+	var err error
+	for st := range ss.live {
+		if ferr := st.free(be); err == nil {
+			err = ferr
+		}
+	}
+	clear(ss.live)
+	return err
 }
 
 // free releases st's backend memory and queue.
@@ -74,14 +131,18 @@ type layerState struct {
 
 // NewSession starts an empty sequence. Its state lives in the model's
 // backend; Close releases it (for a device backend; the CPU's memory is
-// the garbage collector's).
+// the garbage collector's), and so does Model.Close for every session of
+// the model not closed yet.
 func (m *Model) NewSession() *Session {
 	s := &Session{m: m, st: &sessionState{layers: make([]layerState, len(m.layers))}}
 	if m.host != nil {
 		// A device backend's memory is not the garbage collector's: free it
-		// if the session is dropped without Close.
-		be := m.be
-		runtime.AddCleanup(s, func(st *sessionState) { st.free(be) }, s.st)
+		// if the session is dropped without Close — through the model's
+		// set, so never after Model.Close.
+		be, ss := m.be, &m.sessions
+		if ss.add(s.st) {
+			runtime.AddCleanup(s, func(st *sessionState) { ss.free(st, be) }, s.st)
+		}
 	}
 	s.Reset()
 	return s
@@ -109,7 +170,12 @@ func (s *Session) Reset() {
 // Close releases the session's backend memory and queue. The session must
 // not be used afterwards.
 func (s *Session) Close() error {
-	err := s.st.free(s.m.be)
+	var err error
+	if s.m.host != nil {
+		err = s.m.sessions.free(s.st, s.m.be)
+	} else {
+		err = s.st.free(s.m.be)
+	}
 	s.broken = errors.New("engine: session closed")
 	return err
 }
@@ -137,6 +203,9 @@ func (s *Session) ForwardContext(ctx context.Context, tokens []int, all bool) ([
 // the vocabulary, a sequence longer than the model supports.
 func (s *Session) check(tokens []int) error {
 	c := s.m.cfg
+	if s.m.sessions.closed.Load() {
+		return errors.New("engine: the model is closed")
+	}
 	if s.broken != nil {
 		return fmt.Errorf("engine: session unusable after an earlier error (Reset it): %w", s.broken)
 	}
@@ -250,7 +319,7 @@ type work struct {
 	lg                          []float32 // logits of the last step (reused by Generate)
 	rows                        [][]float32
 	xH, xeH, geH, ueH, yeH      []float32
-	xHB, xeHB, geHB, ueHB, yeHB backend.Buf // host Bufs viewing the slices above
+	xHB, xeHB, geHB, ueHB, yeHB backend.Buf   // host Bufs viewing the slices above
 	hq                          backend.Queue // the host's queue (experts placed on the CPU)
 	x3                          backend.Expert
 	use                         moeUse

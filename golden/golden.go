@@ -173,6 +173,36 @@ func ChainNext(prev [32]byte, logits []float32) [32]byte {
 	return out
 }
 
+// A Chainer computes ChainNext with one hasher and one buffer kept from
+// call to call, where ChainNext allocates both every time: a decode loop
+// that extends a chain each token allocates nothing for it. The zero
+// Chainer is ready to use; it is not safe for concurrent use.
+type Chainer struct {
+	h   hash.Hash
+	buf []byte // 16 KiB: the previous head, then the logits' bits
+	sum []byte
+}
+
+// Next is ChainNext(prev, logits).
+func (c *Chainer) Next(prev [32]byte, logits []float32) [32]byte {
+	if c.h == nil {
+		c.h, c.buf, c.sum = sha256.New(), make([]byte, 16<<10), make([]byte, 0, sha256.Size)
+	} else {
+		c.h.Reset()
+	}
+	c.h.Write(c.buf[:copy(c.buf, prev[:])])
+	for v := logits; len(v) > 0; {
+		n := min(len(v), len(c.buf)/4)
+		for i, x := range v[:n] {
+			binary.LittleEndian.PutUint32(c.buf[4*i:], math.Float32bits(x))
+		}
+		c.h.Write(c.buf[:4*n])
+		v = v[n:]
+	}
+	c.sum = c.h.Sum(c.sum[:0])
+	return [32]byte(c.sum)
+}
+
 // Chain computes the chain values of a run.
 func Chain(root [32]byte, r *Run) []string {
 	c := ChainStart(root, r.PromptTokens)

@@ -29,12 +29,14 @@
 package ledger
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -97,7 +99,9 @@ type Ledger struct {
 	routeHead [32]byte
 	routed    int64 // (position, layer) entries committed
 	kCount    []map[int]int64
-	chunk     *pendingChunk
+	chunk     *pendingChunk // &pc during a chunk, else nil
+	pc        pendingChunk  // reused chunk by chunk (its buffers too)
+	routeBuf  []byte        // EndChunk's entry encoding, reused
 
 	timings map[string]time.Duration
 
@@ -111,6 +115,8 @@ type Ledger struct {
 	generated []int
 	chain     [32]byte
 	logits    []float32 // Step's copy of its logits, for the pending hash
+	hashStep  func()    // l.hashLogits, made once: a go statement on it allocates nothing
+	chainer   golden.Chainer
 
 	// onRoute, if set, sees every committed routing entry (SetRouteObserver).
 	onRoute func(pos, layer int, experts []int32)
@@ -162,7 +168,8 @@ func (l *Ledger) BeginChunk(pos0, T int) {
 	if l == nil {
 		return
 	}
-	l.chunk = &pendingChunk{pos0: pos0, T: T}
+	l.pc.pos0, l.pc.T, l.pc.layers = pos0, T, l.pc.layers[:0]
+	l.chunk = &l.pc
 }
 
 // Route records a MoE layer's routing for the current chunk: idx and w are
@@ -172,8 +179,18 @@ func (l *Ledger) Route(layer int, idx []int32, w []float32, k int) {
 		return
 	}
 	c := l.chunk
-	c.layers = append(c.layers, pendingLayer{layer: layer, k: k,
-		idx: append([]int32(nil), idx[:c.T*k]...), w: append([]float32(nil), w[:c.T*k]...)})
+	// The chunk's layer entries and their buffers are reused from the last
+	// chunk: decoding allocates nothing here in steady state.
+	n := len(c.layers)
+	if n < cap(c.layers) {
+		c.layers = c.layers[:n+1]
+	} else {
+		c.layers = append(c.layers, pendingLayer{})
+	}
+	pl := &c.layers[n]
+	pl.layer, pl.k = layer, k
+	pl.idx = append(pl.idx[:0], idx[:c.T*k]...)
+	pl.w = append(pl.w[:0], w[:c.T*k]...)
 }
 
 // EndChunk commits the current chunk's routing to the chain: every position
@@ -184,8 +201,8 @@ func (l *Ledger) EndChunk() {
 	}
 	c := l.chunk
 	l.chunk = nil
-	sort.SliceStable(c.layers, func(i, j int) bool { return c.layers[i].layer < c.layers[j].layer })
-	var b []byte
+	slices.SortStableFunc(c.layers, func(a, b pendingLayer) int { return cmp.Compare(a.layer, b.layer) })
+	b := l.routeBuf
 	for t := range c.T {
 		for _, pl := range c.layers {
 			b = b[:0]
@@ -214,6 +231,7 @@ func (l *Ledger) EndChunk() {
 			}
 		}
 	}
+	l.routeBuf = b
 }
 
 // AbortChunk drops a chunk that did not complete (an error or an
@@ -280,10 +298,17 @@ func (l *Ledger) Step(logits []float32, token int) {
 	l.chainMu.Lock() // unlocked by the hash below
 	l.generated = append(l.generated, token)
 	l.logits = append(l.logits[:0], logits...)
-	go func() {
-		l.chain = golden.ChainNext(l.chain, l.logits)
-		l.chainMu.Unlock()
-	}()
+	if l.hashStep == nil {
+		l.hashStep = l.hashLogits
+	}
+	go l.hashStep()
+}
+
+// hashLogits is Step's pending hash: it extends the chain with l.logits
+// and hands chainMu back.
+func (l *Ledger) hashLogits() {
+	l.chain = l.chainer.Next(l.chain, l.logits)
+	l.chainMu.Unlock()
 }
 
 // transcript is the prompt, the generated tokens and the head of the

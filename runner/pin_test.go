@@ -53,8 +53,11 @@ func TestPinnedSlots(t *testing.T) {
 		}
 		c := dev.(backend.Meter).Counters()
 		st := r.Tier.Stats()
-		if err := r.Close(); err != nil {
+		if err := r.Close(); err != nil { // the tier's unpins come before the backend's Close
 			t.Fatal(err)
+		}
+		if n := backendtest.CallsAfterClose(dev); n != 0 {
+			t.Errorf("pin %v: %d calls on the device after its Close", pin, n)
 		}
 		if c.ExpertsLoaded == 0 || st.Misses+st.Streamed == 0 {
 			t.Fatalf("pin %v: nothing streamed to the device: %+v, tier %+v", pin, c, st)

@@ -37,7 +37,7 @@ type Runner struct {
 	Tok        *tokenizer.Tokenizer // nil when the model directory has no tokenizer.json
 	Threads    int
 	// Tier is the streaming hierarchy the experts come through (nil: the
-	// engine's default path, Options.ExpertCacheBytes).
+	// engine reads and verifies every expert for every use, keeping none).
 	Tier *tier.Hierarchy
 
 	schedOnce sync.Once
@@ -78,12 +78,10 @@ type Options struct {
 	// error. A Tier.Pinner set by the caller is kept. Results never depend
 	// on it.
 	PinSlots *bool
-	// ExpertCacheBytes bounds the verified-expert cache of the engine's
-	// default path (see engine.Options) when Tier is nil; 0 re-reads and
-	// re-hashes experts for every use.
-	ExpertCacheBytes int64
 	// Tier, if set, streams the experts through a hierarchy with these
-	// budgets (package tier). Results never depend on it.
+	// budgets (package tier): its RAM tier is where verified experts stay
+	// resident. Nil: the engine reads and verifies every expert for every
+	// use, keeping none. Results never depend on it.
 	Tier *tier.Options
 	// Trace, if set, receives the routing of every generation (the
 	// tier/trace format, source "measured").
@@ -118,7 +116,7 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 			m.Close()
 		}
 	}()
-	eopt := engine.Options{Threads: opt.Threads, ExpertCacheBytes: opt.ExpertCacheBytes, Placement: opt.Placement}
+	eopt := engine.Options{Threads: opt.Threads, Placement: opt.Placement}
 	if opt.PinSlots != nil && *opt.PinSlots && opt.Tier == nil {
 		return nil, fmt.Errorf("runner: pinned staging buffers need a tier (Options.Tier): without one there are no slots to pin")
 	}
@@ -234,13 +232,15 @@ func (r *Runner) Close() error {
 	if cerr := r.Engine.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := r.Engine.Backend().Close(); err == nil {
-		err = cerr
-	}
+	// The tier before the backend: its staging buffers may be pinned by
+	// the backend (slotPinner), and unpinning is a backend call.
 	if r.Tier != nil {
 		if terr := r.Tier.Close(); err == nil {
 			err = terr
 		}
+	}
+	if cerr := r.Engine.Backend().Close(); err == nil {
+		err = cerr
 	}
 	if cerr := r.Checkpoint.Close(); err == nil {
 		err = cerr
@@ -453,6 +453,9 @@ func (r *Runner) Generate(ctx context.Context, prompt []int, maxTokens int, stop
 	run := golden.Run{PromptTokens: prompt, MaxTokens: maxTokens, Stop: stop, Sampling: s}
 	req := Request{Prompt: prompt, Gen: GenOptions(maxTokens, stop, s), KeepLogits: keepLogits}
 	res, err := r.Do(ctx, req, func(t Token) error {
+		if run.Generated == nil {
+			run.Generated = make([]int, 0, min(maxTokens, 4096))
+		}
 		run.Generated = append(run.Generated, t.ID)
 		if keepLogits {
 			run.Logits = append(run.Logits, t.Logits)

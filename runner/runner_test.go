@@ -17,7 +17,7 @@ import (
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
-func defaultModel(t *testing.T) string {
+func defaultModel(t testing.TB) string {
 	t.Helper()
 	dir, _, err := synth.EnsureDefault(context.Background(), t.TempDir())
 	if err != nil {
@@ -59,7 +59,7 @@ func TestRecordReplayAcrossThreadCounts(t *testing.T) {
 			t.Errorf("prompt %d generated %d tokens", i, len(run.Generated))
 		}
 	}
-	r4, err := Open(context.Background(), dir, Options{Threads: 4, ExpertCacheBytes: -1})
+	r4, err := Open(context.Background(), dir, Options{Threads: 4, Tier: &tier.Options{RAMBudget: tier.Auto, StagingBudget: tier.Auto}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,6 +203,22 @@ type Scheduler struct {
 	idle     chan struct{} // closed and replaced when nothing is queued or active
 
 	steps, rows, generated, finished, cancelled atomic.Int64
+
+	// The loop goroutine's buffers, reused step by step so that a decode
+	// step allocates nothing here.
+	activeBuf, inBuf []*seq
+	sessBuf          []*engine.Session
+	toksBuf          [][]int
+
+	// stepMu guards the step's context and the sequences in the step:
+	// checkStep, run on any request's context ending (and by Close),
+	// cancels the step once every request in it has ended or the scheduler
+	// closes. The context is reused until it is cancelled.
+	stepMu     sync.Mutex
+	stepping   []*seq // nil between steps
+	stepCtx    context.Context
+	stepCancel context.CancelFunc
+	checkFn    func() // s.checkStep, made once
 }
 
 // seq is one request in the scheduler.
@@ -213,17 +229,14 @@ type seq struct {
 	need   int64
 	sess   *engine.Session
 	l      *ledger.Ledger
-	smp    *engine.Sampler
-	stop   map[int]bool
-	fed    int // prompt tokens fed
-	last   int // the last generated token (not yet fed)
-	gen    []int
+	dec    *engine.Decoder // the generation loop's state: prompt fed, sampler, tokens
 	submit time.Time
 	admit  time.Time
 	first  time.Time
 	queued time.Duration
 	// step bookkeeping
-	n int
+	n        int
+	stopWait func() bool
 }
 
 // NewScheduler starts a scheduler over r's model. With a routing trace
@@ -242,6 +255,7 @@ func NewScheduler(r *Runner, opt SchedOptions) (*Scheduler, error) {
 	}
 	s := &Scheduler{r: r, opt: opt, wake: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{}),
 		idle: make(chan struct{})}
+	s.checkFn = s.checkStep
 	go s.loop(b)
 	return s, nil
 }
@@ -364,6 +378,7 @@ func (s *Scheduler) Close() error {
 		close(s.quit)
 	}
 	s.mu.Unlock()
+	s.checkStep() // the step in flight stops between layers
 	<-s.exited
 	return nil
 }
@@ -402,7 +417,8 @@ func (s *Scheduler) loop(b *engine.Batch) {
 			s.active = append(s.active, q)
 			s.start(q)
 		}
-		active := slices.Clone(s.active)
+		s.activeBuf = append(s.activeBuf[:0], s.active...)
+		active := s.activeBuf
 		if len(active) == 0 {
 			s.mu.Unlock()
 			s.setIdle()
@@ -424,6 +440,8 @@ func (s *Scheduler) loop(b *engine.Batch) {
 		if len(step) > 0 {
 			s.run(b, step)
 		}
+		clear(active)
+		clear(step)
 	}
 }
 
@@ -442,13 +460,8 @@ func (s *Scheduler) start(q *seq) {
 	q.admit = time.Now()
 	q.queued = q.admit.Sub(q.submit)
 	q.sess, q.l = s.r.NewSession()
-	q.smp, _ = engine.NewSampler(q.req.Gen) // checked by Submit
-	q.stop = make(map[int]bool, len(q.req.Gen.Stop))
-	for _, t := range q.req.Gen.Stop {
-		q.stop[t] = true
-	}
-	q.gen = make([]int, 0, min(q.req.Gen.MaxTokens, 4096))
-	q.l.Prompt(q.req.Prompt)
+	q.dec, _ = engine.NewDecoder(q.sess, q.req.Prompt, q.req.Gen) // checked by Submit
+	q.stopWait = context.AfterFunc(q.ctx, s.checkFn)
 }
 
 // drop removes an active sequence and ends it with err.
@@ -465,7 +478,11 @@ func (s *Scheduler) drop(q *seq, err error) {
 // end finishes q's stream with err (nil: a normal end) and releases its
 // session.
 func (s *Scheduler) end(q *seq, err error) {
-	res := Result{Tokens: q.gen, PromptTokens: len(q.req.Prompt), Gen: q.req.Gen, Queued: q.queued}
+	if q.stopWait != nil {
+		q.stopWait()
+		q.stopWait = nil
+	}
+	res := Result{Tokens: q.tokens(), PromptTokens: len(q.req.Prompt), Gen: q.req.Gen, Queued: q.queued}
 	if q.sess != nil {
 		now := time.Now()
 		if q.first.IsZero() {
@@ -490,61 +507,71 @@ func (s *Scheduler) end(q *seq, err error) {
 	q.st.finish(res, err)
 }
 
+// tokens are q's generated ids (none before admission).
+func (q *seq) tokens() []int {
+	if q.dec == nil {
+		return nil
+	}
+	return q.dec.Tokens()
+}
+
 func (q *seq) reason() string {
-	switch {
-	case len(q.gen) > 0 && q.stop[q.gen[len(q.gen)-1]]:
-		return engine.StopToken
-	case len(q.gen) >= q.req.Gen.MaxTokens:
-		return engine.StopLength
+	if q.dec == nil {
+		return StopSequence
+	}
+	if r := q.dec.StopReason(); r != "" {
+		return r
 	}
 	return StopSequence
 }
 
 // run does one batch step for the sequences of step.
 func (s *Scheduler) run(b *engine.Batch, step []*seq) {
-	sess := make([]*engine.Session, 0, len(step))
-	toks := make([][]int, 0, len(step))
-	in := step[:0:0]
+	sess, toks, in := s.sessBuf[:0], s.toksBuf[:0], s.inBuf[:0]
+	defer func() { // keep the buffers, not what they point to
+		clear(sess)
+		clear(toks)
+		clear(in)
+		s.sessBuf, s.toksBuf, s.inBuf = sess, toks, in
+	}()
 	rows := 0
 	// Decoding sequences first: each needs one row; prefills share the rest.
 	for _, q := range step {
-		if q.fed == len(q.req.Prompt) {
+		if !q.dec.Prefilling() {
 			q.n = 1
-			sess, toks, in = append(sess, q.sess), append(toks, []int{q.last}), append(in, q)
+			sess, toks, in = append(sess, q.sess), append(toks, q.dec.Input(1)), append(in, q)
 			rows++
 		}
 	}
 	for _, q := range step {
-		if q.fed < len(q.req.Prompt) {
-			n := min(s.opt.PrefillChunk, len(q.req.Prompt)-q.fed, s.opt.StepRows-rows)
-			if n <= 0 {
+		if q.dec.Prefilling() {
+			if s.opt.StepRows-rows <= 0 {
 				continue
 			}
-			q.n = n
-			sess, toks, in = append(sess, q.sess), append(toks, q.req.Prompt[q.fed:q.fed+n]), append(in, q)
-			rows += n
+			t := q.dec.Input(min(s.opt.PrefillChunk, s.opt.StepRows-rows))
+			q.n = len(t)
+			sess, toks, in = append(sess, q.sess), append(toks, t), append(in, q)
+			rows += q.n
 		}
 	}
-	// The step stops between layers once every request in it has ended;
-	// one that ended alone is dropped before the next step.
-	ctx, cancel := context.WithCancel(context.Background())
-	left := atomic.Int64{}
-	left.Store(int64(len(in)))
-	stops := make([]func() bool, 0, len(in))
-	for _, q := range in {
-		stops = append(stops, context.AfterFunc(q.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		}))
+	// The step stops between layers once every request in it has ended
+	// (checkStep, called when a request's context ends and by Close); one
+	// that ended alone is dropped before the next step. The step's context
+	// is reused until it is cancelled.
+	s.stepMu.Lock()
+	if s.stepCtx == nil || s.stepCtx.Err() != nil {
+		s.stepCtx, s.stepCancel = context.WithCancel(context.Background())
 	}
-	stopQuit := context.AfterFunc(quitContext{s.quit}, cancel)
-	lg, err := b.Step(ctx, sess, toks)
-	stopQuit()
-	for _, f := range stops {
-		f()
-	}
-	cancel()
+	ctx := s.stepCtx
+	s.stepping = in
+	s.stepMu.Unlock()
+	s.checkStep() // a request that ended since the loop looked, or Close
+	// The logits live in b until its next step: emit is done with them
+	// (Ledger.Step and KeepLogits copy).
+	lg, err := b.StepReuse(ctx, sess, toks)
+	s.stepMu.Lock()
+	s.stepping = nil
+	s.stepMu.Unlock()
 	if err != nil {
 		for _, q := range in {
 			if cerr := q.ctx.Err(); cerr != nil {
@@ -557,11 +584,8 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 	s.steps.Add(1)
 	s.rows.Add(int64(rows))
 	for i, q := range in {
-		if q.fed < len(q.req.Prompt) {
-			q.fed += q.n
-			if q.fed < len(q.req.Prompt) {
-				continue
-			}
+		if !q.dec.Fed(q.n) {
+			continue
 		}
 		done, err := s.emit(q, lg[i])
 		if err != nil || done {
@@ -573,15 +597,13 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 // emit picks q's next token from logits and hands it to the stream; done
 // when the request has ended.
 func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
-	tok, err := q.smp.Pick(logits)
+	tok, done, err := q.dec.Emit(logits) // the ledger records the step
 	if err != nil {
 		return true, err
 	}
 	if q.first.IsZero() {
 		q.first = time.Now()
 	}
-	q.gen = append(q.gen, tok)
-	q.l.Step(logits, tok)
 	t := Token{ID: tok}
 	if q.req.Logprobs {
 		t.Logprob, t.Top = Logprobs(logits, tok, q.req.TopLogprobs)
@@ -591,30 +613,31 @@ func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
 	}
 	s.generated.Add(1)
 	q.st.push(t)
-	switch {
-	case q.stop[tok], len(q.gen) >= q.req.Gen.MaxTokens:
-		return true, nil
-	case q.req.StopAfter != nil && q.req.StopAfter(q.gen):
+	if done {
 		return true, nil
 	}
-	q.last = tok
-	return false, nil
+	return q.req.StopAfter != nil && q.req.StopAfter(q.dec.Tokens()), nil
 }
 
-// quitContext is a context that is done when quit is closed.
-type quitContext struct{ quit chan struct{} }
-
-func (quitContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c quitContext) Done() <-chan struct{}     { return c.quit }
-func (c quitContext) Err() error {
+// checkStep cancels the step in flight once every request in it has ended
+// or the scheduler is closing.
+func (s *Scheduler) checkStep() {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	if s.stepping == nil {
+		return
+	}
 	select {
-	case <-c.quit:
-		return context.Canceled
+	case <-s.quit:
 	default:
-		return nil
+		for _, q := range s.stepping {
+			if q.ctx.Err() == nil {
+				return
+			}
+		}
 	}
+	s.stepCancel()
 }
-func (quitContext) Value(any) any { return nil }
 
 // Logprobs returns the log-probability of token tok under logits (a
 // log-softmax of the raw logits, before any temperature) and the top most
@@ -666,6 +689,7 @@ func Logprobs(logits []float32, tok, top int) (float32, []TokenLogprob) {
 type Stream struct {
 	mu     sync.Mutex
 	toks   []Token
+	spare  []Token // the slice Next returned last, reused by the one after
 	done   bool
 	res    Result
 	err    error
@@ -697,11 +721,17 @@ func (st *Stream) signal() {
 
 // Next returns the tokens generated since the last call, waiting until
 // there is at least one or the request has ended (done true: no more
-// tokens will come; see Result) or ctx is done (its error).
+// tokens will come; see Result) or ctx is done (its error). The
+// slice is valid until the next call of Next (the Tokens themselves stay
+// valid).
 func (st *Stream) Next(ctx context.Context) (toks []Token, done bool, err error) {
 	for {
 		st.mu.Lock()
-		toks, st.toks = st.toks, nil
+		if len(st.toks) > 0 {
+			// Two slices take turns, so that pushing a token allocates
+			// nothing in steady state.
+			toks, st.toks, st.spare = st.toks, st.spare[:0], st.toks
+		}
 		done = st.done
 		st.mu.Unlock()
 		if len(toks) > 0 || done {

@@ -13,8 +13,10 @@ import (
 	"github.com/tarfa-ai/tarfa/engine"
 )
 
-// soloRun is a reference generation straight through engine.Generate in a
-// fresh session: what a request must produce whatever else runs with it.
+// soloRun is a reference generation in a fresh session, by a loop of its
+// own over Session.Forward and engine.Sampler (not engine.Decoder, which the
+// scheduler and engine.Generate share): what a request must produce
+// whatever else runs with it.
 type soloRun struct {
 	tokens        []int
 	logprobs      []float32
@@ -26,18 +28,34 @@ func solo(t *testing.T, r *Runner, req Request) soloRun {
 	t.Helper()
 	sess, l := r.NewSession()
 	defer sess.Close()
+	smp, err := engine.NewSampler(req.Gen)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out soloRun
-	res, err := engine.Generate(context.Background(), sess, req.Prompt, req.Gen, func(tok int, logits []float32) error {
+	l.Prompt(req.Prompt)
+	lg, err := sess.Forward(req.Prompt, false)
+	for err == nil {
+		logits := lg[0]
+		var tok int
+		if tok, err = smp.Pick(logits); err != nil {
+			break
+		}
+		out.tokens = append(out.tokens, tok)
+		l.Step(logits, tok)
 		lp, top := Logprobs(logits, tok, req.TopLogprobs)
 		out.logprobs = append(out.logprobs, lp)
 		out.top = append(out.top, top)
-		return nil
-	})
+		if slices.Contains(req.Gen.Stop, tok) || len(out.tokens) >= req.Gen.MaxTokens {
+			break
+		}
+		lg, err = sess.Forward([]int{tok}, false)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := l.Summary()
-	out.tokens, out.chain, out.routed = res.Tokens, s.LogitsChain, s.RoutingDigest
+	out.chain, out.routed = s.LogitsChain, s.RoutingDigest
 	return out
 }
 

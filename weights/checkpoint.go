@@ -283,8 +283,14 @@ func (r ExpertRef) Path() string { return r.ref.file.Path }
 
 // File is the JNF file holding the record, open since the checkpoint was:
 // read the record through it (or a descriptor from its Reopen), never by
-// Path.
-func (r ExpertRef) File() *jnf.File { return r.ref.file }
+// Path. The zero ExpertRef (no expert: the slot of a dense layer in a
+// table indexed by layer and expert) has none: nil.
+func (r ExpertRef) File() *jnf.File {
+	if r.ref == nil {
+		return nil
+	}
+	return r.ref.file
+}
 
 // Offset is the record's offset in its file (a multiple of jnf.Align).
 func (r ExpertRef) Offset() int64 { return r.ref.rec.Offset }

@@ -61,7 +61,27 @@ type device struct {
 
 	pinMu  sync.Mutex
 	pinned map[uintptr]int // base address → length of memory Pin pinned
+
+	// closed is set by Close; late counts the calls made after it, on the
+	// backend or its queues (a real device has released its context by
+	// then: such a call crashes or corrupts), each refused with an error.
+	closed atomic.Bool
+	late   atomic.Int64
 }
+
+// live counts op as a late call and returns an error when the device is
+// closed.
+func (d *device) live(op string) error {
+	if !d.closed.Load() {
+		return nil
+	}
+	d.late.Add(1)
+	return fmt.Errorf("fake device: %s after Close", op)
+}
+
+// CallsAfterClose is the number of calls made on the simulated device, or
+// on one of its queues, after its Close (for tests: it must stay 0).
+func CallsAfterClose(be backend.Backend) int64 { return be.(*device).late.Load() }
 
 var _ backend.Pinner = (*device)(nil)
 
@@ -70,6 +90,9 @@ var _ backend.Pinner = (*device)(nil)
 func (d *device) Pin(mem []byte) (func() error, error) {
 	if len(mem) == 0 {
 		return nil, fmt.Errorf("fake device: pin of 0 bytes")
+	}
+	if err := d.live("Pin"); err != nil {
+		return nil, err
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	d.pinMu.Lock()
@@ -82,6 +105,9 @@ func (d *device) Pin(mem []byte) (func() error, error) {
 	}
 	d.pinned[base] = len(mem)
 	return func() error {
+		if err := d.live("unpin"); err != nil {
+			return err
+		}
 		d.pinMu.Lock()
 		defer d.pinMu.Unlock()
 		if _, ok := d.pinned[base]; !ok {
@@ -143,10 +169,13 @@ type devExpert struct {
 
 func (d *device) Name() string     { return "fake-device" }
 func (d *device) Threads() int     { return d.c.Threads() }
-func (d *device) Close() error     { return nil }
-func (d *device) Free(backend.Buf) {}
+func (d *device) Close() error     { d.closed.Store(true); return nil }
+func (d *device) Free(backend.Buf) { d.live("Free") }
 
 func (d *device) Alloc(n int) (backend.Buf, error) {
+	if err := d.live("Alloc"); err != nil {
+		return backend.Buf{}, err
+	}
 	h, err := d.c.Alloc(n)
 	if err != nil {
 		return backend.Buf{}, err
@@ -158,6 +187,9 @@ func (d *device) Alloc(n int) (backend.Buf, error) {
 type devWeight struct{}
 
 func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, _ backend.Use) error {
+	if err := d.live("Upload"); err != nil {
+		return err
+	}
 	*w = backend.Weight{Key: key, Dev: devWeight{}}
 	if err := w.Host.Init(v, rows, cols); err != nil {
 		return err
@@ -166,7 +198,7 @@ func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows
 	return nil
 }
 
-func (d *device) Drop(w *backend.Weight) { *w = backend.Weight{} }
+func (d *device) Drop(w *backend.Weight) { d.live("Drop"); *w = backend.Weight{} }
 
 var _ backend.Meter = (*device)(nil)
 
@@ -177,6 +209,9 @@ func (d *device) Residency() backend.Residency {
 }
 
 func (d *device) NewQueue() (backend.Queue, error) {
+	if err := d.live("NewQueue"); err != nil {
+		return nil, err
+	}
 	return &devQueue{d: d, h: d.c.NewHostQueue()}, nil
 }
 
@@ -220,13 +255,24 @@ func (q *devQueue) w(op string, w *backend.Weight) *backend.Weight {
 	return &c
 }
 
-func (q *devQueue) do(f func()) { q.ops = append(q.ops, f) }
+func (q *devQueue) do(f func()) {
+	if err := q.d.live("a queue operation"); err != nil {
+		if q.err == nil {
+			q.err = err
+		}
+		return
+	}
+	q.ops = append(q.ops, f)
+}
 
 func (q *devQueue) Sync() error {
 	ops := q.ops
 	q.ops = nil
 	checks := q.checks
 	q.checks = nil
+	if err := q.d.live("Queue.Sync"); err != nil {
+		return err
+	}
 	if q.err != nil {
 		return q.err
 	}
@@ -247,7 +293,7 @@ func (q *devQueue) Sync() error {
 	return q.err
 }
 
-func (q *devQueue) Close() error { return nil }
+func (q *devQueue) Close() error { return q.d.live("Queue.Close") }
 
 func (q *devQueue) Write(dst backend.Buf, src []float32) {
 	d, s := q.b("Write", dst), append([]float32(nil), src...)
@@ -370,6 +416,9 @@ func (q *devQueue) GateAdd(y, x, g backend.Buf, T, n int) {
 // returns) for this use only: the device keeps nothing beyond
 // ReleaseExpert (residency is the SlotPool's slots').
 func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+	if err := q.d.live("LoadExpert"); err != nil {
+		return err
+	}
 	de, err := q.copyIn(id, digest, gate, up, down, I, H)
 	if err != nil {
 		return err
@@ -523,6 +572,9 @@ func (d *device) SlotCapacity(n int64) int {
 }
 
 func (d *device) AllocSlot(n int64) (backend.Slot, error) {
+	if err := d.live("AllocSlot"); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.slots) >= d.o.Slots {
@@ -534,6 +586,9 @@ func (d *device) AllocSlot(n int64) (backend.Slot, error) {
 }
 
 func (d *device) FreeSlot(s backend.Slot) {
+	if d.live("FreeSlot") != nil {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, sl := range d.slots {
@@ -553,6 +608,9 @@ func (d *device) SlotHolds(s backend.Slot, digest jnf.Digest) bool {
 }
 
 func (q *devQueue) slot(op string, s backend.Slot) (*devSlot, error) {
+	if err := q.d.live(op); err != nil {
+		return nil, err
+	}
 	sl, ok := s.(*devSlot)
 	if !ok || sl == nil || sl.d != q.d {
 		return nil, fmt.Errorf("fake device: %s: %T is not a slot of this device", op, s)
@@ -669,6 +727,7 @@ func fill(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, de *devExpe
 
 // ReleaseExpert ends x's use (of its slot, if bound).
 func (q *devQueue) ReleaseExpert(x *backend.Expert) {
+	q.d.live("ReleaseExpert")
 	if sl, ok := x.Slot.(*devSlot); ok {
 		q.d.mu.Lock()
 		sl.users--

@@ -3,10 +3,12 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -48,7 +50,9 @@ type Backend struct {
 	hostOnly map[backend.Key]*hostWeight
 	pool     []*slot // the slots AllocSlot made
 	slotSize int64   // the largest of them
-	closed   bool
+	// closed is set when Close begins: every call after it is refused
+	// (enter fails) instead of running on a released context.
+	closed atomic.Bool
 
 	meter meter
 	pins  pinned
@@ -220,9 +224,23 @@ func (b *Backend) reserveLocal() error {
 	return nil
 }
 
+// errClosed is what every call on a closed backend (or a queue of one)
+// returns: its context, streams and memory are gone, so a late call (a
+// garbage-collected session's cleanup, say) must not reach the driver.
+var errClosed = errors.New("cuda: the backend is closed")
+
 // enter binds the backend's context to the calling goroutine's OS thread
 // (CUDA contexts are per thread and goroutines migrate); leave undoes it.
+// It fails with errClosed once Close has begun.
 func (b *Backend) enter() error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	return b.bind()
+}
+
+// bind is enter without the closed check (for Close itself).
+func (b *Backend) bind() error {
 	runtime.LockOSThread()
 	if err := cu.SetCurrentContext(b.ctx); err != nil {
 		runtime.UnlockOSThread()
@@ -493,15 +511,16 @@ func (b *Backend) NewQueue() (backend.Queue, error) {
 }
 
 // Close frees the resident experts and the module and releases the
-// context. Every queue must have been closed and every weight dropped.
+// context. Every queue must have been closed and every weight dropped;
+// any call after Close, on the backend or on one of its queues, fails
+// with an error naming the backend closed (and touches no device).
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed.Swap(true) {
 		return nil
 	}
-	b.closed = true
-	if err := b.enter(); err != nil {
+	if err := b.bind(); err != nil {
 		return err
 	}
 	defer b.leave()

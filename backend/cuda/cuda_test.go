@@ -4,9 +4,11 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -282,4 +284,64 @@ func TestNoLeak(t *testing.T) {
 	if per := (live1 - start) / n; per > 1536<<10 {
 		t.Errorf("%d KiB of device memory per queue with a small allocation", per>>10)
 	}
+}
+
+// TestCallsAfterClose: once the backend is closed its context, streams and
+// memory are gone, so every later call — on the backend or on a queue made
+// before — fails with errClosed instead of reaching the driver (where it
+// crashed: a dropped session's cleanup syncing its queue after `validate
+// hf` closed the backend, 2026-12-02).
+func TestCallsAfterClose(t *testing.T) {
+	be, err := New(Options{})
+	if err != nil {
+		if os.Getenv("TARFA_TEST_DISALLOW_SKIP") != "" {
+			t.Fatalf("no CUDA backend: %v", err)
+		}
+		t.Skipf("no CUDA backend: %v", err)
+	}
+	q, err := be.NewQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := be.Alloc(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Gather(b, b, []int32{0}, 100)
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	unpin, err := be.(backend.Pinner).Pin(make([]byte, 1<<16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	for range 3 {
+		if err := q.Sync(); !errors.Is(err, errClosed) {
+			t.Errorf("Sync after Close: %v, want %v", err, errClosed)
+		}
+	}
+	q.Gather(b, b, []int32{0}, 100)
+	if err := q.Sync(); !errors.Is(err, errClosed) {
+		t.Errorf("Gather and Sync after Close: %v, want %v", err, errClosed)
+	}
+	be.Free(b)
+	if _, err := be.Alloc(10); !errors.Is(err, errClosed) {
+		t.Errorf("Alloc after Close: %v, want %v", err, errClosed)
+	}
+	if _, err := be.NewQueue(); !errors.Is(err, errClosed) {
+		t.Errorf("NewQueue after Close: %v, want %v", err, errClosed)
+	}
+	if err := unpin(); !errors.Is(err, errClosed) {
+		t.Errorf("unpin after Close: %v, want %v", err, errClosed)
+	}
+	if err := q.Close(); !errors.Is(err, errClosed) {
+		t.Errorf("Queue.Close after Close: %v, want %v", err, errClosed)
+	}
+	runtime.GC()
 }

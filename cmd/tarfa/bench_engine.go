@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/validation/enginebench"
 )
 
@@ -87,14 +88,14 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			if err != nil {
 				return err
 			}
-			cache := o.cacheMiB << 20
+			ram := o.cacheMiB << 20
 			if o.cacheMiB < 0 {
-				cache = -1
+				ram = tier.Auto
 			}
 			// One cell is one thread count in one round.
 			update, finish := itemProgress(cmd.ErrOrStderr(), "bench engine (cells)")
 			res, err := enginebench.Run(cmd.Context(), dir, enginebench.Options{Threads: o.threads, PromptTokens: o.prompt,
-				DecodeTokens: o.decode, ExpertCacheBytes: cache, Repeat: o.repeat,
+				DecodeTokens: o.decode, RAMBudget: ram, Repeat: o.repeat,
 				MinDuration: time.Duration(o.minSeconds * float64(time.Second)), Progress: update})
 			finish()
 			if err != nil {
@@ -122,7 +123,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.IntVar(&o.repeat, "repeat", 5, fmt.Sprintf("rounds: times each figure is measured (1 to %d)", maxBenchRepeat))
 	f.Float64Var(&o.minSeconds, "min-seconds", defaultBenchMinSec, "seconds, at least, that the prefills and the decodes of each figure are timed")
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
-	f.Int64Var(&o.cacheMiB, "expert-cache-mib", -1, "MiB of verified experts kept in RAM (-1 = all, 0 = read and verify every use)")
+	f.Int64Var(&o.cacheMiB, "expert-cache-mib", -1, "MiB of verified experts kept resident in the RAM tier (-1 = all, if they fit in half the available memory; 0 = read and verify every use)")
 	return cmd
 }
 
@@ -130,10 +131,10 @@ func printBenchEngine(w io.Writer, res *enginebench.Result) error {
 	printHost(w, res.Host, res.LoadBefore, res.LoadAfter)
 	cache := "all verified experts kept in RAM"
 	switch {
-	case res.ExpertCacheBytes == 0:
+	case res.RAMBudget == 0:
 		cache = "every expert read and verified on every use"
-	case res.ExpertCacheBytes > 0:
-		cache = fmt.Sprintf("expert cache %s", reports.Bytes(res.ExpertCacheBytes))
+	case res.RAMBudget > 0:
+		cache = fmt.Sprintf("RAM tier of %s", reports.Bytes(res.RAMBudget))
 	}
 	fmt.Fprintf(w, "method: %d rounds, thread counts interleaved %v; each figure ≥ %g s of prefill and of decode; prompt %d tokens, %d generated; %s\n",
 		res.Repeat, res.Order, res.MinSeconds, res.PromptTokens, res.DecodeTokens, cache)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/validation/decodebench"
 	"github.com/tarfa-ai/tarfa/validation/enginebench"
 	"github.com/tarfa-ai/tarfa/validation/iobench"
@@ -120,7 +121,7 @@ func TestBenchEngineJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if len(res.Figures) != 2 || len(res.Cells) != 4 || !res.BitIdentical() || res.Figures[1].Threads != 2 ||
-		res.Figures[0].DecodeTokS.N != 2 || res.MinSeconds != 0.05 || res.ExpertCacheBytes != -1 {
+		res.Figures[0].DecodeTokS.N != 2 || res.MinSeconds != 0.05 || res.RAMBudget != tier.Auto {
 		t.Errorf("result %s", out)
 	}
 	out, err = runCLI(t, "", "bench", "engine", "--threads", "2", "--repeat", "1", "--min-seconds", "0.05",

@@ -21,6 +21,7 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 	"github.com/tarfa-ai/tarfa/runner"
+	"github.com/tarfa-ai/tarfa/tier"
 )
 
 // DefaultAtol applies when reference.json has no "atol".
@@ -134,7 +135,8 @@ func Run(ctx context.Context, checkpoint, reference string, opt Options) (*Repor
 	if _, err := convert.Convert(ctx, checkpoint, dir, convert.Options{LastLayer: -1}); err != nil {
 		return nil, err
 	}
-	r, err := runner.Open(ctx, dir, runner.Options{Threads: opt.Threads, Backend: opt.Backend, ExpertCacheBytes: -1})
+	r, err := runner.Open(ctx, dir, runner.Options{Threads: opt.Threads, Backend: opt.Backend,
+		Tier: &tier.Options{RAMBudget: tier.Auto, StagingBudget: tier.Auto}})
 	if err != nil {
 		return nil, err
 	}

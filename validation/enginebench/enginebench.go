@@ -6,12 +6,12 @@
 //
 // Options.Repeat rounds run the thread counts interleaved — 1 2 1 2 … (see
 // package benchrun). For each thread count in each round (a cell) the model
-// is opened and warmed up with one untimed generation (the expert cache and
+// is opened and warmed up with one untimed generation (the RAM tier and
 // the page cache filled); then the same greedy generation of a fixed
 // synthetic prompt is repeated until both its prefills and its decodes have
 // been timed for at least Options.MinDuration, giving one prefill and one
 // decode figure in tokens per second, and the model is closed. Only one
-// model is open at a time: with an unbounded expert cache one holds most of
+// model is open at a time: with a RAM tier of every expert one holds most of
 // the experts it has used, gigabytes for real layer shapes. Each thread count
 // is summarised by the minimum, median and maximum of its rounds, and
 // compared with the first thread count by the ratio of the medians.
@@ -31,6 +31,7 @@ import (
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/runner"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/validation/benchrun"
 )
 
@@ -44,11 +45,12 @@ type Options struct {
 	// DecodeTokens is the number of tokens each generation produces
 	// (default 16, at least 2: the first comes from the prefill's logits).
 	DecodeTokens int
-	// ExpertCacheBytes is runner.Options.ExpertCacheBytes: -1 keeps every
-	// verified expert in RAM after the warm-up (compute alone), 0 reads and
-	// verifies every expert on every use (the cost of streaming from the
-	// page cache).
-	ExpertCacheBytes int64
+	// RAMBudget is the RAM tier's budget (runner.Options.Tier: the engine
+	// keeps no expert of its own): -1 (tier.Auto) keeps every verified
+	// expert in RAM after the warm-up when they fit in half the available
+	// memory (compute alone), 0 reads and verifies every expert on every
+	// use (the cost of streaming from the page cache), else bytes.
+	RAMBudget int64
 	// Repeat is the number of rounds (default 5).
 	Repeat int
 	// MinDuration is how long, at least, the prefills and the decodes of
@@ -96,16 +98,16 @@ type Figure struct {
 
 // Result is a whole run.
 type Result struct {
-	Model            string        `json:"model"`
-	Host             benchrun.Host `json:"host"`
-	Started          time.Time     `json:"started"`
-	LoadBefore       float64       `json:"load_before"` // 1-minute load average (-1: unknown)
-	LoadAfter        float64       `json:"load_after"`
-	Repeat           int           `json:"repeat"`
-	MinSeconds       float64       `json:"min_seconds"`
-	PromptTokens     int           `json:"prompt_tokens"`
-	DecodeTokens     int           `json:"decode_tokens"`
-	ExpertCacheBytes int64         `json:"expert_cache_bytes"`
+	Model        string        `json:"model"`
+	Host         benchrun.Host `json:"host"`
+	Started      time.Time     `json:"started"`
+	LoadBefore   float64       `json:"load_before"` // 1-minute load average (-1: unknown)
+	LoadAfter    float64       `json:"load_after"`
+	Repeat       int           `json:"repeat"`
+	MinSeconds   float64       `json:"min_seconds"`
+	PromptTokens int           `json:"prompt_tokens"`
+	DecodeTokens int           `json:"decode_tokens"`
+	RAMBudget    int64         `json:"ram_budget_bytes"`
 	// ReferenceDigest is the digest of the reference logits: the first
 	// warm-up generation (first thread count, first round).
 	ReferenceDigest string `json:"reference_digest"`
@@ -193,8 +195,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("enginebench: %d rounds, want at least 1", o.Repeat)
 	case o.MinDuration < 0:
 		return fmt.Errorf("enginebench: minimum duration %v, want > 0", o.MinDuration)
-	case o.ExpertCacheBytes < -1:
-		return fmt.Errorf("enginebench: expert cache of %d bytes, want -1 (all), 0 (none) or a size", o.ExpertCacheBytes)
+	case o.RAMBudget < -1:
+		return fmt.Errorf("enginebench: RAM budget of %d bytes, want -1 (auto: every expert), 0 (none) or a size", o.RAMBudget)
 	}
 	return nil
 }
@@ -218,7 +220,7 @@ type arm struct {
 func run(ctx context.Context, dir string, opt Options) (_ *Result, err error) {
 	res := &Result{Model: dir, Host: benchrun.ThisHost(), Started: time.Now().UTC(), LoadBefore: benchrun.LoadAverage(),
 		Repeat: opt.Repeat, MinSeconds: opt.MinDuration.Seconds(), PromptTokens: opt.PromptTokens,
-		DecodeTokens: opt.DecodeTokens, ExpertCacheBytes: opt.ExpertCacheBytes, Order: opt.Threads}
+		DecodeTokens: opt.DecodeTokens, RAMBudget: opt.RAMBudget, Order: opt.Threads}
 	total := int64(len(opt.Threads) * opt.Repeat)
 	var done int64
 	arms := make([]*arm, len(opt.Threads))
@@ -237,12 +239,13 @@ func run(ctx context.Context, dir string, opt Options) (_ *Result, err error) {
 		arms[i] = a
 		runs = append(runs, benchrun.Arm{
 			Name: fmt.Sprintf("%d threads", th),
-			// One model is open at a time (an unbounded expert cache can
+			// One model is open at a time (a RAM tier of every expert can
 			// hold most of a layer's experts): open it, and warm the
-			// expert cache and the page cache with one untimed
+			// RAM tier and the page cache with one untimed
 			// generation. The very first one's logits are the reference.
 			Prepare: func(ctx context.Context) error {
-				r, err := runner.Open(ctx, dir, runner.Options{Threads: th, ExpertCacheBytes: opt.ExpertCacheBytes})
+				r, err := runner.Open(ctx, dir, runner.Options{Threads: th,
+					Tier: &tier.Options{RAMBudget: opt.RAMBudget, StagingBudget: tier.Auto}})
 				if err != nil {
 					return err
 				}

@@ -156,7 +156,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{DecodeTokens: 1}, "1 decode tokens"},
 		{Options{Repeat: -2}, "-2 rounds"},
 		{Options{MinDuration: -time.Second}, "minimum duration"},
-		{Options{ExpertCacheBytes: -5}, "-5 bytes"},
+		{Options{RAMBudget: -5}, "RAM budget of -5 bytes"},
 	} {
 		_, err := Run(context.Background(), "/nonexistent", c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

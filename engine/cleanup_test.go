@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tarfa-ai/tarfa/backend/backendtest"
+)
+
+// TestDroppedSessionAfterBackendClose is the pattern of `tarfa validate hf
+// --backend cuda` that crashed on the H200: sessions run (Generate, through
+// the session's own Batch, and Forward) and dropped without Close, the
+// model and then the backend closed, and the garbage collector running the
+// dropped sessions' cleanups after that. On the simulated device no call
+// may reach the backend after its Close (a real device has released its
+// context by then); a session kept past Model.Close is refused with a named
+// error and its Close touches nothing.
+func TestDroppedSessionAfterBackendClose(t *testing.T) {
+	c := conformance[0]
+	be := backendtest.NewDevice(1, 0)
+	m := loadResident(t, c.ckpt, Options{Backend: be})
+	prompt := readReference(t, c.fixture).Prompts[1]
+	collected := make(chan struct{})
+	func() {
+		s := m.NewSession()
+		if _, err := Generate(context.Background(), s, prompt, GenOptions{MaxTokens: 3}, nil); err != nil {
+			t.Fatal(err)
+		}
+		f := m.NewSession()
+		if _, err := f.Forward(prompt, false); err != nil {
+			t.Fatal(err)
+		}
+		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, collected)
+	}()
+	kept := m.NewSession()
+	if _, err := kept.Forward(prompt[:2], false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept.Forward(prompt[2:3], false); err == nil || !strings.Contains(err.Error(), "model is closed") {
+		t.Errorf("Forward after Model.Close: %v, want the model named closed", err)
+	}
+	if err := kept.Close(); err != nil {
+		t.Errorf("Close after Model.Close: %v", err)
+	}
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+		case <-time.After(10 * time.Millisecond):
+			if i < 300 {
+				continue
+			}
+			t.Fatal("the dropped session was never collected (something keeps it reachable)")
+		}
+		break
+	}
+	// The engine's cleanups were queued with the one above: give them time.
+	for range 5 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := backendtest.CallsAfterClose(be); n != 0 {
+		t.Errorf("%d calls reached the backend after its Close", n)
+	}
+	runtime.KeepAlive(kept)
+}
