@@ -313,7 +313,7 @@ type work struct {
 	cnt, start, perToken        []int
 	order                       []int
 	pairTok, pairRow            []int32
-	need, stream                []int
+	need                        []int
 	hintIdx                     []int32
 	hintList                    []int
 	lg                          []float32 // logits of the last step (reused by Generate)

@@ -157,6 +157,7 @@ type Stats struct {
 	ScrubFailures int64 `json:"scrub_failures"` // copies found changed in memory
 
 	PrefetchIssued int64 `json:"prefetch_issued"` // reads started by a hint
+	PrefetchBytes  int64 `json:"prefetch_bytes"`  // of BytesRead, read by those (counted as they are read, like BytesRead)
 	PrefetchUseful int64 `json:"prefetch_useful"` // of which a Stream then hit
 	PrefetchWasted int64 `json:"prefetch_wasted"` // evicted before any use
 }
@@ -353,8 +354,12 @@ func (h *Hierarchy) reader() {
 	for r := range h.reqs {
 		direct, err := h.files.read(r.ref, r.buf)
 		n := r.ref.ReadLength()
+		prefetch := r.reply == h.prefetchQ
 		h.count(func(s *Stats) {
 			s.BytesRead += n
+			if prefetch {
+				s.PrefetchBytes += n
+			}
 			if direct {
 				s.DirectReads++
 			} else {
@@ -951,6 +956,18 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		h.resident[k] = e
 		h.inflightP++
 		h.count(func(s *Stats) { s.PrefetchIssued++ })
+	}
+}
+
+// Settle waits until no prefetch read is in flight, so that counters
+// taken after it hold every read a hint started (for measurements made
+// generation by generation: a read a hint of one started must not land in
+// the next one's figures).
+func (h *Hierarchy) Settle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.inflightP > 0 {
+		h.loaded.Wait()
 	}
 }
 

@@ -525,11 +525,18 @@ func TestPrefetchChangesNothing(t *testing.T) {
 				t.Fatalf("RAM %d experts, prefetch on: %v, identical %v", ram, err, same(got, want))
 			}
 		}
+		h.Settle() // every prefetch read landed: the counters are final
 		st := h.Stats()
+		rl := h.refs[0].ReadLength()
 		h.Close()
 		t.Logf("RAM %d experts: prefetch issued %d, useful %d, wasted %d; hits %d misses %d", ram, st.PrefetchIssued, st.PrefetchUseful, st.PrefetchWasted, st.Hits, st.Misses)
 		if st.PrefetchIssued == 0 || st.PrefetchUseful == 0 || st.PrefetchUseful+st.PrefetchWasted > st.PrefetchIssued {
 			t.Errorf("RAM %d experts: prefetch counters %+v", ram, st)
+		}
+		// Every byte read is a use's (a miss, or a staging read) or a
+		// prefetch's, and PrefetchBytes counts the latter.
+		if st.PrefetchBytes != st.PrefetchIssued*rl || st.BytesRead != (st.Misses+st.Streamed)*rl+st.PrefetchBytes {
+			t.Errorf("RAM %d experts: %d bytes read, %d by %d prefetches, %d misses and %d staged of %d bytes each", ram, st.BytesRead, st.PrefetchBytes, st.PrefetchIssued, st.Misses, st.Streamed, rl)
 		}
 	}
 }

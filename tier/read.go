@@ -1,14 +1,20 @@
-// Package tier is Tarfa's memory hierarchy for routed experts: storage →
-// a RAM tier of verified copies → staging buffers (for the CPU backend, the
-// memory it computes from; for CUDA, VRAM). Every backend gets experts
-// through it, as leases: a lease pins one verified copy until released,
-// carries the record's digest, and is the only way to reach its bytes.
-// Reads run in parallel (O_DIRECT where the file system allows it) into
-// sealed arena buffers (weights.Arena) and are hashed on the reading
-// goroutines, overlapped with compute; no byte reaches compute before its
-// digest matched. Budgets are hard limits. Which experts stay resident is a
-// pluggable policy (tier/policy); results never depend on it, nor on the
-// number of readers, prefetching or arrival order.
+// Package tier is Tarfa's memory hierarchy for routed experts, the one owner
+// of every copy of one: storage → a RAM tier of verified, sealed copies →
+// the device level, slots of the backend's own memory (backend.SlotPool:
+// VRAM for CUDA). Each level is a policy.Cache with a pluggable policy
+// (tier/policy); the RAM tier sees only the device level's misses, and
+// staging buffers carry the reads no level keeps. Experts reach the engine
+// only through Hierarchy.Stream, placed (expertstream.Placed): a filled
+// device slot to bind, a slot to fill from verified bytes, or verified host
+// bytes, each under a lease released when the engine has consumed it. A
+// model run without a hierarchy reads and verifies every expert on every
+// use and keeps none. Reads run in parallel (O_DIRECT where the file
+// system allows it) into sealed arena buffers (weights.Arena) and are
+// hashed by a pool of hashers, overlapped with the reads and with compute;
+// no byte reaches compute before its digest matched, and a device copy is
+// hashed again on the device (cuda: Options.VerifyCopies). Budgets are hard
+// limits. Results never depend on the policies, the budgets, the number of
+// readers, prefetching or arrival order.
 package tier
 
 import (

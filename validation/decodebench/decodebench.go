@@ -169,6 +169,10 @@ type Decode struct {
 	PrefetchIssued       int64   `json:"prefetch_issued"` // decode steps of all rounds
 	PrefetchUseful       int64   `json:"prefetch_useful"`
 	PrefetchWasted       int64   `json:"prefetch_wasted"`
+	// DemandReadBytes are the bytes the decode steps of all rounds read
+	// from storage for their own uses (StorageBytesPerToken less what
+	// prefetches read).
+	DemandReadBytes int64 `json:"demand_read_bytes"`
 	// Predicted is the calibrated simulator on each round's measured trace
 	// (median over rounds); Error = (predicted − measured) ÷ measured of
 	// the medians.
@@ -724,6 +728,7 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 				if _, _, err := b.generate(ctx, mm, false); err != nil {
 					return err
 				}
+				mm.h.Settle() // its prefetch reads are not the timed generation's
 				warmup = b.opt.DecodeTokens
 			}
 			return b.drop()
@@ -733,6 +738,8 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			if err != nil {
 				return err
 			}
+			// The generation's prefetch reads land in its own figures.
+			mm.h.Settle()
 			post := mm.snapshot()
 			after, atPrefill := post.tier, pre.tier
 			n := float64(b.opt.DecodeTokens - 1)
@@ -753,6 +760,7 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 				d.hits = append(d.hits, float64(after.Hits-atPrefill.Hits)/float64(uses))
 			}
 			d.PrefetchIssued += after.PrefetchIssued - atPrefill.PrefetchIssued
+			d.DemandReadBytes += (after.BytesRead - after.PrefetchBytes) - (atPrefill.BytesRead - atPrefill.PrefetchBytes)
 			d.PrefetchUseful += after.PrefetchUseful - atPrefill.PrefetchUseful
 			d.PrefetchWasted += after.PrefetchWasted - atPrefill.PrefetchWasted
 			tokens, hints := mm.src.stop()
