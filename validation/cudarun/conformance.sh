@@ -11,6 +11,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
 echo "== conformance suite"
 timeout 300 ./cuda.test -test.v -test.timeout 290s > $OUT/test.log 2>&1; echo "cuda.test rc=$?"
 grep -E "^\s*--- (FAIL|PASS)|^(PASS|FAIL|ok)|cuda_test.go|backendtest.go|panic" $OUT/test.log | grep -v "^    --- PASS" | head -40
+echo "== the CUDA tests of engine and decodebench (engine.test, decodebench.test -tags cuda)"
+dev=$PWD
+(cd "$root/engine" && timeout 120 "$dev/engine.test" -test.v -test.run 'CUDA' -test.timeout 110s) >> $OUT/test.log 2>&1; echo "engine.test -test.run CUDA rc=$?"
+(cd "$root/validation/decodebench" && timeout 120 "$dev/decodebench.test" -test.v -test.run 'CUDA' -test.timeout 110s) >> $OUT/test.log 2>&1; echo "decodebench.test -test.run CUDA rc=$?"
+grep -E "^--- (FAIL|PASS): TestCUDA" $OUT/test.log
 echo "== validate hf"
 for d in fixtures/qwen3moe-dev-a fixtures/qwen35moe-dev-c fixtures/qwen35moe-dev-e-long synthref/q3-dense-tied-norenorm synthref/q3-heap-topk-sparse-step synthref/q35-ratio3-hd40-tied; do
   timeout 60 ./tarfa validate hf --backend cuda --checkpoint $root/validation/testdata/$d/checkpoint --reference $root/validation/testdata/$d > $OUT/v.tmp 2>&1; rc=$?
