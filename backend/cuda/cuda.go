@@ -50,6 +50,11 @@ type Backend struct {
 	hostOnly map[backend.Key]*hostWeight
 	pool     []*slot // the slots AllocSlot made
 	slotSize int64   // the largest of them
+	// chunks are the device memory of the pool's slots, several slots to
+	// an allocation (slotChunk); holes are the slots FreeSlot gave back,
+	// by size, for AllocSlot to use again.
+	chunks []*slotChunk
+	holes  map[int64][]cu.DevicePtr
 	// closed is set when Close begins: every call after it is refused
 	// (enter fails) instead of running on a released context.
 	closed atomic.Bool
@@ -528,6 +533,10 @@ func (b *Backend) Close() error {
 		sl.destroy()
 	}
 	b.pool = nil
+	for _, c := range b.chunks {
+		cu.MemFree(c.ptr)
+	}
+	b.chunks, b.holes = nil, nil
 	for k, dw := range b.weights {
 		cu.MemFree(dw.ptr)
 		delete(b.weights, k)
@@ -551,6 +560,7 @@ type slot struct {
 	bytes  int64
 	b      *Backend
 	pool   bool       // AllocSlot's (else a queue's transient slot)
+	owns   bool       // its memory is its own (else a slotChunk's)
 	digest jnf.Digest // what it holds (zero: nothing, or a failed check)
 	bad    *CopyError // the check that emptied it, if one did
 	parts  [3]devWeight
@@ -570,25 +580,38 @@ type slot struct {
 
 func (sl *slot) Bytes() int64 { return sl.bytes }
 
+// newSlot makes a slot of n bytes with device memory of its own (a queue's
+// transient slot).
 func newSlot(b *Backend, n int64) (*slot, error) {
 	p, err := b.devAlloc(n, b.o.Reserve)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := cu.MakeEvent(cu.DisableTiming)
+	sl, err := slotAt(b, p, n)
 	if err != nil {
 		cu.MemFree(p)
+		return nil, err
+	}
+	sl.owns = true
+	return sl, nil
+}
+
+// slotAt makes a slot of n bytes at p (its events; the memory is the
+// caller's).
+func slotAt(b *Backend, p cu.DevicePtr, n int64) (*slot, error) {
+	ev, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	hv, err := cu.MakeEvent(cu.DisableTiming)
 	if err != nil {
 		cu.DestroyEvent(&ev)
-		cu.MemFree(p)
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	return &slot{ptr: p, bytes: n, b: b, ready: ev, hashed: hv, free: map[*Queue]cu.Event{}}, nil
 }
 
+// destroy releases the slot's events, and its memory if it owns it.
 func (sl *slot) destroy() {
 	for q, ev := range sl.free {
 		cu.DestroyEvent(&ev)
@@ -596,7 +619,49 @@ func (sl *slot) destroy() {
 	}
 	cu.DestroyEvent(&sl.ready)
 	cu.DestroyEvent(&sl.hashed)
-	cu.MemFree(sl.ptr)
+	if sl.owns {
+		cu.MemFree(sl.ptr)
+	}
+}
+
+// slotChunk is one allocation holding up to n pool slots of size bytes,
+// next of them handed out. The driver rounds every cuMemAlloc up to 2 MiB
+// of what it reports in use: a slot of its own for a Qwen3.5-122B expert
+// (18 MiB and its 768 bytes of alignment) would take 20 MiB, 10% of the
+// device level; a chunk of slotsPerChunk wastes at most 2 MiB for all.
+type slotChunk struct {
+	ptr     cu.DevicePtr
+	size    int64
+	n, next int
+}
+
+// slotsPerChunk is how many pool slots one allocation holds at most.
+const slotsPerChunk = 16
+
+// slotMemLocked returns device memory for a pool slot of sz bytes: a hole
+// FreeSlot left, the next one of the last chunk, or a new chunk of as many
+// slots as the budget allows, up to slotsPerChunk (b.mu held).
+func (b *Backend) slotMemLocked(sz int64) (cu.DevicePtr, error) {
+	if h := b.holes[sz]; len(h) > 0 {
+		p := h[len(h)-1]
+		b.holes[sz] = h[:len(h)-1]
+		return p, nil
+	}
+	if n := len(b.chunks); n > 0 {
+		if c := b.chunks[n-1]; c.size == sz && c.next < c.n {
+			c.next++
+			return c.ptr + cu.DevicePtr(int64(c.next-1)*sz), nil
+		}
+	}
+	var err error
+	for k := slotsPerChunk; k >= 1; k /= 2 {
+		var p cu.DevicePtr
+		if p, err = b.devAlloc(int64(k)*sz, b.o.Reserve); err == nil {
+			b.chunks = append(b.chunks, &slotChunk{ptr: p, size: sz, n: k, next: 1})
+			return p, nil
+		}
+	}
+	return 0, err
 }
 
 // slotBytes is the size of a slot for an expert of n bytes: layout pads
@@ -641,8 +706,14 @@ func (b *Backend) AllocSlot(n int64) (backend.Slot, error) {
 	if len(b.pool) >= maxSlots || (b.o.ExpertSlots != 0 && len(b.pool) >= max(b.o.ExpertSlots, 0)) {
 		return nil, fmt.Errorf("cuda: %d expert slots allocated: the most Options.ExpertSlots allows", len(b.pool))
 	}
-	sl, err := newSlot(b, slotBytes(n))
+	sz := slotBytes(n)
+	p, err := b.slotMemLocked(sz)
 	if err != nil {
+		return nil, err
+	}
+	sl, err := slotAt(b, p, sz)
+	if err != nil {
+		b.holeLocked(sz, p)
 		return nil, err
 	}
 	sl.pool = true
@@ -676,7 +747,17 @@ func (b *Backend) FreeSlot(s backend.Slot) {
 	}
 	sl.ready.Synchronize()
 	sl.destroy()
+	b.holeLocked(sl.bytes, sl.ptr)
 	sl.digest = jnf.Digest{}
+}
+
+// holeLocked gives the memory of a pool slot of sz bytes at p back for
+// AllocSlot to use again (b.mu held).
+func (b *Backend) holeLocked(sz int64, p cu.DevicePtr) {
+	if b.holes == nil {
+		b.holes = map[int64][]cu.DevicePtr{}
+	}
+	b.holes[sz] = append(b.holes[sz], p)
 }
 
 // SlotHolds reports whether s holds the copy of digest (filled with it, and

@@ -345,3 +345,39 @@ func TestCallsAfterClose(t *testing.T) {
 	}
 	runtime.GC()
 }
+
+// TestSlotChunks: pool slots share allocations, so the device level's
+// capacity is the budget over the slot size, not over the driver's 2 MiB
+// rounding of each (a Qwen3.5-122B expert is 18 MiB: 768 bytes of
+// alignment over it made every slot of its own 20 MiB, 10% of the level);
+// a freed slot's memory is used again.
+func TestSlotChunks(t *testing.T) {
+	be := open(t, Options{}).(*Backend)
+	const n = 18 << 20 // the 122B's expert: gate, up, down of 1024×3072 BF16
+	const k = 2 * slotsPerChunk
+	before := be.Residency().InUse
+	var slots []backend.Slot
+	for range k {
+		s, err := be.AllocSlot(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots = append(slots, s)
+	}
+	grew := be.Residency().InUse - before
+	want := int64(k) * slotBytes(n)
+	t.Logf("%d slots of %d bytes: %d bytes more in use (%.1f MiB over their size)", k, slotBytes(n), grew, float64(grew-want)/(1<<20))
+	if grew > want+4<<20 {
+		t.Errorf("%d slots of %d bytes took %d bytes, more than their %d and 2 MiB per chunk", k, slotBytes(n), grew, want)
+	}
+	be.FreeSlot(slots[3])
+	mid := be.Residency().InUse
+	s, err := be.AllocSlot(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := be.Residency().InUse; got != mid {
+		t.Errorf("a slot allocated after one was freed: %d bytes more in use, want 0 (the hole is used again)", got-mid)
+	}
+	be.FreeSlot(s)
+}

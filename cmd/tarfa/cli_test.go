@@ -167,6 +167,10 @@ func TestRunDefaultModel(t *testing.T) {
 		Timing struct {
 			DecodeTokS float64 `json:"decode_tokens_per_second"`
 		} `json:"timing"`
+		Levels map[string]struct {
+			Uses int64 `json:"uses"`
+			Hits int64 `json:"hits"`
+		} `json:"expert_levels"`
 	}
 	var r, r1 result
 	out, err := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json")
@@ -176,6 +180,11 @@ func TestRunDefaultModel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Tokens) == 0 || len(r.Tokens) > 5 || r.Mode != "exact" ||
 		(r.StopReason != "length" && r.StopReason != "eos") || !r.Sampling.Greedy || (len(r.Tokens) > 1 && r.Timing.DecodeTokS <= 0) {
 		t.Errorf("run: %v %s", err, out)
+	}
+	// The hierarchy's levels: every use of a layer's experts is a RAM
+	// tier's (no device), and each of its misses a storage read.
+	if ram, st := r.Levels["ram"], r.Levels["storage"]; ram.Uses == 0 || ram.Uses != ram.Hits+st.Uses || st.Uses == 0 {
+		t.Errorf("run --json expert_levels: %+v", r.Levels)
 	}
 	out1, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--threads", "1")
 	if err := json.Unmarshal([]byte(out1), &r1); err != nil || r1.Threads != 1 || !slices.Equal(r1.Tokens, r.Tokens) || r1.Text != r.Text {

@@ -233,6 +233,16 @@ type runResult struct {
 	ContextLimit int          `json:"context_limit"`
 	Sampling     samplingJSON `json:"sampling"`
 	Timing       timingJSON   `json:"timing"`
+	// ExpertLevels are the expert hierarchy's counts per level for this
+	// process (the run's uses: the hierarchy starts empty).
+	ExpertLevels *expertLevels `json:"expert_levels,omitempty"`
+}
+
+// expertLevels is tier.Stats' per-level counters.
+type expertLevels struct {
+	Device  tier.Level `json:"device"`
+	RAM     tier.Level `json:"ram"`
+	Storage tier.Level `json:"storage"`
 }
 
 type samplingJSON struct {
@@ -428,8 +438,14 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 			}
 		}
 		s := o.gen.sampling()
+		var levels *expertLevels
+		if r.Tier != nil {
+			ts := r.Tier.Stats()
+			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, Storage: ts.Storage}
+		}
 		return writeJSON(out, runResult{
-			Mode: "exact", Backend: r.Engine.Backend().Name(), Threads: r.Threads, ModelRoot: r.Checkpoint.Root().Hex(),
+			ExpertLevels: levels,
+			Mode:         "exact", Backend: r.Engine.Backend().Name(), Threads: r.Threads, ModelRoot: r.Checkpoint.Root().Hex(),
 			Prompt: rendered, PromptTokens: ids, Tokens: run.Generated, Text: text, StopReason: reason,
 			MaxTokens: maxTokens, ContextLimit: limit,
 			Sampling: samplingJSON{Greedy: s.Temperature == 0, Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed},

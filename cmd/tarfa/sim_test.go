@@ -112,9 +112,9 @@ func TestSimFlagErrors(t *testing.T) {
 		{simArgs(append(syn, "--cores", "0")...), "--cores 0"},
 		{simArgs(append(syn, "--gpu-expert-us", "NaN")...), "--gpu-expert-us NaN"},
 		{simArgs(append(syn, "--expert-bytes", "0")...), "--expert-bytes 0"},
-		{simArgs(append(syn, "--policy", "fifo")...), `--policy "fifo": want one of`},
-		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, heat, leaststale, lfu, lfu-decay, lru, lru2, predict, static (oracle and oracle-learn, measuring devices, are for tarfa sim policies)`},
-		{simArgs(append(syn, "--policy", "oracle-learn")...), `--policy "oracle-learn": want one of belady, heat,`},
+		{simArgs(append(syn, "--policy", "mru")...), `--policy "mru": want one of`},
+		{simArgs(append(syn, "--policy", "oracle")...), `--policy "oracle": want one of belady, fifo, heat, leaststale, lfu, lfu-decay, lru, lru2, predict, static (oracle and oracle-learn, measuring devices, are for tarfa sim policies)`},
+		{simArgs(append(syn, "--policy", "oracle-learn")...), `--policy "oracle-learn": want one of belady, fifo, heat,`},
 		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
 		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
 		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},
@@ -239,7 +239,7 @@ func TestSimPolicies(t *testing.T) {
 		{[]string{"--capacities", "0"}, "--capacities: \"0\": want percentages"},
 		{[]string{"--capacities", "1"}, "--capacities 1% is 1 experts; global needs at least 2"},
 		{[]string{"--partitions", "rows"}, "--partitions"},
-		{[]string{"--policies", "lru,fifo"}, `--policies: "fifo"`},
+		{[]string{"--policies", "lru,mru"}, `--policies: "mru"`},
 		{[]string{"--warmup", "60"}, "--warmup 60: want 0 to 59"},
 	} {
 		args := append([]string{"sim", "policies", "--synthetic", "zipf:s=1,reuse=0.5", "--tokens", "60", "--warmup", "10", "--layers", "4", "--experts", "32", "--top-k", "2"}, tc.args...)

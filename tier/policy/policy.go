@@ -144,6 +144,7 @@ type constructor struct {
 
 var registry = map[string]constructor{
 	"lru":          {true, func(d Dims, _ Options) (Policy, error) { return newLRU(d), nil }},
+	"fifo":         {true, func(d Dims, _ Options) (Policy, error) { return newFIFO(d), nil }},
 	"lfu":          {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu", o, false, false) }},
 	"lfu-decay":    {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "lfu-decay", o, true, false) }},
 	"heat":         {true, func(d Dims, o Options) (Policy, error) { return newFreq(d, "heat", o, true, false) }},

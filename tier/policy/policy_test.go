@@ -176,6 +176,33 @@ func TestLRUOrder(t *testing.T) {
 	}
 }
 
+// FIFO evicts in admission order whatever the uses since (where LRU would
+// keep the expert just used), and passes over a pinned one.
+func TestFIFOOrder(t *testing.T) {
+	d := Dims{Layers: 1, Experts: 10}
+	c := newCache(t, d, 3, Global, "fifo", Options{})
+	for i, e := range []int{0, 1, 2, 0} {
+		use(t, c, 0, e, int64(i))
+	}
+	// Admitted 0, 1, 2; the hit on 0 changes nothing: 3 evicts 0.
+	if out := use(t, c, 0, 3, 4); out.Hit || !out.Evict || out.Evicted.Expert != 0 {
+		t.Fatalf("got %+v, want eviction of expert 0", out)
+	}
+	// 1 is the oldest now; leased, it is passed over: 4 evicts 2.
+	if _, err := c.Request(ExpertID{Expert: 1}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if out := use(t, c, 0, 4, 6); !out.Evict || out.Evicted.Expert != 2 {
+		t.Fatalf("got %+v, want eviction of expert 2 (1 is leased)", out)
+	}
+	if err := c.Release(ExpertID{Expert: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if out := use(t, c, 0, 5, 7); !out.Evict || out.Evicted.Expert != 1 {
+		t.Fatalf("got %+v, want eviction of expert 1, the oldest", out)
+	}
+}
+
 func TestLFUCountsSurviveEviction(t *testing.T) {
 	d := Dims{Layers: 1, Experts: 10}
 	c := newCache(t, d, 2, Global, "lfu", Options{})
@@ -506,7 +533,7 @@ func TestCacheErrors(t *testing.T) {
 		{0, Global, "lru", Options{}, "capacity 0"},
 		{9, Global, "lru", Options{}, "capacity 9"},
 		{1, PerLayer, "lru", Options{}, "leaves layers with no slot"},
-		{2, Global, "fifo", Options{}, `unknown policy "fifo"`},
+		{2, Global, "mru", Options{}, `unknown policy "mru"`},
 		{2, Global, "static", Options{}, "heat ledger has 0 entries"},
 		{2, Global, "heat", Options{Heat: []float64{1, 1, 1, math.NaN(), 1, 1, 1, 1}}, "heat of layer 0 expert 3 is NaN"},
 		{2, Global, "heat", Options{Heat: []float64{1}}, "heat ledger has 1 entries"},

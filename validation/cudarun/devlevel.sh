@@ -3,16 +3,19 @@
 # level, in one call. On a 4-layer slice of Qwen3.5-122B-A10B shapes
 # (synth --preset real --layers 4: 1024 routed experts of 18.9 MB, uniform
 # routing by the synthetic router) at --vram-budget 16GiB:
-#  1. tarfa run, each device policy (--device-policy; inclusive, and
+#  1. tarfa run --json, each device policy (--device-policy, fifo being
+#     the CUDA backend's own policy before the device level; inclusive, and
 #     exclusive for the default policy), --trace recorded: the device
-#     level's measured uses and hits ("expert levels" line);
+#     level's measured uses, hits and slots (expert_levels);
 #  2. tarfa sim on each trace with the measured slot count: the same policy
 #     simulated (its counts must be the measured ones) and Belady's optimum
 #     on the same trace;
 #  3. tarfa bench decode, cold and warm, the new binary and, if
 #     tarfa-fifo is beside it (main before the device level: the CUDA
 #     backend's FIFO of slots), the old one, one after the other.
-# Every step checks the time left (LIMIT seconds in all, 540 by default).
+# ONLY=fifo runs step 3's old binary alone (a second call on the warm
+# machine, when the tree that travels cannot hold both binaries; the slice
+# in /tmp is kept). Every step checks the time left (LIMIT seconds in all, 540 by default).
 # Results in $OUT/results.tgz (at most 8 files come back from a call).
 #
 #	# here: prepare.sh, then cp /tmp/tarfa-fifo .dev/cuda/ && gzip -9 .dev/cuda/tarfa-fifo
@@ -44,30 +47,34 @@ run() { # name, flags...
 	[ "$(left)" -lt 60 ] && { echo "$name: skipped, $(left) s left"; return; }
 	timeout $(($(left) - 20)) ./tarfa run --model $B/jnf --backend cuda --vram-budget $VRAM --tokens 1,2,3,4 --max-tokens $TOKENS \
 		--heat=false --json --trace "$R/trace-$name.jsonl" "$@" > "$R/run-$name.json" 2> "$R/run-$name.err"
-	echo "run $name rc=$?: $(grep 'expert levels' "$R/run-$name.err") $(grep -o '"decode_tokens_per_second":[0-9.]*' "$R/run-$name.json")"
+	echo "run $name rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); d=r["expert_levels"]["device"]; m=r["expert_levels"]["ram"]; print("device %d of %d uses hit (%.1f%%, %d slots), RAM %d of %d; decode %.2f tok/s" % (d["hits"], d["uses"], 100*d["hits"]/max(d["uses"],1), d["capacity"], m["hits"], m["uses"], r["timing"]["decode_tokens_per_second"]))' "$R/run-$name.json" 2>&1)"
 }
 sim() { # name, policy, flags...
 	local name=$1 pol=$2; shift 2
-	local slots; slots=$(grep -o '[0-9]* slots)' "$R/run-$name.err" | grep -o '[0-9]*')
+	local slots; slots=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["expert_levels"]["device"]["capacity"])' "$R/run-$name.json" 2>/dev/null)
 	[ -z "$slots" ] && { echo "sim $name: no slot count"; return; }
 	./tarfa sim --trace "$R/trace-$name.jsonl" --policy $pol --device-slots $slots --ram-gib 64 --ram-reserved-gib 0 "$@" --json > "$R/sim-$name-$pol.json" 2> "$R/sim-$name-$pol.err"
 	echo "sim $name --policy $pol $* rc=$?: slots $slots, $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; l=r["levels"]; print("device %d of %d uses hit (%.1f%%), RAM %d of %d" % (l["device"]["hits"], l["device"]["uses"], 100*r["hit_device"], l["ram"]["hits"], l["ram"]["uses"]))' "$R/sim-$name-$pol.json" 2>&1)"
 }
-run predict
-sim predict predict
-sim predict belady
-run lru --device-policy lru
-sim lru lru
-run heat --device-policy heat
-sim heat heat
-run predict-excl --exclusive
-sim predict-excl predict --exclusive
 bench() { # name, binary
 	[ "$(left)" -lt 120 ] && { echo "bench $1: skipped, $(left) s left"; return; }
 	timeout $(($(left) - 20)) "$2" bench decode $B/jnf --backend cuda --vram-budget $VRAM --repeat 1 --ledger=false \
 		--decode-tokens $TOKENS --ram-fraction 1 --json > "$R/bench-$1.json" 2> "$R/bench-$1.err"
 	echo "bench $1 rc=$?: $(grep -o '"device_hits":[0-9]*\|"device_uses":[0-9]*\|"device_slots":[0-9]*\|"experts_resident_per_token":[0-9.]*' "$R/bench-$1.json" | tr '\n' ' ')"
 }
+if [ "${ONLY:-}" != fifo ]; then
+run predict
+sim predict predict
+sim predict belady
+run fifo --device-policy fifo
+sim fifo fifo
+run lru --device-policy lru
+sim lru lru
+run heat --device-policy heat
+sim heat heat
+run predict-excl --exclusive
+sim predict-excl predict --exclusive
 bench tiered ./tarfa
+fi
 [ -x ./tarfa-fifo ] && bench fifo ./tarfa-fifo
 echo "done in $((SECONDS - start)) s"
