@@ -73,3 +73,53 @@ func TestDroppedSessionAfterBackendClose(t *testing.T) {
 	}
 	runtime.KeepAlive(kept)
 }
+
+// A session dropped without Close while its model lives is collected, and
+// its cleanup frees its device memory: nothing the model keeps (its work,
+// its solo Batch, the MoE step's consumer) may hold the session (a server
+// that drops a request's session would otherwise leak its KV cache).
+func TestDroppedSessionCollectedWhileModelLives(t *testing.T) {
+	c := conformance[0]
+	be := backendtest.NewDevice(1, 0)
+	defer be.Close()
+	m := loadResident(t, c.ckpt, Options{Backend: be})
+	defer m.Close()
+	prompt := readReference(t, c.fixture).Prompts[1]
+	collected := make(chan struct{}, 2)
+	func() {
+		s := m.NewSession()
+		if _, err := Generate(context.Background(), s, prompt, GenOptions{MaxTokens: 3}, nil); err != nil {
+			t.Fatal(err)
+		}
+		f := m.NewSession()
+		if _, err := f.Forward(prompt, true); err != nil {
+			t.Fatal(err)
+		}
+		runtime.AddCleanup(s, func(ch chan struct{}) { ch <- struct{}{} }, collected)
+		runtime.AddCleanup(f, func(ch chan struct{}) { ch <- struct{}{} }, collected)
+	}()
+	got := 0
+	for i := 0; got < 2 && i < 300; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+			got++
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if got < 2 {
+		t.Fatalf("%d of 2 dropped sessions collected while the model lives", got)
+	}
+	// Their states are freed by their cleanups, not left to Model.Close.
+	for i := 0; i < 300; i++ {
+		runtime.GC()
+		m.sessions.mu.Lock()
+		n := len(m.sessions.live)
+		m.sessions.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Error("the dropped sessions' device state was never freed")
+}

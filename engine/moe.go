@@ -108,6 +108,10 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	w.need = need
 	u := &w.use
 	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered}
+	// The work outlives the step: it must keep no session alive (segs
+	// can point into a Session: its own Forward's segment), or a session
+	// dropped without Close is never collected and its cleanup never runs.
+	defer func() { u.segs = nil }()
 	if len(need) > 0 {
 		if err := m.experts.Stream(ctx, L.index, need, u); err != nil {
 			return err

@@ -216,7 +216,7 @@ func TestRunErrors(t *testing.T) {
 		{func(c *Config) { c.RAMSlots = 9 }, "RAMSlots 9: want 1 to 8"},
 		{func(c *Config) { c.Partition = "per-layer" }, "sim: device slots: 1 slots for layer 0 (per-layer, 2 experts in all)"},
 		{func(c *Config) { c.Partition = "striped" }, `partition "striped"`},
-		{func(c *Config) { c.Policy = "fifo" }, `unknown policy "fifo"`},
+		{func(c *Config) { c.Policy = "mru" }, `unknown policy "mru"`},
 		{func(c *Config) { c.Policy = "static" }, "heat ledger has 0 entries"},
 		{func(c *Config) { c.Prefetch = 1.5 }, "Prefetch 1.5"},
 		{func(c *Config) { c.Warmup = 1 }, "Warmup 1 tokens: want 0 to 0"},
