@@ -86,7 +86,7 @@ type promptRow struct {
 }
 
 type layerRow struct {
-	Layer, Distinct, Slots, Storage, Resident, Bytes string
+	Layer, Distinct, Slots, Storage, RAM, Device, Bytes string
 }
 
 func short(hx string) string {
@@ -157,8 +157,8 @@ func summarise(v *RunView) *runSummary {
 		s.OutputHead = "Outputs decoded with " + v.Tokenizer + "."
 	}
 	type acc struct {
-		distinct          int
-		slots, st, res, b int64
+		distinct               int
+		slots, st, ram, dev, b int64
 	}
 	by := map[int]*acc{}
 	for _, u := range p.Experts {
@@ -170,7 +170,8 @@ func summarise(v *RunView) *runSummary {
 		a.distinct++
 		a.slots += u.Tokens
 		a.st += u.Uses[ledger.TierStorage]
-		a.res += u.Uses[ledger.TierRAM] + u.Uses[ledger.TierDevice]
+		a.ram += u.Uses[ledger.TierRAM]
+		a.dev += u.Uses[ledger.TierDevice]
 	}
 	layers := make([]int, 0, len(by))
 	for l := range by {
@@ -180,7 +181,7 @@ func summarise(v *RunView) *runSummary {
 	for _, l := range layers {
 		a := by[l]
 		s.Layers = append(s.Layers, layerRow{Layer: strconv.Itoa(l), Distinct: strconv.Itoa(a.distinct), Slots: strconv.FormatInt(a.slots, 10),
-			Storage: strconv.FormatInt(a.st, 10), Resident: strconv.FormatInt(a.res, 10)})
+			Storage: strconv.FormatInt(a.st, 10), RAM: strconv.FormatInt(a.ram, 10), Device: strconv.FormatInt(a.dev, 10)})
 		s.Distinct += a.distinct
 	}
 	allK, entries := true, map[int64]bool{}
@@ -267,10 +268,10 @@ func runText(w io.Writer, s *runSummary) error {
 	}
 	rows = rows[:0]
 	for _, r := range s.Layers {
-		rows = append(rows, []string{r.Layer, r.Distinct, r.Slots, r.Storage, r.Resident})
+		rows = append(rows, []string{r.Layer, r.Distinct, r.Slots, r.Storage, r.RAM, r.Device})
 	}
 	fmt.Fprintln(w)
-	return Table(w, []string{"layer", "distinct experts", "token slots", "read+hashed", "resident"}, rows)
+	return Table(w, []string{"layer", "distinct experts", "token slots", "storage (read+hashed)", "RAM tier", "device"}, rows)
 }
 
 func mdEscape(s string) string { return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s) }
@@ -328,9 +329,9 @@ func runMarkdown(w io.Writer, s *runSummary) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Index, mdCode(strconv.Quote(r.Source)), mdCode(out))
 	}
-	b.WriteString("\n## Experts by layer\n\n| layer | distinct experts | token slots | read+hashed | resident |\n|---|---|---|---|---|\n")
+	b.WriteString("\n## Experts by layer\n\nUses of each expert by where its bytes came from: storage (read and hashed for the use), the RAM tier or the device level (a resident copy, verified when it was read).\n\n| layer | distinct experts | token slots | storage (read+hashed) | RAM tier | device |\n|---|---|---|---|---|---|\n")
 	for _, r := range s.Layers {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Layer, r.Distinct, r.Slots, r.Storage, r.Resident)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.Layer, r.Distinct, r.Slots, r.Storage, r.RAM, r.Device)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -24,7 +24,7 @@ func sampleView(verified bool) *RunView {
 			LogitsChain: strings.Repeat("a", 64), RoutingDigest: strings.Repeat("b", 64), DecodeSeconds: 0.5,
 			Golden: &attest.PromptGolden{Exact: true, Steps: 3, Identical: 3, FirstDivergent: -1}}},
 		Experts: []ledger.ExpertUse{{Layer: 1, Expert: 3, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1, ledger.TierRAM: 2}},
-			{Layer: 1, Expert: 5, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1}}},
+			{Layer: 1, Expert: 5, Digest: d, Tokens: 4, Uses: map[ledger.Tier]int64{ledger.TierStorage: 1, ledger.TierDevice: 3}}},
 		KPerLayer: []ledger.LayerK{{Layer: 1, K: map[int]int64{2: 4}}},
 		Golden:    &attest.RunGolden{ID: "sha256:" + strings.Repeat("c", 64), Exact: true},
 		Integrity: attest.RunIntegrity{Scrub: "use,10m0s", Passes: 3, ScrubbedBytes: 5 << 20, ScrubFailures: 1, FinalBytes: 2 << 20,
@@ -60,6 +60,10 @@ func TestRenderRun(t *testing.T) {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s (verified %v): no %q in\n%s", f, verified, want, out)
 				}
+			}
+			// Uses per level, apart: storage 2, RAM tier 2, device 3.
+			if row := map[string]string{"text": "storage (read+hashed)", "md": "| 1 | 2 | 8 | 2 | 2 | 3 |", "html": "<th class=\"num\">device</th>"}[f]; !strings.Contains(out, row) {
+				t.Errorf("%s: the uses per level (%q) missing in\n%s", f, row, out)
 			}
 			if strings.Contains(out, "NOT VERIFIED") == verified {
 				t.Errorf("%s: verified=%v but the output says otherwise:\n%s", f, verified, out)
@@ -102,7 +106,8 @@ func TestRenderRunOutputs(t *testing.T) {
 		want := map[string][]string{
 			"text": {`source  "{\"tokens\": [1, 2]}"`, `output  "Paris <b>|"`},
 			"md":   {"| 0 | ` \"{\\\"tokens\\\": [1, 2]}\" ` | ` \"Paris <b>\\|\" ` |"},
-			"html": {`<pre class="out">Paris &lt;b&gt;|</pre>`, `<th class="num">distinct experts</th>`, `<th class="num">token slots</th>`, "th.num { text-align: right; }"},
+			"html": {`<pre class="out">Paris &lt;b&gt;|</pre>`, `<th class="num">distinct experts</th>`, `<th class="num">token slots</th>`, "th.num { text-align: right; }",
+				`<td class="num">2</td><td class="num">3</td></tr>`},
 		}[f]
 		for _, w := range append(want, "decoded with tok/tokenizer.json", "1 pass,") {
 			if !strings.Contains(out, w) {
