@@ -12,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/reports"
+	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/tier/policy"
 	"github.com/tarfa-ai/tarfa/tier/sim"
 	"github.com/tarfa-ai/tarfa/tier/trace"
@@ -178,6 +180,7 @@ func newSimCommand() *cobra.Command {
 		warmStart, asJSON  bool
 		exclusive          bool
 		deviceSlots        int
+		measured           string
 	)
 	cmd := &cobra.Command{
 		Use:   "sim --trace FILE | --synthetic zipf:s=S,reuse=P [flags]",
@@ -237,8 +240,21 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 			if expertBytes, err = simExpertBytes(h, expertBytes, cmd.Flags().Changed("expert-bytes")); err != nil {
 				return err
 			}
+			var meas *measuredRun
+			if measured != "" {
+				if meas, err = readMeasured(measured, h); err != nil {
+					return fmt.Errorf("--measured: %w", err)
+				}
+				// The run's own capacities, unless given.
+				if d := meas.Levels.Device.Capacity; d > 0 && !cmd.Flags().Changed("device-slots") {
+					deviceSlots = d
+				}
+			}
 			n := h.Layers * h.Experts
 			ram := min(sim.Slots(ramGiB, ramRes, expertBytes), n)
+			if meas != nil && meas.Levels.RAM.Capacity > 0 && !cmd.Flags().Changed("ram-gib") && !cmd.Flags().Changed("ram-reserved-gib") {
+				ram = min(meas.Levels.RAM.Capacity, n)
+			}
 			dev := 0
 			if vramGiB > 0 {
 				dev = min(sim.Slots(vramGiB, vramRes, expertBytes), n)
@@ -279,6 +295,19 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 				return err
 			}
 			out := simOutput{Result: res, TraceStats: tr.Stats(), Assumptions: simAssumptions(tr, cfg, ramGiB, ramRes, vramGiB, vramRes, warmStart, tf.heat)}
+			if meas != nil {
+				out.Measured = &meas.Levels
+				out.MeasuredFile = measured
+				for i, a := range out.Assumptions {
+					switch {
+					case strings.HasPrefix(a, "RAM tier:") && ram == meas.Levels.RAM.Capacity:
+						out.Assumptions[i] = fmt.Sprintf("RAM tier: %d experts (%.1f%% of all), the measured run's", ram, 100*float64(ram)/float64(n))
+					case strings.HasPrefix(a, "device:") && dev == meas.Levels.Device.Capacity:
+						out.Assumptions[i] = fmt.Sprintf("device: %d expert slots (%.1f%% of all), the measured run's; every expert computed on the device, %g µs per expert per token", dev, 100*float64(dev)/float64(n), hw.GPUExpertUS)
+					}
+				}
+				out.Assumptions = append(out.Assumptions, "measured: the run's prefill is one Stream per layer for all its positions (an expert several prompt tokens route to is one use there), the trace one token at a time; decode steps are the same")
+			}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
@@ -310,6 +339,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
 	fs.BoolVar(&exclusive, "exclusive", false, "the device slots and the RAM tier hold different experts (tier --exclusive); default inclusive")
 	fs.IntVar(&deviceSlots, "device-slots", 0, "device slots, overriding what --vram-gib less --vram-reserved-gib holds (e.g. the device_slots a tarfa bench decode measured)")
+	fs.StringVar(&measured, "measured", "", "the `tarfa run --json` output of the run that recorded --trace: its measured hits per level are printed beside the simulated ones, and its device slots and RAM-tier capacity are simulated unless --device-slots or --ram-gib are given")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(newSimPoliciesCommand())
 	return cmd
@@ -358,6 +388,49 @@ type simOutput struct {
 	Result      *sim.Result `json:"result"`
 	TraceStats  trace.Stats `json:"trace_stats"`
 	Assumptions []string    `json:"assumptions"`
+	// Measured are the levels of the run --measured names (what its
+	// hierarchy counted on the trace replayed here).
+	Measured     *expertLevels `json:"measured,omitempty"`
+	MeasuredFile string        `json:"measured_file,omitempty"`
+}
+
+// measuredRun is what --measured reads of a run's JSON.
+type measuredRun struct {
+	ModelRoot string       `json:"model_root"`
+	Levels    expertLevels `json:"expert_levels"`
+}
+
+// readMeasured reads a `tarfa run --json` output for the trace with
+// header h: the same model, and its hierarchy's levels.
+func readMeasured(path string, h trace.Header) (*measuredRun, error) {
+	b, err := jnf.ReadFileLimit(path, 64<<20, "run output")
+	if err != nil {
+		return nil, err
+	}
+	if err := jnf.CheckJSON(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var probe struct {
+		ModelRoot string          `json:"model_root"`
+		Levels    json.RawMessage `json:"expert_levels"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%s: not a tarfa run --json output: %v", path, err)
+	}
+	if len(probe.Levels) == 0 || string(probe.Levels) == "null" {
+		return nil, fmt.Errorf("%s has no expert_levels: it is not the --json output of a tarfa run with an expert hierarchy", path)
+	}
+	var m measuredRun
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if h.Source != trace.Measured || h.ModelRoot == "" {
+		return nil, fmt.Errorf("the trace is %s, not a measured run's: it has no run to compare with", h.Label())
+	}
+	if strings.TrimPrefix(m.ModelRoot, "sha256:") != strings.TrimPrefix(h.ModelRoot, "sha256:") {
+		return nil, fmt.Errorf("%s is a run of model %s, the trace one of model %s", path, m.ModelRoot, h.ModelRoot)
+	}
+	return &m, nil
 }
 
 func simAssumptions(tr *trace.Trace, c sim.Config, ram, ramRes, vram, vramRes float64, warm bool, heat string) []string {
@@ -407,13 +480,20 @@ func printSim(w io.Writer, o simOutput) error {
 		{"tokens per second", fmt.Sprintf("%.2f", r.TokensPerSecond)},
 		{"expert uses from device / RAM / storage", fmt.Sprintf("%.1f%% / %.1f%% / %.1f%%", 100*r.HitDevice, 100*r.HitRAM, 100*r.FromStorage)},
 		{"hits of each level's uses (tier stats' device, ram, storage)", levelRates(r.Levels)},
+	}
+	if m := o.Measured; m != nil {
+		rows = append(rows,
+			[]string{"measured by the run (" + o.MeasuredFile + ")", measuredRates(m)},
+			[]string{"simulated − measured hit rate", levelDiff(r, m)})
+	}
+	rows = append(rows, [][]string{
 		{"storage bytes per token", reports.Bytes(int64(r.StorageBytesPerToken))},
 		{"host-to-device bytes per token", reports.Bytes(int64(r.CopyBytesPerToken))},
 		{"busy ms per token: dense / read / hash / copy / compute / fill", fmt.Sprintf("%s / %s / %s / %s / %s / %s", ms(r.StagesPerToken.Dense), ms(r.StagesPerToken.Read), ms(r.StagesPerToken.Hash), ms(r.StagesPerToken.Copy), ms(r.StagesPerToken.Compute), ms(r.StagesPerToken.Fill))},
 		{"I/O hidden by prefetch, ms per token", ms(r.StagesPerToken.Hidden)},
 		{"bound by", r.Bound},
 		{"tokens counted (warm-up: seconds)", fmt.Sprintf("%d (%d: %.2f s)", r.Tokens, r.Warmup, r.WarmupSeconds)},
-	}
+	}...)
 	if r.WarmFillBytes > 0 {
 		rows = append(rows, []string{"warm start: fill before the first token", fmt.Sprintf("%s, %.1f s", reports.Bytes(r.WarmFillBytes), r.WarmFillSeconds)})
 	}
@@ -668,6 +748,34 @@ func simExpertBytes(h trace.Header, flag int64, changed bool) (int64, error) {
 			h.Layers, h.Experts, h.TopK, int64(defaultExpertBytes))
 	}
 	return flag, nil
+}
+
+// measuredRates is levelRates for a run's measured levels.
+func measuredRates(m *expertLevels) string {
+	rate := func(l tier.Level) string {
+		if l.Uses == 0 {
+			return "0 uses"
+		}
+		return fmt.Sprintf("%d of %d (%.1f%%)", l.Hits, l.Uses, 100*l.HitRate())
+	}
+	return fmt.Sprintf("device %s, RAM %s, storage %d reads", rate(m.Device), rate(m.RAM), m.Storage.Uses)
+}
+
+// levelDiff is the simulated hit rate less the measured one, per level, in
+// percentage points.
+func levelDiff(r *sim.Result, m *expertLevels) string {
+	pp := func(sim float64, ml tier.Level) string {
+		if ml.Uses == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%+.1f points", 100*(sim-ml.HitRate()))
+	}
+	l := r.Levels
+	if l == nil { // no device: every use is the RAM tier's
+		return fmt.Sprintf("device -, RAM %s", pp(r.HitRAM, m.RAM))
+	}
+	rate := func(c sim.LevelCount) float64 { return float64(c.Hits) / float64(max(c.Uses, 1)) }
+	return fmt.Sprintf("device %s, RAM %s", pp(rate(l.Device), m.Device), pp(rate(l.RAM), m.RAM))
 }
 
 // levelRates is the per-level uses and hits, as tier.Stats counts them

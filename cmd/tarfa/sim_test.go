@@ -310,3 +310,66 @@ func predictRow(t *testing.T, spec, part, capacity string) (hitRate, ofBelady fl
 	t.Fatalf("%s: no predict row in %s", spec, js)
 	return 0, 0
 }
+
+// sim --measured puts a run's measured hits per level beside the simulated
+// ones on the trace that run recorded, with the run's capacities; a file
+// that is not such a run's output, or a run of another model, is refused.
+func TestSimMeasured(t *testing.T) {
+	dir := t.TempDir()
+	tr, rj := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "r.json")
+	out, err := runCLI(t, "", "run", "--tokens", "1,2,3,4", "--max-tokens", "40", "--heat=false", "--prefetch=false", "--ram-budget", "192KiB", "--trace", tr, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(rj, []byte(out), 0o644)
+	js, err := runCLI(t, "", "sim", "--trace", tr, "--measured", rj, "--vram-gib", "0", "--policy", "predict", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		Result struct {
+			HitRAM float64 `json:"hit_ram"`
+			Config struct {
+				RAMSlots int `json:"ram_slots"`
+			} `json:"config"`
+		} `json:"result"`
+		Measured *struct {
+			RAM struct {
+				Uses, Hits int64
+				Capacity   int
+			} `json:"ram"`
+		} `json:"measured"`
+	}
+	if err := json.Unmarshal([]byte(js), &o); err != nil || o.Measured == nil || o.Measured.RAM.Uses == 0 {
+		t.Fatalf("sim --measured --json: %v %s", err, js)
+	}
+	m := o.Measured.RAM
+	if o.Result.Config.RAMSlots != m.Capacity {
+		t.Errorf("simulated %d RAM slots, the run had %d", o.Result.Config.RAMSlots, m.Capacity)
+	}
+	// The same policy on the same routing: the rates agree but for the
+	// prefill (one Stream for the prompt in the run).
+	if d := o.Result.HitRAM - float64(m.Hits)/float64(m.Uses); d > 0.02 || d < -0.02 {
+		t.Errorf("simulated RAM hit rate %.3f, measured %d of %d", o.Result.HitRAM, m.Hits, m.Uses)
+	}
+	text := mustOut(t, "sim", "--trace", tr, "--measured", rj, "--vram-gib", "0", "--policy", "predict")
+	if !strings.Contains(text, "measured by the run ("+rj+")") || !strings.Contains(text, "simulated − measured hit rate") {
+		t.Errorf("sim --measured: %s", text)
+	}
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, []byte(`{"mode": "exact"}`), 0o644)
+	other := filepath.Join(dir, "other.json")
+	os.WriteFile(other, []byte(strings.Replace(out, `"model_root":"`, `"model_root":"00`, 1)), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trace", tr, "--measured", empty}, "has no expert_levels"},
+		{[]string{"--trace", tr, "--measured", other}, "is a run of model 00"},
+		{[]string{"--synthetic", "zipf:s=1,reuse=0.5", "--layers", "4", "--experts", "16", "--top-k", "2", "--measured", rj}, "not a measured run's"},
+	} {
+		if _, err := runCLI(t, "", append([]string{"sim", "--vram-gib", "0"}, c.args...)...); exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("sim %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -7,9 +7,9 @@
 #     the CUDA backend's own policy before the device level; inclusive, and
 #     exclusive for the default policy), --trace recorded: the device
 #     level's measured uses, hits and slots (expert_levels);
-#  2. tarfa sim on each trace with the measured slot count: the same policy
-#     simulated (its counts must be the measured ones) and Belady's optimum
-#     on the same trace;
+#  2. tarfa sim --measured on each trace (the run's slots and RAM capacity):
+#     the same policy simulated beside the measured counts, and Belady's
+#     optimum on the same trace;
 #  3. tarfa bench decode, cold and warm, the new binary and, if
 #     tarfa-fifo is beside it (main before the device level: the CUDA
 #     backend's FIFO of slots), the old one, one after the other.
@@ -49,12 +49,11 @@ run() { # name, flags...
 		--heat=false --json --trace "$R/trace-$name.jsonl" "$@" > "$R/run-$name.json" 2> "$R/run-$name.err"
 	echo "run $name rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); d=r["expert_levels"]["device"]; m=r["expert_levels"]["ram"]; print("device %d of %d uses hit (%.1f%%, %d slots), RAM %d of %d; decode %.2f tok/s" % (d["hits"], d["uses"], 100*d["hits"]/max(d["uses"],1), d["capacity"], m["hits"], m["uses"], r["timing"]["decode_tokens_per_second"]))' "$R/run-$name.json" 2>&1)"
 }
-sim() { # name, policy, flags...
+sim() { # name, policy, flags...: the run's trace, its slots and RAM capacity (--measured)
 	local name=$1 pol=$2; shift 2
-	local slots; slots=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["expert_levels"]["device"]["capacity"])' "$R/run-$name.json" 2>/dev/null)
-	[ -z "$slots" ] && { echo "sim $name: no slot count"; return; }
-	./tarfa sim --trace "$R/trace-$name.jsonl" --policy $pol --device-slots $slots --ram-gib 64 --ram-reserved-gib 0 "$@" --json > "$R/sim-$name-$pol.json" 2> "$R/sim-$name-$pol.err"
-	echo "sim $name --policy $pol $* rc=$?: slots $slots, $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; l=r["levels"]; print("device %d of %d uses hit (%.1f%%), RAM %d of %d" % (l["device"]["hits"], l["device"]["uses"], 100*r["hit_device"], l["ram"]["hits"], l["ram"]["uses"]))' "$R/sim-$name-$pol.json" 2>&1)"
+	[ -s "$R/run-$name.json" ] || { echo "sim $name: no run"; return; }
+	./tarfa sim --trace "$R/trace-$name.jsonl" --measured "$R/run-$name.json" --policy $pol "$@" --json > "$R/sim-$name-$pol.json" 2> "$R/sim-$name-$pol.err"
+	echo "sim $name --policy $pol $* rc=$?: $(python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); r=o["result"]; l=r["levels"]; m=o["measured"]["device"]; print("device %d of %d uses hit (%.1f%%; measured %d of %d, %.1f%%), %d slots" % (l["device"]["hits"], l["device"]["uses"], 100*r["hit_device"], m["hits"], m["uses"], 100*m["hits"]/max(m["uses"],1), r["config"]["device_slots"]))' "$R/sim-$name-$pol.json" 2>&1)"
 }
 bench() { # name, binary
 	[ "$(left)" -lt 120 ] && { echo "bench $1: skipped, $(left) s left"; return; }
