@@ -1,6 +1,35 @@
 package tier
 
-import "syscall"
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tarfa-ai/tarfa/internal/pagecache"
+)
 
 // oDirect is the open flag that bypasses the page cache.
 const oDirect = syscall.O_DIRECT
+
+// readCached reads len(p) bytes at off from the buffered descriptor fd if
+// the page cache holds every page of them (asked first, starting no I/O:
+// package pagecache), and reports whether it did.
+func readCached(fd int, p []byte, off int64) bool {
+	if len(p) == 0 || !pagecache.Resident(fd, off, len(p)) {
+		return false
+	}
+	for done := 0; done < len(p); {
+		n, err := unix.Pread(fd, p[done:], off+int64(done))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return false
+		}
+		done += n
+	}
+	return true
+}
+
+// hasReadCached says whether readCached can work here.
+const hasReadCached = pagecache.Supported

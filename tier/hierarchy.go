@@ -142,6 +142,10 @@ type Stats struct {
 	BytesRead   int64 `json:"bytes_read"`
 	BytesHashed int64 `json:"bytes_hashed"`
 	DirectReads int64 `json:"direct_reads"` // reads that bypassed the page cache
+	// CachedReads are the reads DirectAuto served from the page cache,
+	// every page of the record being there (a repeat run's), without
+	// waiting for the device; Buffered the others that went through it.
+	CachedReads int64 `json:"cached_reads"`
 	Buffered    int64 `json:"buffered_reads"`
 	Evictions   int64 `json:"evictions"`
 	Failures    int64 `json:"failures"` // reads that did not verify
@@ -352,7 +356,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 func (h *Hierarchy) reader() {
 	defer h.rwg.Done()
 	for r := range h.reqs {
-		direct, err := h.files.read(r.ref, r.buf)
+		direct, cached, err := h.files.read(r.ref, r.buf)
 		n := r.ref.ReadLength()
 		prefetch := r.reply == h.prefetchQ
 		h.count(func(s *Stats) {
@@ -360,9 +364,12 @@ func (h *Hierarchy) reader() {
 			if prefetch {
 				s.PrefetchBytes += n
 			}
-			if direct {
+			switch {
+			case direct:
 				s.DirectReads++
-			} else {
+			case cached:
+				s.CachedReads++
+			default:
 				s.Buffered++
 			}
 		})

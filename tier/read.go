@@ -59,6 +59,13 @@ type files struct {
 type fileFD struct {
 	r      io.ReaderAt
 	direct bool
+	// cached, with DirectAuto beside an O_DIRECT descriptor, is a buffered
+	// one of the same file (checked like it): a read whose pages are all in
+	// the page cache is copied from there (readCached), the others go to
+	// O_DIRECT. A model read again soon — a repeat run — finds its experts
+	// in memory instead of on the device.
+	cached   *os.File
+	cachedFD int
 }
 
 // newFiles opens what the readers of refs need.
@@ -77,6 +84,15 @@ func newFiles(mode DirectMode, refs []weights.ExpertRef) (*files, error) {
 			case err == nil:
 				fd = &fileFD{r: f, direct: true}
 				fs.all = append(fs.all, f)
+				if mode == DirectAuto && hasReadCached {
+					c, err := jf.Reopen(0)
+					if err != nil {
+						fs.close()
+						return nil, fmt.Errorf("tier: %w", err)
+					}
+					fd.cached, fd.cachedFD = c, int(c.Fd())
+					fs.all = append(fs.all, c)
+				}
 			case errors.As(err, &replaced):
 				fs.close()
 				return nil, fmt.Errorf("tier: %w", err)
@@ -128,25 +144,30 @@ func (fs *files) close() {
 
 // read fills b with ref's record and its padding (ReadLength bytes, a
 // multiple of the page size at an aligned offset, so O_DIRECT accepts it)
-// and reports whether the read bypassed the page cache.
-func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct bool, err error) {
+// and reports whether the read bypassed the page cache (direct) or was
+// served from it without waiting (cached: DirectAuto found every page
+// there).
+func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached bool, err error) {
 	n := ref.ReadLength()
 	if int64(len(b.Bytes())) < n {
-		return false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), n)
+		return false, false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), n)
 	}
 	jf := ref.File()
 	fd, err := fs.get(jf)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	dst := b.Bytes()[:n]
+	if fd.cached != nil && readCached(fd.cachedFD, dst, ref.Offset()) {
+		return false, true, nil
+	}
 	_, err = fd.r.ReadAt(dst, ref.Offset())
 	if err != nil && fd.direct && errors.Is(err, unix.EINVAL) && fs.mode != DirectOn {
 		fd = fs.demote(jf, fd)
 		_, err = fd.r.ReadAt(dst, ref.Offset())
 	}
 	if err != nil {
-		return false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, ref.Offset(), err)
+		return false, false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, ref.Offset(), err)
 	}
-	return fd.direct, nil
+	return fd.direct, false, nil
 }

@@ -58,9 +58,12 @@ var fenceBuilds = []struct{ goarch, tags string }{
 // unsafeAllowed are the production packages that may import unsafe: the
 // backends view verified bytes in place, weights makes them immutable;
 // backend/cuda/b3host hands Go bytes to the CUDA kernels' C for the host
-// check of their BLAKE3 (it is test-only: see testOnly).
+// check of their BLAKE3 (it is test-only: see testOnly); internal/pagecache
+// gives mincore the address of its vector (the tier asks whether a record's
+// pages are cached before it chooses O_DIRECT).
 var unsafeAllowed = []string{
 	"github.com/tarfa-ai/tarfa/backend",
+	"github.com/tarfa-ai/tarfa/internal/pagecache",
 	"github.com/tarfa-ai/tarfa/backend/cuda",
 	"github.com/tarfa-ai/tarfa/backend/cuda/b3host",
 	"github.com/tarfa-ai/tarfa/weights",

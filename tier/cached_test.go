@@ -1,0 +1,113 @@
+//go:build linux
+
+package tier
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tarfa-ai/tarfa/engine"
+	"github.com/tarfa-ai/tarfa/internal/pagecache"
+	"github.com/tarfa-ai/tarfa/jnf"
+)
+
+// dropPages asks the kernel to drop path's clean pages from the page cache.
+func dropPages(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readCached copies a range only when every page of it is in the page
+// cache, and reports a miss otherwise without reading from the device.
+func TestReadCached(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	dropPages(t, p)
+	buf := make([]byte, 64<<10)
+	if readCached(fd, buf, 128<<10) {
+		t.Skip("the kernel reports dropped pages as cached (fadvise DONTNEED ignored here)")
+	}
+	if _, err := f.ReadAt(buf, 128<<10); err != nil { // brings the range into the cache
+		t.Fatal(err)
+	}
+	clear(buf)
+	if !readCached(fd, buf, 128<<10) || string(buf) != string(data[128<<10:192<<10]) {
+		t.Fatal("a range just read is not served from the page cache, or not its bytes")
+	}
+	if readCached(fd, make([]byte, 64<<10), 512<<10) {
+		t.Error("a range never read since the drop was served as cached")
+	}
+	// Asking started no read: the range is still not cached a while later
+	// (a probe with RWF_NOWAIT starts read-ahead here, and a cold run then
+	// reads every expert twice: once by it, once with O_DIRECT).
+	time.Sleep(200 * time.Millisecond)
+	if pagecache.Resident(fd, 512<<10, 64<<10) {
+		t.Error("the probe of an uncached range brought it into the page cache")
+	}
+}
+
+// With DirectAuto a model whose files are in the page cache is read from
+// there (a repeat run's case), one that is not with O_DIRECT, and the
+// logits are the same either way.
+func TestDirectAutoReadsThePageCache(t *testing.T) {
+	dir := testModel(t)
+	ck := openCk(t, dir)
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	ref, _ := engine.Load(ck, engine.Options{})
+	want, _ := run(t, ref, prompts[0], 6)
+	layers, _ := filepath.Glob(filepath.Join(dir, "layer-*.jnf"))
+	for _, cold := range []bool{false, true} {
+		h, err := New(ck, Options{StagingBudget: 4 * size, Direct: DirectAuto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := engine.Load(ck, engine.Options{Experts: h})
+		if cold { // after the load, whose buffered reads of the dense tensors read ahead
+			for _, l := range layers {
+				dropPages(t, l)
+			}
+		}
+		got, err := run(t, m, prompts[0], 6)
+		st := h.Stats()
+		h.Close()
+		if err != nil || !same(got, want) {
+			t.Fatalf("cold %v: %v, identical %v", cold, err, same(got, want))
+		}
+		t.Logf("cold %v: %d cached, %d direct, %d buffered reads", cold, st.CachedReads, st.DirectReads, st.Buffered)
+		if st.DirectReads == 0 && st.CachedReads == 0 {
+			t.Skip("no O_DIRECT here (the file system refused it): every read buffered")
+		}
+		switch {
+		case !cold && (st.CachedReads == 0 || st.DirectReads != 0):
+			t.Errorf("files in the page cache: %d cached and %d direct reads, want all cached", st.CachedReads, st.DirectReads)
+		case cold && st.DirectReads <= st.CachedReads:
+			t.Errorf("files dropped from the page cache: %d O_DIRECT reads, %d cached", st.DirectReads, st.CachedReads)
+		}
+	}
+}
