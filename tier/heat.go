@@ -129,7 +129,7 @@ func (h *Hierarchy) Warm(heat []float64) (int, error) {
 		defer h.wwg.Done()
 		for i, r := range reqs {
 			select {
-			case h.reqs <- r:
+			case h.preqs <- r:
 			case <-h.closing:
 				h.mu.Lock()
 				for _, r := range reqs[i:] {

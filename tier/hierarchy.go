@@ -164,6 +164,9 @@ type Stats struct {
 	PrefetchBytes  int64 `json:"prefetch_bytes"`  // of BytesRead, read by those (counted as they are read, like BytesRead)
 	PrefetchUseful int64 `json:"prefetch_useful"` // of which a Stream then hit
 	PrefetchWasted int64 `json:"prefetch_wasted"` // evicted before any use
+	// PrefetchSkipped are hinted experts not read ahead because hints of
+	// their rank came true less than policy.PrefetchPrecision of the time.
+	PrefetchSkipped int64 `json:"prefetch_skipped"`
 }
 
 // Hierarchy serves a checkpoint's routed experts to the engine (an
@@ -177,7 +180,8 @@ type Hierarchy struct {
 	ram     *weights.Arena
 	dev     *weights.Arena
 	files   *files
-	reqs    chan readReq
+	reqs    chan readReq   // reads a Stream waits for
+	preqs   chan readReq   // reads ahead (hints, warm): served when reqs is empty
 	rwg     sync.WaitGroup // readers
 	hashQ   chan hashReq
 	hwg     sync.WaitGroup // hashers
@@ -206,8 +210,9 @@ type Hierarchy struct {
 	hintMu    sync.Mutex
 	hint      []int // experts of hintLayer expected next
 	hintLayer int
-	prefetchQ chan readDone // replies of prefetch reads
-	inflightP int           // prefetch reads in flight (under mu)
+	hints     policy.HintScore // under mu: which ranks of hints are read ahead
+	prefetchQ chan readDone    // replies of prefetch reads
+	inflightP int              // prefetch reads in flight (under mu)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -321,6 +326,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 		return nil, err
 	}
 	h.reqs = make(chan readReq, n)
+	h.preqs = make(chan readReq, n)
 	hashers := opt.Hashers
 	if hashers <= 0 {
 		hashers = runtime.GOMAXPROCS(0)
@@ -355,7 +361,30 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 // ones are hashed.
 func (h *Hierarchy) reader() {
 	defer h.rwg.Done()
-	for r := range h.reqs {
+	reqs, preqs := h.reqs, h.preqs
+	for reqs != nil || preqs != nil {
+		var r readReq
+		var ok bool
+		select { // a read a Stream waits for first
+		case r, ok = <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+		default:
+			select {
+			case r, ok = <-reqs:
+				if !ok {
+					reqs = nil
+					continue
+				}
+			case r, ok = <-preqs:
+				if !ok {
+					preqs = nil
+					continue
+				}
+			}
+		}
 		direct, cached, err := h.files.read(r.ref, r.buf)
 		n := r.ref.ReadLength()
 		prefetch := r.reply == h.prefetchQ
@@ -481,6 +510,7 @@ func (h *Hierarchy) Close() error {
 	close(h.closing)
 	h.wwg.Wait()
 	close(h.reqs)
+	close(h.preqs)
 	h.rwg.Wait()
 	close(h.hashQ)
 	h.hwg.Wait()
@@ -677,7 +707,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			}
 		}
 	}
-	h.prefetchLocked(now)
+	h.scoreHintLocked(layer, experts)
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -705,6 +735,11 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		}
 	}
 	h.count(func(s *Stats) { s.Hits += hits; s.Misses += misses; s.Streamed += streamed; s.Device.Uses += duses })
+	// The hint's reads start after this layer's own: a read ahead must not
+	// delay one that is needed now.
+	h.mu.Lock()
+	h.prefetchLocked(now)
+	h.mu.Unlock()
 
 	var firstErr error
 	// consume delivers expert x from its verified bytes: with the device
@@ -922,14 +957,18 @@ func (h *Hierarchy) Hint(layer int, experts []int) {
 	h.hintMu.Unlock()
 }
 
+// scoreHintLocked scores the hint given for layer against its experts.
+func (h *Hierarchy) scoreHintLocked(layer int, experts []int) { h.hints.Score(layer, experts) }
+
 // prefetchLocked starts reads for the pending hint.
 func (h *Hierarchy) prefetchLocked(now int64) {
 	h.hintMu.Lock()
 	hint, layer := h.hint, h.hintLayer
 	h.hint = h.hint[:0]
 	h.hintMu.Unlock()
-	for _, x := range hint {
-		if h.inflightP >= cap(h.reqs) {
+	h.hints.Given(layer, hint)
+	for i, x := range hint {
+		if h.inflightP >= cap(h.preqs) {
 			return
 		}
 		if x < 0 || x >= h.dims.Experts {
@@ -939,6 +978,10 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		k := h.dims.Index(id)
 		if h.refs[k].Length() == 0 || h.cache.Contains(id) {
 			continue
+		}
+		if !h.hints.Trust(i) {
+			h.count(func(s *Stats) { s.PrefetchSkipped++ })
+			continue // hints of this rank seldom come true: reading them ahead costs more than it saves
 		}
 		out, err := h.cache.Request(id, now)
 		if err != nil {
@@ -954,8 +997,8 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		}
 		e := &entry{id: id, k: k, buf: b, state: loading, prefetched: true}
 		select {
-		case h.reqs <- readReq{ref: h.refs[k], buf: b, x: x, e: e, reply: h.prefetchQ}:
-		default: // the readers are busy with reads that are needed now
+		case h.preqs <- readReq{ref: h.refs[k], buf: b, x: x, e: e, reply: h.prefetchQ}:
+		default: // warm reads fill the queue
 			b.Release()
 			h.cache.Release(id)
 			return

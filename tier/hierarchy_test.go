@@ -530,7 +530,9 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		rl := h.refs[0].ReadLength()
 		h.Close()
 		t.Logf("RAM %d experts: prefetch issued %d, useful %d, wasted %d; hits %d misses %d", ram, st.PrefetchIssued, st.PrefetchUseful, st.PrefetchWasted, st.Hits, st.Misses)
-		if st.PrefetchIssued == 0 || st.PrefetchUseful == 0 || st.PrefetchUseful+st.PrefetchWasted > st.PrefetchIssued {
+		// With every expert resident soon (64), hints find nothing to read
+		// before their ranks are trusted.
+		if (ram < 64 && (st.PrefetchIssued == 0 || st.PrefetchUseful == 0)) || st.PrefetchUseful+st.PrefetchWasted > st.PrefetchIssued {
 			t.Errorf("RAM %d experts: prefetch counters %+v", ram, st)
 		}
 		// Every byte read is a use's (a miss, or a staging read) or a

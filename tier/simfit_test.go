@@ -63,8 +63,10 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Hints as the engine gives them, before each step's Stream, for the
-	// next step's layer: some of its experts (a predictor right about half
-	// of the time), a wrong one, and the previous token's.
+	// next step's layer: its first expert (a rank that always comes true,
+	// soon read ahead), its second four times in five (a rank whose trust
+	// comes and goes), some others (right about half of the time: never
+	// read ahead), a wrong one, and the previous token's.
 	hints := make([]sim.Hint, tr.Tokens()*d.Layers)
 	for i := range len(hints) - 1 {
 		tok, l := (i+1)/d.Layers, (i+1)%d.Layers
@@ -78,7 +80,15 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 			}
 			xs = append(xs, e)
 		}
-		for j, e := range next {
+		add(next[0])
+		if len(next) > 1 {
+			if i%5 != 0 {
+				add(next[1])
+			} else {
+				add(int32((i*11 + 3) % d.Experts))
+			}
+		}
+		for j, e := range next[min(2, len(next)):] {
 			if (i+j)%2 == 0 {
 				add(e)
 			}
@@ -137,20 +147,21 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 						for j, e := range set {
 							xs[j] = int(e)
 						}
+						if hn := hints[tok*d.Layers+l]; len(hn.Experts) > 0 {
+							ys := make([]int, len(hn.Experts))
+							for j, e := range hn.Experts {
+								ys[j] = int(e)
+							}
+							// As the engine does: the hint for the next
+							// step's layer, given before this step's Stream.
+							h.Hint(hn.Layer, ys)
+						}
 						cc := countConsumer{h: h, k: len(xs)}
 						if err := h.Stream(context.Background(), l, xs, &cc); err != nil {
 							t.Fatal(err)
 						}
 						if cc.n != len(xs) {
 							t.Fatalf("token %d layer %d: %d experts consumed, want %d", tok, l, cc.n, len(xs))
-						}
-						if hn := hints[tok*d.Layers+l]; len(hn.Experts) > 0 {
-							ys := make([]int, len(hn.Experts))
-							for j, e := range hn.Experts {
-								ys[j] = int(e)
-							}
-							// The hint given before the next step's Stream.
-							h.Hint(hn.Layer, ys)
 						}
 					}
 				}
@@ -161,15 +172,15 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 				sc := sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, Policy: c.policy,
 					Partition: c.part.String(), Options: po}
 				if prefetch {
-					// Shifted by one: the sim's hint i is given before step i's Stream.
-					sc.Hints = append([]sim.Hint{{}}, hints[:len(hints)-1]...)
+					// The sim's hint i is given before step i's Stream.
+					sc.Hints = hints
 				}
 				r, err := sim.Run(tr, sc)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := sim.Counters{Hits: st.Hits, Misses: st.Misses, Streamed: st.Streamed, BytesRead: st.BytesRead, Evictions: st.Evictions,
-					PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted}
+					PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted, PrefetchSkipped: st.PrefetchSkipped}
 				if *r.Counters != want {
 					t.Errorf("simulated %+v\nhierarchy %+v", *r.Counters, want)
 				}

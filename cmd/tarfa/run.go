@@ -243,6 +243,16 @@ type expertLevels struct {
 	Device  tier.Level `json:"device"`
 	RAM     tier.Level `json:"ram"`
 	Storage tier.Level `json:"storage"`
+	// Prefetch is what the hints did: reads started, those a use then
+	// hit, those evicted unused, and their bytes.
+	Prefetch *prefetchCounts `json:"prefetch,omitempty"`
+}
+
+type prefetchCounts struct {
+	Issued int64 `json:"issued"`
+	Useful int64 `json:"useful"`
+	Wasted int64 `json:"wasted"`
+	Bytes  int64 `json:"bytes"`
 }
 
 type samplingJSON struct {
@@ -441,7 +451,8 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 		var levels *expertLevels
 		if r.Tier != nil {
 			ts := r.Tier.Stats()
-			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, Storage: ts.Storage}
+			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, Storage: ts.Storage,
+				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes}}
 		}
 		return writeJSON(out, runResult{
 			ExpertLevels: levels,

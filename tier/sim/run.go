@@ -36,6 +36,11 @@ type Config struct {
 	// run, one per step (token·Layers + layer; no experts: none given before
 	// that step's Stream); nil: none.
 	Hints []Hint `json:"-"`
+	// TrustHints reads every hint ahead from the first (policy.HintScore
+	// TrustAll); else, as the hierarchy does, only the ranks of hints that
+	// have come true. Prefetch's oracle hints are always trusted: they
+	// come true by construction.
+	TrustHints bool `json:"trust_hints,omitempty"`
 	// Warmup tokens run but are left out of the per-token figures.
 	Warmup int `json:"warmup"`
 	// Exclusive, with a device, makes the RAM tier and the device slots

@@ -33,6 +33,9 @@ type Counters struct {
 	PrefetchIssued int64 `json:"prefetch_issued"`
 	PrefetchUseful int64 `json:"prefetch_useful"`
 	PrefetchWasted int64 `json:"prefetch_wasted"`
+	// PrefetchSkipped are hinted experts not read ahead: hints of their
+	// rank seldom came true (policy.HintScore).
+	PrefetchSkipped int64 `json:"prefetch_skipped"`
 }
 
 // cpuEntry is a resident copy of the simulated RAM tier.
@@ -173,8 +176,13 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 		res.WarmFillSeconds = max(f.Read, f.Hash)
 	}
 	hints := cfg.Hints
+	var score policy.HintScore
+	if cfg.TrustHints {
+		score.TrustAll()
+	}
 	if hints == nil && cfg.Prefetch > 0 {
 		hints = oracleHints(tr, cfg.Prefetch)
+		score.TrustAll()
 	}
 	p := newPipe(hw, cfg.ExpertBytes)
 	comp, dense, perTok := hw.CPUExpertUS*1e-6, hw.DenseMSPerLayer*1e-3, hw.TokenMS*1e-3
@@ -209,6 +217,7 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 	kind := make([]int, k)
 	ready := make([]float64, k)
 	var own []int
+	var used, hint []int
 	times := make([]float64, 0, res.Tokens)
 	var sum Stages
 	t := 0.0
@@ -254,15 +263,51 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					ents[x] = &cpuEntry{}
 				}
 			}
+			// The hint given before this Stream comes true or not now.
+			used = used[:0]
+			for _, e := range set {
+				used = append(used, int(e))
+			}
+			score.Score(l, used)
 			reads := 0
+			own = own[:0]
+			read := func(j int, e int32) {
+				ready[j] = p.read(t)
+				if kind[j] == useMiss {
+					ents[d.Index(policy.ExpertID{Layer: l, Expert: int(e)})].ready = ready[j]
+				}
+				own = append(own, j)
+				reads++
+			}
+			// Our misses first, then the hint's reads (after them, as the
+			// tier queues them: a read ahead must not delay a needed one),
+			// then the streamed ones (as staging buffers allow).
+			for j, e := range set {
+				switch kind[j] {
+				case useHit:
+					c.Hits++
+				case useMiss:
+					c.Misses++
+					read(j, e)
+				}
+			}
 			if hints != nil {
 				h := hints[tok*d.Layers+l]
+				hint = hint[:0]
 				for _, e := range h.Experts {
+					hint = append(hint, int(e))
+				}
+				score.Given(h.Layer, hint)
+				for i, e := range h.Experts {
 					if len(inflight) >= hw.QueueDepth {
 						break
 					}
 					id := policy.ExpertID{Layer: h.Layer, Expert: int(e)}
 					if ram.Contains(id) {
+						continue
+					}
+					if !score.Trust(i) {
+						c.PrefetchSkipped++
 						continue
 					}
 					out, err := ram.Request(id, now)
@@ -279,23 +324,11 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					reads++
 				}
 			}
-			own = own[:0]
 			for j, e := range set {
-				switch kind[j] {
-				case useHit:
-					c.Hits++
-					continue
-				case useMiss:
-					c.Misses++
-				case useStreamed:
+				if kind[j] == useStreamed {
 					c.Streamed++
+					read(j, e)
 				}
-				ready[j] = p.read(t)
-				if kind[j] == useMiss {
-					ents[d.Index(policy.ExpertID{Layer: l, Expert: int(e)})].ready = ready[j]
-				}
-				own = append(own, j)
-				reads++
 			}
 			c.BytesRead += int64(reads) * B
 			st.Read += float64(reads) * (p.read1 + p.lat/p.qd)
@@ -374,6 +407,7 @@ func (c *Counters) add(o Counters) {
 	c.PrefetchIssued += o.PrefetchIssued
 	c.PrefetchUseful += o.PrefetchUseful
 	c.PrefetchWasted += o.PrefetchWasted
+	c.PrefetchSkipped += o.PrefetchSkipped
 }
 
 // bound is the stage with the most busy time.

@@ -169,6 +169,9 @@ type Decode struct {
 	PrefetchIssued       int64   `json:"prefetch_issued"` // decode steps of all rounds
 	PrefetchUseful       int64   `json:"prefetch_useful"`
 	PrefetchWasted       int64   `json:"prefetch_wasted"`
+	// PrefetchSkipped are hinted experts not read ahead: their rank of
+	// hints seldom came true (policy.HintScore).
+	PrefetchSkipped int64 `json:"prefetch_skipped"`
 	// DemandReadBytes are the bytes the decode steps of all rounds read
 	// from storage for their own uses (StorageBytesPerToken less what
 	// prefetches read).
@@ -763,6 +766,7 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			d.DemandReadBytes += (after.BytesRead - after.PrefetchBytes) - (atPrefill.BytesRead - atPrefill.PrefetchBytes)
 			d.PrefetchUseful += after.PrefetchUseful - atPrefill.PrefetchUseful
 			d.PrefetchWasted += after.PrefetchWasted - atPrefill.PrefetchWasted
+			d.PrefetchSkipped += after.PrefetchSkipped - atPrefill.PrefetchSkipped
 			tokens, hints := mm.src.stop()
 			if d.Backend.Label() != b.opt.Backends[0].Label() {
 				d.NotPredicted = "the simulator is calibrated on " + b.opt.Backends[0].Label()

@@ -63,8 +63,10 @@ func TestRun(t *testing.T) {
 		}
 		// The simulator replays the engine's own hints: it prefetches where
 		// the hierarchy did (cold, a quarter resident), and times Streams.
-		if !d.Warm && d.RAMFraction == 0.25 && (d.PrefetchIssued == 0 || d.PredictedPrefetchIssued == 0) {
-			t.Errorf("%s: prefetch issued %d, simulated %d", d.Name, d.PrefetchIssued, d.PredictedPrefetchIssued)
+		// (On this random-weight model the hints seldom come true, so their
+		// ranks are scored and not read ahead: the simulator must agree.)
+		if !d.Warm && d.RAMFraction == 0.25 && (d.PrefetchIssued+d.PrefetchSkipped == 0 || (d.PrefetchIssued == 0) != (d.PredictedPrefetchIssued == 0)) {
+			t.Errorf("%s: prefetch issued %d (%d skipped), simulated %d", d.Name, d.PrefetchIssued, d.PrefetchSkipped, d.PredictedPrefetchIssued)
 		}
 		if d.StreamSecondsPerToken.N != 2 || !(d.StreamSecondsPerToken.Median > 0) || !(d.GapSecondsPerToken.Median > 0) || !(d.PredictedStreamSecondsPerToken.Median > 0) {
 			t.Errorf("%s: streams %+v gaps %+v predicted %+v", d.Name, d.StreamSecondsPerToken, d.GapSecondsPerToken, d.PredictedStreamSecondsPerToken)
