@@ -17,9 +17,6 @@ const Supported = true
 
 var pageSize = unix.Getpagesize()
 
-// PageSize is the page size Resident counts in; off must be a multiple.
-func PageSize() int { return pageSize }
-
 // Resident reports whether every page of n bytes of the file fd at off is
 // in the page cache (false on any error, and for an off that is not
 // page-aligned).

@@ -7,8 +7,5 @@ package pagecache
 // Supported says whether Resident can answer here.
 const Supported = false
 
-// PageSize is 4096 where Resident cannot answer.
-func PageSize() int { return 4096 }
-
 // Resident is always false here.
 func Resident(int, int64, int) bool { return false }
