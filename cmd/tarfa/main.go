@@ -162,7 +162,11 @@ func main() {
 	stdout := newStdout(os.Stdout)
 	root := newRootCommand()
 	root.SetOut(stdout)
-	err := root.ExecuteContext(ctx)
+	endProfile, err := startProfile()
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+		endProfile()
+	}
 	stop()
 	if err != nil {
 		// The message starts on a line of its own, even after text that
