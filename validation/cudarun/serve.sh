@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# serve.sh (on the GPU machine): issue 22 item 1, where a batched step's
+# time goes. On a 2-layer slice of Qwen3.5-122B-A10B shapes (synth --preset
+# real --layers 2: 512 routed experts of 18.9 MB, the real vocabulary),
+# tarfa bench serve on each backend (cuda: the whole device, so every
+# expert stays resident after its first use; cpu: 16 cores), one process
+# per concurrency level with a CPU profile of the whole process
+# (TARFA_CPUPROFILE), and the tables as JSON. LIMIT seconds in all.
+#
+#	device call: command "bash .dev/cuda/serve.sh", carry [".dev/cuda"]
+set -o pipefail
+cd "$(dirname "$0")"
+. ./unpack.sh
+: "${OUT:?}"
+LIMIT=${LIMIT:-540}
+TOKENS=${TOKENS:-32}
+CLIENTS=${CLIENTS:-1 16}
+BACKENDS=${BACKENDS:-cuda cpu}
+start=$SECONDS
+left() { echo $((LIMIT - (SECONDS - start))); }
+R=$OUT/serve; mkdir -p "$R"
+trap 'tar -czf "$OUT/results.tgz" -C "$OUT" serve; rm -rf "$R"' EXIT
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$R/env.txt"
+B=/tmp/slice2
+if [ ! -s $B/jnf/manifest.json ]; then
+	rm -rf $B; mkdir -p $B
+	s0=$SECONDS
+	./tarfa synth --arch qwen3_5_moe --preset real --layers 2 --out $B/hf --no-tokenizer 2>&1 | tail -1
+	./tarfa convert $B/hf --out $B/jnf 2>&1 | tail -1; rm -rf $B/hf
+	echo "synth+convert $((SECONDS - s0)) s" | tee -a "$R/env.txt"
+fi
+for be in $BACKENDS; do
+	for c in $CLIENTS; do
+		[ "$(left)" -lt 60 ] && { echo "$be $c: skipped, $(left) s left"; continue; }
+		tok=$TOKENS; [ $be = cpu ] && tok=$((TOKENS / 2))
+		s0=$SECONDS
+		TARFA_CPUPROFILE=$R/prof-$be-$c.pprof timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
+			--clients $c --max-tokens $tok --prompt-tokens 16 --heat=false --json > "$R/serve-$be-$c.json" 2> "$R/serve-$be-$c.err"
+		echo "$be clients=$c rc=$? $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
+	done
+done
+echo "done in $((SECONDS - start)) s"
