@@ -281,7 +281,7 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 				}
 				be := backendtest.NewDevice(1, c.dev)
 				h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
-					Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive, Direct: direct})
+					Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive, Direct: direct, PageCache: cached})
 				if err != nil {
 					t.Fatal(err)
 				}

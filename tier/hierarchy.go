@@ -39,6 +39,11 @@ type Options struct {
 	Hashers int
 	// Direct chooses O_DIRECT reads.
 	Direct DirectMode
+	// PageCache, with DirectAuto, makes the page cache the RAM level for the
+	// records it holds: a RAM-tier miss whose pages are all there is read
+	// from there into a staging buffer, hashed, and not admitted
+	// (Stats.PageCacheUses). The commands set it with --direct auto.
+	PageCache bool
 	// Policy names the RAM tier's policy (policy.Names; "" = policy.Default)
 	// and Partition how its capacity is split between layers.
 	Policy    string
@@ -669,7 +674,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	// tier looks at the answer.
 	cached := st.cached[:0]
 	for _, x := range experts {
-		cached = append(cached, h.cache != nil && h.files.inPageCache(h.refs[h.dims.Index(weights.ExpertID{Layer: layer, Expert: x})]))
+		cached = append(cached, h.opt.PageCache && h.cache != nil && h.files.inPageCache(h.refs[h.dims.Index(weights.ExpertID{Layer: layer, Expert: x})]))
 	}
 	st.cached = cached
 

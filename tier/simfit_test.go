@@ -150,7 +150,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 						po.Heat = heat
 					}
 					h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, StagingBudget: 4 * size, Readers: c.readers, Hashers: 1,
-						Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch, Direct: direct})
+						Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch, Direct: direct, PageCache: cached})
 					if err != nil {
 						t.Fatal(err)
 					}
