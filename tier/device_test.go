@@ -240,7 +240,9 @@ func (c *slotConsumer) Consume(x int, p expertstream.Placed, _ ledger.Tier) erro
 // hits at each level (device, RAM, storage) — for several policies, slot
 // counts and budgets, inclusive and exclusive.
 func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
-	ck := openCk(t, testModel(t))
+	dir := testModel(t)
+	ck := openCk(t, dir)
+	probed := pageCacheProbes(t, ck)
 	cfg := ck.Config()
 	d := policy.Dims{Layers: cfg.Layers, Experts: cfg.Experts}
 	g, err := trace.ParseSynthetic("zipf:s=1.1,reuse=0.4,seed=5")
@@ -267,58 +269,69 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 		{16, 24, "leaststale", policy.PerLayer, false},
 		{20, 40, "lru2", policy.Global, true},
 	} {
-		t.Run(fmt.Sprintf("dev%d-ram%d-%s-%v-exclusive%v", c.dev, c.ram, c.policy, c.part, c.exclusive), func(t *testing.T) {
-			be := backendtest.NewDevice(1, c.dev)
-			h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
-				Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Close()
-			q, err := be.NewQueue()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sc := &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
-			for tok := range tr.Tokens() {
-				for l := range d.Layers {
-					set := tr.Step(tok, l)
-					xs := make([]int, len(set))
-					for j, e := range set {
-						xs[j] = int(e)
+		for _, cached := range []bool{false, true} {
+			t.Run(fmt.Sprintf("dev%d-ram%d-%s-%v-exclusive%v-pagecache%v", c.dev, c.ram, c.policy, c.part, c.exclusive, cached), func(t *testing.T) {
+				direct := DirectOff
+				if cached {
+					if !probed {
+						t.Skip("no O_DIRECT here: DirectAuto reads through the page cache and asks it nothing")
 					}
-					if err := h.Stream(context.Background(), l, xs, sc); err != nil {
-						t.Fatal(err)
-					}
-					if err := q.Sync(); err != nil {
-						t.Fatal(err)
+					direct = DirectAuto
+					inPageCache(t, dir)
+				}
+				be := backendtest.NewDevice(1, c.dev)
+				h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
+					Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive, Direct: direct, PageCache: cached})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+				q, err := be.NewQueue()
+				if err != nil {
+					t.Fatal(err)
+				}
+				sc := &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
+				for tok := range tr.Tokens() {
+					for l := range d.Layers {
+						set := tr.Step(tok, l)
+						xs := make([]int, len(set))
+						for j, e := range set {
+							xs[j] = int(e)
+						}
+						if err := h.Stream(context.Background(), l, xs, sc); err != nil {
+							t.Fatal(err)
+						}
+						if err := q.Sync(); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
-			}
-			st := h.Stats()
-			hw := sim.Hardware{StorageGBps: 1000, QueueDepth: 2, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
-				CPUExpertUS: 1, GPUExpertUS: 1, DenseMSPerLayer: 1}
-			r, err := sim.Run(tr, sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, DeviceSlots: st.Device.Capacity,
-				Policy: c.policy, Partition: c.part.String(), Exclusive: c.exclusive})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := sim.Levels{Device: sim.LevelCount{Uses: st.Device.Uses, Hits: st.Device.Hits}, RAM: sim.LevelCount{Uses: st.RAM.Uses, Hits: st.RAM.Hits},
-				Storage: sim.LevelCount{Uses: st.Storage.Uses, Hits: st.Storage.Hits}}
-			if *r.Levels != got {
-				t.Errorf("simulated %+v\nhierarchy %+v", *r.Levels, got)
-			}
-			if int64(sc.binds) != st.Device.Hits || int64(sc.fills) != st.Device.Uses-st.Device.Hits || sc.host != 0 {
-				t.Errorf("delivered %d binds, %d fills, %d on the host; the device level counts %d hits of %d uses", sc.binds, sc.fills, sc.host, st.Device.Hits, st.Device.Uses)
-			}
-			if r.HitDevice != st.Device.HitRate() {
-				t.Errorf("simulated device hit rate %v, hierarchy %v", r.HitDevice, st.Device.HitRate())
-			}
-			total.Device.Hits += got.Device.Hits
-			total.RAM.Hits += got.RAM.Hits
-		})
+				st := h.Stats()
+				hw := sim.Hardware{StorageGBps: 1000, QueueDepth: 2, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
+					CPUExpertUS: 1, GPUExpertUS: 1, DenseMSPerLayer: 1}
+				r, err := sim.Run(tr, sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, DeviceSlots: st.Device.Capacity,
+					Policy: c.policy, Partition: c.part.String(), Exclusive: c.exclusive, PageCache: cached})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := sim.Levels{Device: sim.LevelCount{Uses: st.Device.Uses, Hits: st.Device.Hits}, RAM: sim.LevelCount{Uses: st.RAM.Uses, Hits: st.RAM.Hits},
+					PageCache: sim.LevelCount{Uses: st.PageCache.Uses, Hits: st.PageCache.Hits}, Storage: sim.LevelCount{Uses: st.Storage.Uses, Hits: st.Storage.Hits}}
+				if *r.Levels != got {
+					t.Errorf("simulated %+v\nhierarchy %+v", *r.Levels, got)
+				}
+				if int64(sc.binds) != st.Device.Hits || int64(sc.fills) != st.Device.Uses-st.Device.Hits || sc.host != 0 {
+					t.Errorf("delivered %d binds, %d fills, %d on the host; the device level counts %d hits of %d uses", sc.binds, sc.fills, sc.host, st.Device.Hits, st.Device.Uses)
+				}
+				if r.HitDevice != st.Device.HitRate() {
+					t.Errorf("simulated device hit rate %v, hierarchy %v", r.HitDevice, st.Device.HitRate())
+				}
+				total.Device.Hits += got.Device.Hits
+				total.RAM.Hits += got.RAM.Hits
+				total.PageCache.Hits += got.PageCache.Hits
+			})
+		}
 	}
-	if total.Device.Hits == 0 || total.RAM.Hits == 0 {
+	if total.Device.Hits == 0 || total.RAM.Hits == 0 || (probed && total.PageCache.Hits == 0) {
 		t.Errorf("the cases do not exercise both levels: %+v", total)
 	}
 }

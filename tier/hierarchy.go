@@ -39,6 +39,11 @@ type Options struct {
 	Hashers int
 	// Direct chooses O_DIRECT reads.
 	Direct DirectMode
+	// PageCache, with DirectAuto, makes the page cache the RAM level for the
+	// records it holds: a RAM-tier miss whose pages are all there is read
+	// from there into a staging buffer, hashed, and not admitted
+	// (Stats.PageCacheUses). The commands set it with --direct auto.
+	PageCache bool
 	// Policy names the RAM tier's policy (policy.Names; "" = policy.Default)
 	// and Partition how its capacity is split between layers.
 	Policy    string
@@ -132,16 +137,26 @@ func (l Level) HitRate() float64 {
 // uses the RAM tier saw: the device level's misses and the uses it had no
 // slot for).
 type Stats struct {
-	Device  Level `json:"device"`
-	RAM     Level `json:"ram"`
-	Storage Level `json:"storage"`
+	Device Level `json:"device"`
+	RAM    Level `json:"ram"`
+	// PageCache sees the RAM tier's misses and serves those it holds
+	// (PageCacheUses); Storage sees the rest. BytesRead and BytesHashed
+	// are Storage's: every read, from the page cache or the device.
+	PageCache Level `json:"page_cache"`
+	Storage   Level `json:"storage"`
 
-	Hits        int64 `json:"hits"`     // uses served by a resident RAM-tier copy
-	Misses      int64 `json:"misses"`   // reads admitted to the RAM tier
-	Streamed    int64 `json:"streamed"` // reads through staging buffers only
-	BytesRead   int64 `json:"bytes_read"`
-	BytesHashed int64 `json:"bytes_hashed"`
-	DirectReads int64 `json:"direct_reads"` // reads that bypassed the page cache
+	Hits     int64 `json:"hits"`     // uses served by a resident RAM-tier copy
+	Misses   int64 `json:"misses"`   // reads admitted to the RAM tier
+	Streamed int64 `json:"streamed"` // reads through staging buffers only
+	// PageCacheUses, of Streamed, are the uses the page cache served: with
+	// DirectAuto a record the RAM tier does not hold whose pages are all in
+	// the page cache (a repeat run's) is read from there into a staging
+	// buffer and hashed, and not admitted — the page cache already is a
+	// RAM level, and a copy of it would cost fresh memory for every expert.
+	PageCacheUses int64 `json:"page_cache_uses"`
+	BytesRead     int64 `json:"bytes_read"`
+	BytesHashed   int64 `json:"bytes_hashed"`
+	DirectReads   int64 `json:"direct_reads"` // reads that bypassed the page cache
 	// CachedReads are the reads DirectAuto served from the page cache,
 	// every page of the record being there (a repeat run's), without
 	// waiting for the device; Buffered the others that went through it.
@@ -550,7 +565,8 @@ func (h *Hierarchy) Stats() Stats {
 	}
 	h.mu.Unlock()
 	s.RAM.Uses, s.RAM.Hits, s.RAM.Capacity, s.RAM.Resident, s.RAM.Evictions = s.Hits+s.Misses+s.Streamed, s.Hits, s.RAMCap, s.RAMResident, s.Evictions
-	s.Storage.Uses, s.Storage.Hits = s.Misses+s.Streamed, s.Misses+s.Streamed
+	s.PageCache.Uses, s.PageCache.Hits = s.Misses+s.Streamed, s.PageCacheUses
+	s.Storage.Uses, s.Storage.Hits = s.Misses+s.Streamed-s.PageCacheUses, s.Misses+s.Streamed-s.PageCacheUses
 	s.Storage.BytesRead, s.Storage.BytesHashed = s.BytesRead, s.BytesHashed
 	return s
 }
@@ -605,6 +621,9 @@ type use struct {
 	// dfill, this Stream delivers the bytes to fill it.
 	d                  *devEntry
 	dhit, dwait, dfill bool
+	// pcache: not in the RAM tier, read from the page cache through a
+	// staging buffer and not admitted (Stats.PageCacheUses).
+	pcache bool
 }
 
 // bytes reports whether the use needs the expert's bytes from the RAM
@@ -614,6 +633,7 @@ func (u *use) bytes() bool { return !u.dhit && !u.dwait }
 // stream is one Stream's scratch, pooled.
 type stream struct {
 	uses     []use
+	cached   []bool // by use: every page of the record in the page cache
 	done     []bool
 	readyNow []int
 	devX     []int
@@ -649,6 +669,14 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		st.at[x] = i
 	}
 	uses := st.uses
+	// Which records the page cache holds, asked before the lock (mincore
+	// starts no I/O but is a few system calls). Only a miss of the RAM
+	// tier looks at the answer.
+	cached := st.cached[:0]
+	for _, x := range experts {
+		cached = append(cached, h.opt.PageCache && h.cache != nil && h.files.inPageCache(h.refs[h.dims.Index(weights.ExpertID{Layer: layer, Expert: x})]))
+	}
+	st.cached = cached
 
 	h.mu.Lock()
 	if f := h.fault; f != nil {
@@ -696,6 +724,10 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 				if resident != (pass == 0) {
 					continue
 				}
+				if !resident && cached[i] {
+					uses[i].pcache = true // the page cache is the RAM level for it
+					continue
+				}
 				if !resident && uses[i].dfill && devl.exclusive {
 					continue // exclusive: a RAM miss is not admitted
 				}
@@ -716,7 +748,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	}()
 	h.noteMapped()
 
-	var hits, misses, streamed, dhits, duses int64
+	var hits, misses, streamed, pcached, dhits, duses int64
 	pendingOurs := 0
 	for _, u := range uses {
 		if devl != nil {
@@ -726,6 +758,9 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		case !u.bytes():
 		case u.e == nil:
 			streamed++
+			if u.pcache {
+				pcached++
+			}
 		case u.ours:
 			misses++
 			pendingOurs++
@@ -734,7 +769,13 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			hits++
 		}
 	}
-	h.count(func(s *Stats) { s.Hits += hits; s.Misses += misses; s.Streamed += streamed; s.Device.Uses += duses })
+	h.count(func(s *Stats) {
+		s.Hits += hits
+		s.Misses += misses
+		s.Streamed += streamed
+		s.PageCacheUses += pcached
+		s.Device.Uses += duses
+	})
 	// The hint's reads start after this layer's own: a read ahead must not
 	// delay one that is needed now.
 	h.mu.Lock()

@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tarfa-ai/tarfa/internal/pagecache"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/weights"
 )
@@ -170,4 +171,20 @@ func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached 
 		return false, false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, ref.Offset(), err)
 	}
 	return fd.direct, false, nil
+}
+
+// inPageCache reports whether every page of ref's read is in the page cache,
+// asked of the buffered descriptor DirectAuto keeps beside an O_DIRECT one
+// (false without one: with buffered reads every read fills the page cache,
+// and it says nothing about what an earlier process left there).
+func (fs *files) inPageCache(ref weights.ExpertRef) bool {
+	jf := ref.File()
+	if jf == nil {
+		return false
+	}
+	fd, err := fs.get(jf)
+	if err != nil || fd.cached == nil {
+		return false
+	}
+	return pagecache.Resident(fd.cachedFD, ref.Offset(), int(ref.ReadLength()))
 }

@@ -3,6 +3,8 @@ package tier
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/expertstream"
@@ -44,9 +46,13 @@ func (h *Hierarchy) quiesce() {
 // trace and its prefetch hints does exactly what the hierarchy does with
 // them — the same hits, misses, streamed uses, bytes read, evictions and
 // prefetches issued, useful and wasted — for several policies, partitions,
-// budgets and reader counts, prefetch on and off.
+// budgets and reader counts, prefetch on and off, and with the model in the
+// page cache (DirectAuto: the uses the RAM tier does not hold are the page
+// cache's, not admitted) or read without it there (DirectOff: every miss
+// admitted).
 func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
-	ck := openCk(t, testModel(t))
+	dir := testModel(t)
+	ck := openCk(t, dir)
 	cfg := ck.Config()
 	for l, sp := range cfg.Sparse {
 		if !sp {
@@ -104,9 +110,10 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 	heat := tr.Counts()
 	pg := int64(weights.PageSize)
 	size := (int64(ck.ExpertBytes(0, 0)) + pg - 1) / pg * pg
+	probed := pageCacheProbes(t, ck)
 	var total sim.Counters
 	defer func() {
-		if total.PrefetchUseful == 0 || total.PrefetchWasted == 0 || total.Evictions == 0 || total.Hits == 0 {
+		if total.PrefetchUseful == 0 || total.PrefetchWasted == 0 || total.Evictions == 0 || total.Hits == 0 || (probed && total.PageCacheUses == 0) {
 			t.Errorf("the cases do not exercise the hierarchy: %+v over all", total)
 		}
 	}()
@@ -126,74 +133,119 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 		{32, 1, "lru", policy.Global, false},  // one prefetch read at a time
 		{64, 8, "heat", policy.Global, false}, // everything fits
 	} {
-		for _, prefetch := range []bool{false, true} {
-			name := fmt.Sprintf("%d-slots-%d-readers-%s-%v-heat%v-prefetch%v", c.slots, c.readers, c.policy, c.part, c.heat, prefetch)
-			t.Run(name, func(t *testing.T) {
-				var po policy.Options
-				if c.heat {
-					po.Heat = heat
-				}
-				h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, StagingBudget: 4 * size, Readers: c.readers, Hashers: 1,
-					Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer h.Close()
-				for tok := range tr.Tokens() {
-					for l := range d.Layers {
-						h.quiesce()
-						set := tr.Step(tok, l)
-						xs := make([]int, len(set))
-						for j, e := range set {
-							xs[j] = int(e)
+		for _, cached := range []bool{false, true} {
+			for _, prefetch := range []bool{false, true} {
+				name := fmt.Sprintf("%d-slots-%d-readers-%s-%v-heat%v-prefetch%v-pagecache%v", c.slots, c.readers, c.policy, c.part, c.heat, prefetch, cached)
+				t.Run(name, func(t *testing.T) {
+					direct := DirectOff
+					if cached {
+						if !probed {
+							t.Skip("no O_DIRECT here: DirectAuto reads through the page cache and asks it nothing")
 						}
-						if hn := hints[tok*d.Layers+l]; len(hn.Experts) > 0 {
-							ys := make([]int, len(hn.Experts))
-							for j, e := range hn.Experts {
-								ys[j] = int(e)
+						direct = DirectAuto
+						inPageCache(t, dir)
+					}
+					var po policy.Options
+					if c.heat {
+						po.Heat = heat
+					}
+					h, err := New(ck, Options{RAMBudget: int64(c.slots) * size, StagingBudget: 4 * size, Readers: c.readers, Hashers: 1,
+						Policy: c.policy, Partition: c.part, PolicyOptions: po, Prefetch: prefetch, Direct: direct, PageCache: cached})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer h.Close()
+					for tok := range tr.Tokens() {
+						for l := range d.Layers {
+							h.quiesce()
+							set := tr.Step(tok, l)
+							xs := make([]int, len(set))
+							for j, e := range set {
+								xs[j] = int(e)
 							}
-							// As the engine does: the hint for the next
-							// step's layer, given before this step's Stream.
-							h.Hint(hn.Layer, ys)
-						}
-						cc := countConsumer{h: h, k: len(xs)}
-						if err := h.Stream(context.Background(), l, xs, &cc); err != nil {
-							t.Fatal(err)
-						}
-						if cc.n != len(xs) {
-							t.Fatalf("token %d layer %d: %d experts consumed, want %d", tok, l, cc.n, len(xs))
+							if hn := hints[tok*d.Layers+l]; len(hn.Experts) > 0 {
+								ys := make([]int, len(hn.Experts))
+								for j, e := range hn.Experts {
+									ys[j] = int(e)
+								}
+								// As the engine does: the hint for the next
+								// step's layer, given before this step's Stream.
+								h.Hint(hn.Layer, ys)
+							}
+							cc := countConsumer{h: h, k: len(xs)}
+							if err := h.Stream(context.Background(), l, xs, &cc); err != nil {
+								t.Fatal(err)
+							}
+							if cc.n != len(xs) {
+								t.Fatalf("token %d layer %d: %d experts consumed, want %d", tok, l, cc.n, len(xs))
+							}
 						}
 					}
-				}
-				h.quiesce()
-				st := h.Stats()
-				hw := sim.Hardware{StorageGBps: 1000, QueueDepth: c.readers, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
-					CPUExpertUS: 1, DenseMSPerLayer: 1}
-				sc := sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, Policy: c.policy,
-					Partition: c.part.String(), Options: po}
-				if prefetch {
-					// The sim's hint i is given before step i's Stream.
-					sc.Hints = hints
-				}
-				r, err := sim.Run(tr, sc)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := sim.Counters{Hits: st.Hits, Misses: st.Misses, Streamed: st.Streamed, BytesRead: st.BytesRead, Evictions: st.Evictions,
-					PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted, PrefetchSkipped: st.PrefetchSkipped}
-				if *r.Counters != want {
-					t.Errorf("simulated %+v\nhierarchy %+v", *r.Counters, want)
-				}
-				uses := float64(st.Hits + st.Misses + st.Streamed)
-				if r.HitRAM != float64(st.Hits)/uses || r.StorageBytesPerToken != float64(st.BytesRead)/float64(tr.Tokens()) {
-					t.Errorf("simulated hit rate %v, %v bytes per token; hierarchy %v, %v", r.HitRAM, r.StorageBytesPerToken,
-						float64(st.Hits)/uses, float64(st.BytesRead)/float64(tr.Tokens()))
-				}
-				total.Hits += r.Counters.Hits
-				total.Evictions += r.Counters.Evictions
-				total.PrefetchUseful += r.Counters.PrefetchUseful
-				total.PrefetchWasted += r.Counters.PrefetchWasted
-			})
+					h.quiesce()
+					st := h.Stats()
+					hw := sim.Hardware{StorageGBps: 1000, QueueDepth: c.readers, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
+						CPUExpertUS: 1, DenseMSPerLayer: 1}
+					sc := sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, Policy: c.policy,
+						Partition: c.part.String(), Options: po, PageCache: cached}
+					if prefetch {
+						// The sim's hint i is given before step i's Stream.
+						sc.Hints = hints
+					}
+					r, err := sim.Run(tr, sc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := sim.Counters{Hits: st.Hits, Misses: st.Misses, Streamed: st.Streamed, BytesRead: st.BytesRead, Evictions: st.Evictions,
+						PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted, PrefetchSkipped: st.PrefetchSkipped,
+						PageCacheUses: st.PageCacheUses}
+					if *r.Counters != want {
+						t.Errorf("simulated %+v\nhierarchy %+v", *r.Counters, want)
+					}
+					uses := float64(st.Hits + st.Misses + st.Streamed)
+					if r.HitRAM != float64(st.Hits)/uses || r.StorageBytesPerToken != float64(st.BytesRead)/float64(tr.Tokens()) {
+						t.Errorf("simulated hit rate %v, %v bytes per token; hierarchy %v, %v", r.HitRAM, r.StorageBytesPerToken,
+							float64(st.Hits)/uses, float64(st.BytesRead)/float64(tr.Tokens()))
+					}
+					total.Hits += r.Counters.Hits
+					total.Evictions += r.Counters.Evictions
+					total.PrefetchUseful += r.Counters.PrefetchUseful
+					total.PrefetchWasted += r.Counters.PrefetchWasted
+					total.PageCacheUses += r.Counters.PageCacheUses
+				})
+			}
+		}
+	}
+}
+
+// pageCacheProbes reports whether a DirectAuto hierarchy over ck asks the
+// page cache (O_DIRECT is allowed here, and a buffered descriptor is kept
+// beside it).
+func pageCacheProbes(t *testing.T, ck *weights.Checkpoint) bool {
+	t.Helper()
+	h, err := New(ck, Options{StagingBudget: Auto, Direct: DirectAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, fd := range h.files.fds {
+		if fd.cached != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// inPageCache reads the model's files, so that every page of them is in the
+// page cache (another test may have dropped them).
+func inPageCache(t *testing.T, dir string) {
+	t.Helper()
+	layers, err := filepath.Glob(filepath.Join(dir, "*.jnf"))
+	if err != nil || len(layers) == 0 {
+		t.Fatalf("no JNF files in %s: %v", dir, err)
+	}
+	for _, l := range layers {
+		if _, err := os.ReadFile(l); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

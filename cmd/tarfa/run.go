@@ -240,9 +240,13 @@ type runResult struct {
 
 // expertLevels is tier.Stats' per-level counters.
 type expertLevels struct {
-	Device  tier.Level `json:"device"`
-	RAM     tier.Level `json:"ram"`
-	Storage tier.Level `json:"storage"`
+	Device tier.Level `json:"device"`
+	RAM    tier.Level `json:"ram"`
+	// PageCache: the RAM tier's misses the page cache served (read from
+	// there and hashed, not admitted: tier.Stats.PageCacheUses); Storage
+	// the rest.
+	PageCache tier.Level `json:"page_cache"`
+	Storage   tier.Level `json:"storage"`
 	// Prefetch is what the hints did: reads started, those a use then
 	// hit, those evicted unused, and their bytes.
 	Prefetch *prefetchCounts `json:"prefetch,omitempty"`
@@ -451,7 +455,7 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 		var levels *expertLevels
 		if r.Tier != nil {
 			ts := r.Tier.Stats()
-			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, Storage: ts.Storage,
+			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, PageCache: ts.PageCache, Storage: ts.Storage,
 				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes}}
 		}
 		return writeJSON(out, runResult{
@@ -487,8 +491,8 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 		st.ExpertEvals[firstSparse(r)]/max(st.Tokens, 1), st.TopK)
 	if r.Tier != nil {
 		if ts := r.Tier.Stats(); ts.Device.Capacity > 0 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "expert levels: device %d of %d uses hit (%.1f%%, %d slots), RAM %d of %d, storage %d reads\n",
-				ts.Device.Hits, ts.Device.Uses, 100*ts.Device.HitRate(), ts.Device.Capacity, ts.RAM.Hits, ts.RAM.Uses, ts.Storage.Uses)
+			fmt.Fprintf(cmd.ErrOrStderr(), "expert levels: device %d of %d uses hit (%.1f%%, %d slots), RAM %d of %d, page cache %d, storage %d reads\n",
+				ts.Device.Hits, ts.Device.Uses, 100*ts.Device.HitRate(), ts.Device.Capacity, ts.RAM.Hits, ts.RAM.Uses, ts.PageCache.Hits, ts.Storage.Uses)
 		}
 	}
 	return nil

@@ -159,7 +159,7 @@ func (t *tierFlags) options() (*tier.Options, error) {
 		DevicePolicy: t.devPolicy, Exclusive: t.exclusive}
 	switch t.direct {
 	case "auto":
-		o.Direct = tier.DirectAuto
+		o.Direct, o.PageCache = tier.DirectAuto, true
 	case "on":
 		o.Direct = tier.DirectOn
 	case "off":

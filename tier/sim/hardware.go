@@ -53,6 +53,7 @@ func (h *Hardware) Check() error {
 // Work is what one layer of one token needs from the hierarchy.
 type Work struct {
 	Device, RAM, Storage int // experts found on the device, in the RAM tier, read from storage
+	PageCache            int // read from the page cache: hashed (and copied), no storage read
 }
 
 // Stages are the busy times of one layer (or their sums), in seconds.
@@ -108,19 +109,21 @@ func (h *Hardware) LayerTime(w Work, expertBytes int64, device bool, prefetch, s
 	if device {
 		copy1, comp1 = B/(h.H2DGBps*1e9), h.GPUExpertUS*1e-6
 	}
-	nD, nR, nS := float64(w.Device), float64(w.RAM), float64(w.Storage)
+	nD, nR, nS, nP := float64(w.Device), float64(w.RAM), float64(w.Storage), float64(w.PageCache)
 	var s Stages
 	s.Dense = h.DenseMSPerLayer * 1e-3
 	s.Read = nS*B/(h.StorageGBps*1e9) + lat*math.Ceil(nS/float64(h.QueueDepth))
-	s.Hash = nS * hash1
-	s.Copy = (nR + nS) * copy1
-	s.Compute = (nD + nR + nS) * comp1
+	s.Hash = (nS + nP) * hash1
+	s.Copy = (nR + nS + nP) * copy1
+	s.Compute = (nD + nR + nS + nP) * comp1
 	io := max(s.Read, s.Hash, s.Copy)
 	s.Hidden = min(prefetch*io, max(slack, 0))
 	var per []float64
 	switch {
 	case w.Storage > 0:
 		per = []float64{read1, hash1, copy1, comp1}
+	case w.PageCache > 0:
+		per = []float64{hash1, copy1, comp1}
 	case w.RAM > 0:
 		per = []float64{copy1, comp1}
 	}

@@ -49,6 +49,11 @@ type Config struct {
 	// read and hashed without being admitted to the RAM tier. Otherwise
 	// inclusive: the RAM copy stays.
 	Exclusive bool `json:"exclusive,omitempty"`
+	// PageCache says every record is in the page cache (a repeat run with
+	// --direct auto, tier.Stats.PageCacheUses): a use the RAM tier does not
+	// hold is read from there, hashed, and not admitted; it costs the hash
+	// (and, with a device, the copy) but no storage read.
+	PageCache bool `json:"page_cache,omitempty"`
 }
 
 // Slots is how many experts of expertBytes fit in gib GiB less reservedGiB.
@@ -126,8 +131,9 @@ type Result struct {
 	HitDevice            float64      `json:"hit_device"` // of all expert uses
 	HitRAM               float64      `json:"hit_ram"`
 	FromStorage          float64      `json:"from_storage"`
-	StagesPerToken       Stages       `json:"stages_per_token"` // mean busy time of each stage
-	Bound                string       `json:"bound"`            // the stage with the most busy time
+	FromPageCache        float64      `json:"from_page_cache,omitempty"` // served by the page cache (PageCache)
+	StagesPerToken       Stages       `json:"stages_per_token"`          // mean busy time of each stage
+	Bound                string       `json:"bound"`                     // the stage with the most busy time
 	// WarmFillBytes and WarmFillSeconds are the cost of a warm start (Warm),
 	// paid before the first token: the RAM tier's experts read from storage
 	// and hashed, the device's copied from RAM.
@@ -142,11 +148,13 @@ type Result struct {
 }
 
 // Levels are per-level uses and hits: the device slots see every use, the
-// RAM tier the device misses, storage the RAM misses (and serves them all).
+// RAM tier the device misses, the page cache the RAM misses (serving them
+// all with PageCache, else none), storage the rest (and serves them all).
 type Levels struct {
-	Device  LevelCount `json:"device"`
-	RAM     LevelCount `json:"ram"`
-	Storage LevelCount `json:"storage"`
+	Device    LevelCount `json:"device"`
+	RAM       LevelCount `json:"ram"`
+	PageCache LevelCount `json:"page_cache"`
+	Storage   LevelCount `json:"storage"`
 }
 
 // LevelCount is one level's uses and hits.
@@ -210,7 +218,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	next := NextUses(tr)
 	times := make([]float64, 0, res.Tokens)
 	var sum Stages
-	var uses, hitD, hitR, fromS int64
+	var uses, hitD, hitR, fromS, fromP int64
 	var lv Levels
 	ids := make([]policy.ExpertID, k)
 	outs := make([]policy.Outcome, k)
@@ -245,14 +253,18 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 			}
 			// Exclusive: only the device misses resident in the RAM tier
 			// are looked up there (and dropped after); the others are read
-			// without being admitted.
-			if cfg.Exclusive {
+			// without being admitted. PageCache: those the RAM tier does not
+			// hold are read from the page cache, not admitted.
+			if cfg.Exclusive || cfg.PageCache {
 				j := 0
 				for n, id := range miss {
-					if ram.Contains(id) {
+					switch {
+					case ram.Contains(id):
 						miss[j], missNext[j] = id, missNext[n]
 						j++
-					} else {
+					case cfg.PageCache:
+						w.PageCache++
+					default:
 						w.Storage++
 					}
 				}
@@ -291,18 +303,21 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 			tokT.add(st)
 			tokS += float64(w.Storage) * float64(cfg.ExpertBytes)
 			if device {
-				tokC += float64(w.RAM+w.Storage) * float64(cfg.ExpertBytes)
+				tokC += float64(w.RAM+w.PageCache+w.Storage) * float64(cfg.ExpertBytes)
 			}
 			if tok >= cfg.Warmup {
 				lv.Device.Uses += int64(k)
 				lv.Device.Hits += int64(w.Device)
 				lv.RAM.Uses += int64(k - w.Device)
 				lv.RAM.Hits += int64(w.RAM)
+				lv.PageCache.Uses += int64(w.PageCache + w.Storage)
+				lv.PageCache.Hits += int64(w.PageCache)
 				lv.Storage.Uses += int64(w.Storage)
 				lv.Storage.Hits += int64(w.Storage)
-				uses += int64(w.Device + w.RAM + w.Storage)
+				uses += int64(w.Device + w.RAM + w.PageCache + w.Storage)
 				hitD += int64(w.Device)
 				hitR += int64(w.RAM)
+				fromP += int64(w.PageCache)
 				fromS += int64(w.Storage)
 			}
 		}
@@ -330,6 +345,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	res.HitDevice = float64(hitD) / float64(uses)
 	res.HitRAM = float64(hitR) / float64(uses)
 	res.FromStorage = float64(fromS) / float64(uses)
+	res.FromPageCache = float64(fromP) / float64(uses)
 	res.Bound = bound(sum)
 	res.Levels = &lv
 	return res, nil

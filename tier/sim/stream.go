@@ -36,6 +36,9 @@ type Counters struct {
 	// PrefetchSkipped are hinted experts not read ahead: hints of their
 	// rank seldom came true (policy.HintScore).
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
+	// PageCacheUses, of Streamed, are the uses the page cache served
+	// (Config.PageCache: not in the RAM tier, read from there, not admitted).
+	PageCacheUses int64 `json:"page_cache_uses"`
 }
 
 // cpuEntry is a resident copy of the simulated RAM tier.
@@ -59,6 +62,20 @@ func newPipe(h *Hardware, expertBytes int64) *pipe {
 	B := float64(expertBytes)
 	return &pipe{read1: B / (h.StorageGBps * 1e9), lat: h.StorageLatencyUS * 1e-6, hash1: B / (h.HashGBpsPerCore * 1e9),
 		qd: float64(h.QueueDepth), storage: math.Inf(-1), hashers: make([]float64, h.HashCores)}
+}
+
+// cached reads one record from the page cache at t (a copy from memory,
+// left out: the hash bounds it) and returns when its bytes are verified.
+func (p *pipe) cached(t float64) float64 {
+	i := 0
+	for j, f := range p.hashers {
+		if f < p.hashers[i] {
+			i = j
+		}
+	}
+	v := max(t, p.hashers[i]) + p.hash1
+	p.hashers[i] = v
+	return v
 }
 
 // read issues one read at t and returns when its bytes are verified.
@@ -128,6 +145,7 @@ const (
 	useHit = iota
 	useMiss
 	useStreamed
+	usePageCache // not in the RAM tier, read from the page cache (Config.PageCache)
 )
 
 // runCPU replays tr as tier.Hierarchy serves it to the engine on the CPU
@@ -239,6 +257,10 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					if ram.Contains(id) != (pass == 0) {
 						continue
 					}
+					if pass == 1 && cfg.PageCache {
+						kind[j] = usePageCache
+						continue
+					}
 					out, err := ram.Request(id, now)
 					if errors.Is(err, policy.ErrAllPinned) {
 						kind[j] = useStreamed
@@ -324,15 +346,23 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					reads++
 				}
 			}
+			cachedReads := 0
 			for j, e := range set {
-				if kind[j] == useStreamed {
+				switch kind[j] {
+				case useStreamed:
 					c.Streamed++
 					read(j, e)
+				case usePageCache:
+					c.Streamed++
+					c.PageCacheUses++
+					ready[j] = p.cached(t)
+					own = append(own, j)
+					cachedReads++
 				}
 			}
-			c.BytesRead += int64(reads) * B
+			c.BytesRead += int64(reads+cachedReads) * B
 			st.Read += float64(reads) * (p.read1 + p.lat/p.qd)
-			st.Hash += float64(reads) * p.hash1 / float64(len(p.hashers))
+			st.Hash += float64(reads+cachedReads) * p.hash1 / float64(len(p.hashers))
 			st.Compute += float64(len(set)) * comp
 			// Resident copies at once, our reads as they verify, then the
 			// copies prefetches are still reading.
@@ -365,7 +395,7 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 				return err
 			}
 			for j, e := range set {
-				if kind[j] != useStreamed {
+				if kind[j] != useStreamed && kind[j] != usePageCache {
 					if err := ram.Release(policy.ExpertID{Layer: l, Expert: int(e)}); err != nil {
 						return err
 					}
@@ -392,7 +422,8 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 	res.StorageBytesPerToken = float64(all.BytesRead) / n
 	uses := float64(all.Hits + all.Misses + all.Streamed)
 	res.HitRAM = float64(all.Hits) / uses
-	res.FromStorage = float64(all.Misses+all.Streamed) / uses
+	res.FromStorage = float64(all.Misses+all.Streamed-all.PageCacheUses) / uses
+	res.FromPageCache = float64(all.PageCacheUses) / uses
 	res.Counters = &all
 	res.Bound = bound(sum)
 	return nil
@@ -408,6 +439,7 @@ func (c *Counters) add(o Counters) {
 	c.PrefetchUseful += o.PrefetchUseful
 	c.PrefetchWasted += o.PrefetchWasted
 	c.PrefetchSkipped += o.PrefetchSkipped
+	c.PageCacheUses += o.PageCacheUses
 }
 
 // bound is the stage with the most busy time.
