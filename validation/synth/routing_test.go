@@ -100,7 +100,7 @@ func TestRoutingLocal(t *testing.T) {
 	}
 	bad := base
 	bad.Routing = "sticky"
-	if _, err := Size(bad); err == nil || !strings.Contains(err.Error(), "sticky") {
+	if _, _, err := Size(bad); err == nil || !strings.Contains(err.Error(), "sticky") {
 		t.Errorf("routing sticky: %v", err)
 	}
 }
