@@ -182,6 +182,11 @@ type Stats struct {
 	// PrefetchSkipped are hinted experts not read ahead because hints of
 	// their rank came true less than policy.PrefetchPrecision of the time.
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
+	// HintsScored are the hinted experts scored against what their layer
+	// then used, HintsTrue those it used (read ahead or not): the hints'
+	// precision, of which policy.HintScore trusts the ranks that pay.
+	HintsScored int64 `json:"hints_scored"`
+	HintsTrue   int64 `json:"hints_true"`
 }
 
 // Hierarchy serves a checkpoint's routed experts to the engine (an
@@ -560,6 +565,9 @@ func (h *Hierarchy) Stats() Stats {
 	h.statsMu.Unlock()
 	h.mu.Lock()
 	s.RAMResident = len(h.resident)
+	for i := range h.hints.Scored {
+		s.HintsScored, s.HintsTrue = s.HintsScored+h.hints.Scored[i], s.HintsTrue+h.hints.True[i]
+	}
 	if h.devl != nil {
 		s.Device.Resident = len(h.devl.entries)
 	}

@@ -248,7 +248,9 @@ type expertLevels struct {
 	PageCache tier.Level `json:"page_cache"`
 	Storage   tier.Level `json:"storage"`
 	// Prefetch is what the hints did: reads started, those a use then
-	// hit, those evicted unused, and their bytes.
+	// hit, those evicted unused, and their bytes; hinted experts not read
+	// ahead (their rank's hints seldom came true), and the hints scored
+	// and those that came true.
 	Prefetch *prefetchCounts `json:"prefetch,omitempty"`
 }
 
@@ -257,6 +259,10 @@ type prefetchCounts struct {
 	Useful int64 `json:"useful"`
 	Wasted int64 `json:"wasted"`
 	Bytes  int64 `json:"bytes"`
+	// Skipped, HintsScored, HintsTrue: tier.Stats'.
+	Skipped     int64 `json:"skipped"`
+	HintsScored int64 `json:"hints_scored"`
+	HintsTrue   int64 `json:"hints_true"`
 }
 
 type samplingJSON struct {
@@ -456,7 +462,8 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 		if r.Tier != nil {
 			ts := r.Tier.Stats()
 			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, PageCache: ts.PageCache, Storage: ts.Storage,
-				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes}}
+				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes,
+					Skipped: ts.PrefetchSkipped, HintsScored: ts.HintsScored, HintsTrue: ts.HintsTrue}}
 		}
 		return writeJSON(out, runResult{
 			ExpertLevels: levels,

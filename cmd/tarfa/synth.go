@@ -27,6 +27,7 @@ type synthResult struct {
 	Arch    string  `json:"arch"`
 	Preset  string  `json:"preset"`
 	Layout  string  `json:"layout"`
+	Routing string  `json:"routing"`
 	Layers  int     `json:"layers"`
 	Experts int     `json:"experts"`
 	TopK    int     `json:"top_k"`
@@ -76,6 +77,9 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			}
 			if s.o.Layout != hf.LayoutPerExpert && s.o.Layout != hf.LayoutFused {
 				return fmt.Errorf("--layout %q: want %s or %s", s.o.Layout, hf.LayoutPerExpert, hf.LayoutFused)
+			}
+			if s.o.Routing != synth.RoutingUniform && s.o.Routing != synth.RoutingLocal {
+				return fmt.Errorf("--routing %q: want %s or %s", s.o.Routing, synth.RoutingUniform, synth.RoutingLocal)
 			}
 			if f.Changed("layers") {
 				o := s.o
@@ -138,13 +142,13 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 				return interrupted(err, fmt.Sprintf("what was written to %s is removed; run the same command again", s.out))
 			}
 			_, cfg, _ := synth.Config(o)
-			res := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Layers: cfg.Layers,
+			res := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Routing: o.Routing, Layers: cfg.Layers,
 				Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds()}
 			if s.asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s, %d layers, %d experts top-%d, vocab %d, layout %s; %s in %d shards (%s)\n",
-				s.out, res.Arch, res.Preset, res.Layers, res.Experts, res.TopK, res.Vocab, res.Layout, reports.Bytes(size), shards, reports.Rate(size, res.Seconds))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s, %d layers, %d experts top-%d, vocab %d, layout %s, %s routing; %s in %d shards (%s)\n",
+				s.out, res.Arch, res.Preset, res.Layers, res.Experts, res.TopK, res.Vocab, res.Layout, res.Routing, reports.Bytes(size), shards, reports.Rate(size, res.Seconds))
 			return nil
 		},
 	}
@@ -153,6 +157,7 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 	f.StringVar(&s.o.Preset, "preset", "tiny", "tiny, or real (the real per-layer shapes)")
 	f.Uint64Var(&s.o.Seed, "seed", 1, "weight seed")
 	f.StringVar(&s.o.Layout, "layout", hf.LayoutPerExpert, "expert layout: per-expert or fused")
+	f.StringVar(&s.o.Routing, "routing", synth.RoutingUniform, "uniform (random routers), or local: weights that give routing the locality of real models (a stable half of each layer's experts for every token; the next layer's router on this layer's input predicts the rest)")
 	real35, _ := maxSynthLayers(synth.Options{Arch: hf.Qwen35MoE, Preset: "real", Layout: hf.LayoutPerExpert})
 	real3, _ := maxSynthLayers(synth.Options{Arch: hf.Qwen3MoE, Preset: "real", Layout: hf.LayoutPerExpert})
 	f.IntVar(&s.o.Layers, "layers", 0, fmt.Sprintf("number of layers, 1 to %d; with --preset real 1 to %d (%d with --arch qwen3_moe), Tarfa's limit of %d routed experts (default: the preset's)",

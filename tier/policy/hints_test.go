@@ -59,3 +59,43 @@ func TestHintScore(t *testing.T) {
 		t.Fatal("a rank whose hints come true again is never trusted again")
 	}
 }
+
+// Layers are scored apart: the first layer's hints (the previous token's
+// experts) may seldom come true while the next layer's router's do, and
+// the good ones must not be dragged under the threshold by the others.
+func TestHintScoreByLayer(t *testing.T) {
+	var s HintScore
+	for step := range 20 {
+		s.Given(1, []int{5, 9})
+		s.Score(1, []int{5, 9})
+		s.Given(0, []int{5, 9})
+		if step >= hintMinScored && s.Trust(0) {
+			t.Fatalf("step %d: layer 0's rank 0, never true, is trusted", step)
+		}
+		s.Score(0, []int{7, 8})
+	}
+	s.Given(1, []int{5, 9})
+	if !s.Trust(0) || !s.Trust(1) {
+		t.Fatal("layer 1's ranks, always true, are not trusted next to layer 0's, never true")
+	}
+	if s.Scored[0] != 40 || s.True[0] != 20 {
+		t.Errorf("rank 0: %d scored, %d true; want 40, 20", s.Scored[0], s.True[0])
+	}
+}
+
+// A rank is trusted only once hintMinScored of its hints were scored: a
+// lucky first hint on random routing reads nothing ahead.
+func TestHintScoreMinimum(t *testing.T) {
+	var s HintScore
+	for step := range hintMinScored {
+		s.Given(2, []int{4})
+		if s.Trust(0) {
+			t.Fatalf("trusted after %d hints", step)
+		}
+		s.Score(2, []int{4})
+	}
+	s.Given(2, []int{4})
+	if !s.Trust(0) {
+		t.Fatalf("not trusted after %d hints, all true", hintMinScored)
+	}
+}

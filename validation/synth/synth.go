@@ -65,7 +65,37 @@ type Options struct {
 	// visibly on the whole prompt (the embedded default model), not mostly
 	// on the last token.
 	AttnStd float32
+	// Routing is "" or RoutingUniform (random routers: near-uniform
+	// routing, the bytes of every earlier synth), or RoutingLocal:
+	// routing with the locality of real models (see RoutingLocal). The
+	// checkpoint is an ordinary one either way; only values differ.
+	Routing string
 }
+
+// The routings of Options.Routing.
+const (
+	RoutingUniform = "uniform"
+	// RoutingLocal gives routing the locality real models have, by their
+	// weights alone. The token embeddings are localEmbedScale times
+	// larger, so the residual stream changes little from one layer to the
+	// next (the next layer's router applied to this layer's input names
+	// most of what it will choose), and every embedding row carries one
+	// shared ±localShared direction u that the router rows of
+	// top-k/2 experts of each layer (a different set each layer) align
+	// with (localRouterBias·u): those experts win for every token, the
+	// other half of each token's experts vary with the token.
+	RoutingLocal = "local"
+)
+
+// The constants of RoutingLocal. With hidden size H, routers of spread
+// 0.1 and embedding rows of RMS √(localEmbedScale² + localShared²), the hot
+// experts' logits rise by localRouterBias·localShared·√H / (0.1·√(…)),
+// about 4 standard deviations of the random ones' at H = 3072.
+const (
+	localEmbedScale = 64
+	localShared     = 16
+	localRouterBias = 0.03
+)
 
 type shape = []int64
 
@@ -130,6 +160,16 @@ type tensorSpec struct {
 	shape shape
 	init  initKind
 	scale float32
+	// shared, if set, is added to the rows it names (RoutingLocal).
+	shared *sharedDir
+}
+
+// sharedDir is a direction added to some rows of a matrix: row r gets
+// scale·u if rows is nil or rows[r].
+type sharedDir struct {
+	u     []float32 // a row's length
+	scale float32
+	rows  []bool
 }
 
 type initKind int
@@ -213,6 +253,8 @@ func (o Options) check() error {
 		return fmt.Errorf("vocabulary %d: want 1 to %d (0: the preset's)", o.Vocab, hf.MaxVocab)
 	case o.ShardBytes < 0:
 		return fmt.Errorf("shard size %d bytes: want more than 0 (0: the preset's)", o.ShardBytes)
+	case o.Routing != "" && o.Routing != RoutingUniform && o.Routing != RoutingLocal:
+		return fmt.Errorf("routing %q: want %s or %s", o.Routing, RoutingUniform, RoutingLocal)
 	}
 	return nil
 }
@@ -235,7 +277,11 @@ func newPlan(o Options) (*plan, error) {
 	// Pack tensors into shards in order.
 	var cur []tensorSpec
 	var curBytes int64
-	for _, s := range tensorSpecs(cfg, fused, o.AttnStd) {
+	specs := tensorSpecs(cfg, fused, o.AttnStd)
+	if o.Routing == RoutingLocal {
+		localize(specs, cfg, o.Seed)
+	}
+	for _, s := range specs {
 		n := numel(s.shape) * s.dtype.Size()
 		if len(cur) > 0 && curBytes+n > shardLimit {
 			p.shards = append(p.shards, cur)
@@ -473,7 +519,7 @@ func tensorSpecs(cfg *hf.Config, fused bool, attnStd float32) []tensorSpec {
 		if strings.HasPrefix(name, "model.") {
 			name = prefix + strings.TrimPrefix(name, "model.")
 		}
-		out = append(out, tensorSpec{name, dt, s, k, scale})
+		out = append(out, tensorSpec{name: name, dtype: dt, shape: s, init: k, scale: scale})
 	}
 	add("model.embed_tokens.weight", jnf.BF16, shape{V, H}, initNormal, 1)
 	for _, e := range cfg.ExpectedTensors() {
@@ -520,10 +566,42 @@ func tensorSpecs(cfg *hf.Config, fused bool, attnStd float32) []tensorSpec {
 	}
 	if fused {
 		// Tensors a text engine must ignore, as in the official releases.
-		out = append(out, tensorSpec{"mtp.fc.weight", jnf.BF16, shape{H, 2 * H}, initNormal, std})
-		out = append(out, tensorSpec{"model.visual.patch_embed.proj.weight", jnf.BF16, shape{16, 3 * 2 * 16 * 16}, initNormal, std})
+		out = append(out, tensorSpec{name: "mtp.fc.weight", dtype: jnf.BF16, shape: shape{H, 2 * H}, init: initNormal, scale: std})
+		out = append(out, tensorSpec{name: "model.visual.patch_embed.proj.weight", dtype: jnf.BF16, shape: shape{16, 3 * 2 * 16 * 16}, init: initNormal, scale: std})
 	}
 	return out
+}
+
+// localize makes specs' routing local (RoutingLocal): it scales the
+// embedding, adds the shared direction to every embedding row and to
+// top-k/2 router rows of each MoE layer, chosen by the seed.
+func localize(specs []tensorSpec, cfg *hf.Config, seed uint64) {
+	H := cfg.Hidden
+	r := splitmix{seed ^ 0x6c6f63616c} // "local"
+	u := make([]float32, H)
+	for j := range u {
+		u[j] = 1
+		if r.next()&1 == 0 {
+			u[j] = -1
+		}
+	}
+	for i := range specs {
+		s := &specs[i]
+		switch {
+		case strings.HasSuffix(s.name, "embed_tokens.weight"):
+			s.scale = localEmbedScale
+			s.shared = &sharedDir{u: u, scale: localShared}
+		case strings.HasSuffix(s.name, "mlp.gate.weight"):
+			hot := make([]bool, cfg.Experts)
+			for n := 0; n < max(1, cfg.TopK/2); {
+				if x := int(r.next() % uint64(cfg.Experts)); !hot[x] {
+					hot[x] = true
+					n++
+				}
+			}
+			s.shared = &sharedDir{u: u, scale: localRouterBias, rows: hot}
+		}
+	}
 }
 
 // fill writes a tensor's pseudo-random bytes. The stream depends only on the
@@ -547,6 +625,12 @@ func fill(w io.Writer, s tensorSpec, seed uint64) error {
 			v = (st.float() - 0.5) * 2 * s.scale
 		case initALog:
 			v = canon.Log(1 + float32(15*st.float()))
+		}
+		if d := s.shared; d != nil {
+			cols := int64(len(d.u))
+			if r := i / cols; d.rows == nil || d.rows[r] {
+				v = float32(v + float32(d.scale*d.u[i%cols]))
+			}
 		}
 		switch s.dtype {
 		case jnf.BF16:
