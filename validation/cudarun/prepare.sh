@@ -24,7 +24,7 @@ go test -c -tags cuda -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/d
 go build -ldflags="-s -w" -o "$dev/charts" ./reports/cmd/charts
 go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
 go build -o "$dev/tarfa-cpu" ./cmd/tarfa
-cp validation/cudarun/conformance.sh validation/cudarun/devlevel.sh validation/cudarun/decode.sh validation/cudarun/bench.sh validation/cudarun/peer.sh validation/cudarun/verifycopies.sh validation/cudarun/unpack.sh "$dev/"
+cp validation/cudarun/conformance.sh validation/cudarun/devlevel.sh validation/cudarun/fulldepth.sh validation/cudarun/decode.sh validation/cudarun/bench.sh validation/cudarun/peer.sh validation/cudarun/verifycopies.sh validation/cudarun/unpack.sh "$dev/"
 # The PTX tests read the kernel sources from kernels/ beside the test binary.
 mkdir -p "$dev/kernels"
 cp backend/cuda/kernels/*.cu backend/cuda/kernels/*.cuh backend/cuda/kernels/gen.sh "$dev/kernels/"
