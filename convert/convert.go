@@ -24,6 +24,7 @@ import (
 	"github.com/tarfa-ai/tarfa/internal/outdir"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
+	"github.com/tarfa-ai/tarfa/jnf/safetensors"
 	"github.com/tarfa-ai/tarfa/verify"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// is an error: whatever it points to would be hashed into the root and
 	// published with the model.
 	FollowSymlinks bool
+	// Shards, if set, gives the content of the source's safetensors
+	// shards in place of its files (hf.Options.Shards): a synthetic
+	// checkpoint converted without being written out.
+	Shards func(name string) (safetensors.ReaderAtCloser, int64, error)
 	// NoWait makes Convert fail at once, with a *flock.HeldError, when
 	// another conversion is writing the output directory; by default it
 	// waits for that one to finish.
@@ -152,7 +157,7 @@ func Convert(ctx context.Context, src, dst string, opt Options) (*Result, error)
 	if err := checkDisjoint(src, dst); err != nil {
 		return nil, err
 	}
-	ck, err := hf.OpenWith(src, hf.Options{FollowSymlinks: opt.FollowSymlinks})
+	ck, err := hf.OpenWith(src, hf.Options{FollowSymlinks: opt.FollowSymlinks, Shards: opt.Shards})
 	if err != nil {
 		return nil, err
 	}

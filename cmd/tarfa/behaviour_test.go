@@ -82,6 +82,10 @@ func TestFlagsCheckedFirstInTheUsersWords(t *testing.T) {
 		{[]string{"synth", "--out", missing, "--shard-bytes", "-1"}, "--shard-bytes -1: want 1 to"},
 		{[]string{"synth", "--out", missing, "--vocab", "0"}, "--vocab 0: want 1 to"},
 		{[]string{"synth", "--out", missing, "--arch", "llama"}, `--arch "llama": want qwen3_moe or qwen3_5_moe`},
+		{[]string{"synth", "--out", missing, "--experts", "0"}, "--experts 0: want 1 to 65536"},
+		{[]string{"synth", "--out", missing, "--experts", "1"}, "num_experts_per_tok"},
+		{[]string{"synth", "--out", missing, "--jnf", "--workers", "0"}, "--workers 0: want 1 to 64"},
+		{[]string{"bench", "read", missing, "--jobs", "0"}, "--jobs 0: want 1 to"},
 		{[]string{"convert", missing, "--out", missing + "2", "--workers", "100000"}, "--workers 100000: want 1 to 64"},
 		{[]string{"validate", "hf", "--checkpoint", missing, "--reference", missing, "--threads", "-1"}, "--threads -1"},
 	} {

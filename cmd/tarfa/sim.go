@@ -306,6 +306,10 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 						out.Assumptions[i] = fmt.Sprintf("device: %d expert slots (%.1f%% of all), the measured run's; every expert computed on the device, %g µs per expert per token", dev, 100*float64(dev)/float64(n), hw.GPUExpertUS)
 					}
 				}
+				if tps := meas.Timing.DecodeTokS; tps > 0 {
+					out.MeasuredSecondsPerToken = 1 / tps
+					out.SimOverMeasured = res.SecondsPerToken.Mean / out.MeasuredSecondsPerToken
+				}
 				out.Assumptions = append(out.Assumptions, "measured: the run's prefill is one Stream per layer for all its positions (an expert several prompt tokens route to is one use there), the trace one token at a time; decode steps are the same")
 			}
 			if asJSON {
@@ -392,12 +396,21 @@ type simOutput struct {
 	// hierarchy counted on the trace replayed here).
 	Measured     *expertLevels `json:"measured,omitempty"`
 	MeasuredFile string        `json:"measured_file,omitempty"`
+	// MeasuredSecondsPerToken is the run's decode seconds per token (1 ÷
+	// its decode tokens per second) and SimOverMeasured the simulated mean
+	// over it: the calibration check of the time model on this machine
+	// (with --warmup the prompt's tokens, both count decode steps only).
+	MeasuredSecondsPerToken float64 `json:"measured_decode_seconds_per_token,omitempty"`
+	SimOverMeasured         float64 `json:"simulated_over_measured,omitempty"`
 }
 
 // measuredRun is what --measured reads of a run's JSON.
 type measuredRun struct {
 	ModelRoot string       `json:"model_root"`
 	Levels    expertLevels `json:"expert_levels"`
+	Timing    struct {
+		DecodeTokS float64 `json:"decode_tokens_per_second"`
+	} `json:"timing"`
 }
 
 // readMeasured reads a `tarfa run --json` output for the trace with
@@ -485,6 +498,11 @@ func printSim(w io.Writer, o simOutput) error {
 		rows = append(rows,
 			[]string{"measured by the run (" + o.MeasuredFile + ")", measuredRates(m)},
 			[]string{"simulated − measured hit rate", levelDiff(r, m)})
+		if o.MeasuredSecondsPerToken > 0 {
+			rows = append(rows,
+				[]string{"measured decode seconds per token (1 ÷ decode tok/s)", fmt.Sprintf("%.3f", o.MeasuredSecondsPerToken)},
+				[]string{"simulated mean ÷ measured (--warmup = prompt tokens: decode steps only)", fmt.Sprintf("%.2f", o.SimOverMeasured)})
+		}
 	}
 	rows = append(rows, [][]string{
 		{"storage bytes per token", reports.Bytes(int64(r.StorageBytesPerToken))},

@@ -352,8 +352,25 @@ func TestSimMeasured(t *testing.T) {
 	if d := o.Result.HitRAM - float64(m.Hits)/float64(m.Uses); d > 0.02 || d < -0.02 {
 		t.Errorf("simulated RAM hit rate %.3f, measured %d of %d", o.Result.HitRAM, m.Hits, m.Uses)
 	}
+	var run struct {
+		Timing struct {
+			DecodeTokS float64 `json:"decode_tokens_per_second"`
+		} `json:"timing"`
+	}
+	var cal struct {
+		Result struct {
+			SecondsPerToken struct{ Mean float64 } `json:"seconds_per_token"`
+		} `json:"result"`
+		Measured float64 `json:"measured_decode_seconds_per_token"`
+		Ratio    float64 `json:"simulated_over_measured"`
+	}
+	json.Unmarshal([]byte(out), &run)
+	json.Unmarshal([]byte(js), &cal)
+	if run.Timing.DecodeTokS <= 0 || math.Abs(cal.Measured*run.Timing.DecodeTokS-1) > 1e-9 || math.Abs(cal.Ratio*cal.Measured-cal.Result.SecondsPerToken.Mean) > 1e-9 {
+		t.Errorf("sim --measured: measured %v s/token, ratio %v, simulated %v; the run decoded %v tok/s", cal.Measured, cal.Ratio, cal.Result.SecondsPerToken.Mean, run.Timing.DecodeTokS)
+	}
 	text := mustOut(t, "sim", "--trace", tr, "--measured", rj, "--vram-gib", "0", "--policy", "predict")
-	if !strings.Contains(text, "measured by the run ("+rj+")") || !strings.Contains(text, "simulated − measured hit rate") {
+	if !strings.Contains(text, "measured by the run ("+rj+")") || !strings.Contains(text, "simulated − measured hit rate") || !strings.Contains(text, "measured decode seconds per token") {
 		t.Errorf("sim --measured: %s", text)
 	}
 	empty := filepath.Join(dir, "empty.json")

@@ -2,10 +2,15 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/reports"
 	"github.com/tarfa-ai/tarfa/validation/synth"
@@ -19,6 +24,9 @@ type synthOptions struct {
 	out            string
 	noWait, asJSON bool
 	force          bool
+	experts        int
+	jnf            bool
+	workers        int
 }
 
 // synthResult is synth's --json output.
@@ -35,6 +43,9 @@ type synthResult struct {
 	Bytes   int64   `json:"bytes"` // tensor data
 	Shards  int     `json:"shards"`
 	Seconds float64 `json:"seconds"`
+	// With --jnf: the JNF model written and its manifest root.
+	Format string `json:"format"` // "hf" or "jnf"
+	Root   string `json:"root,omitempty"`
 }
 
 func newSynthCommand() *cobra.Command {
@@ -81,6 +92,21 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			if s.o.Routing != synth.RoutingUniform && s.o.Routing != synth.RoutingLocal {
 				return fmt.Errorf("--routing %q: want %s or %s", s.o.Routing, synth.RoutingUniform, synth.RoutingLocal)
 			}
+			if f.Changed("experts") {
+				if err := intFlag("experts", int64(s.experts), 1, hf.MaxExperts, "routed experts a layer; default: the preset's"); err != nil {
+					return err
+				}
+				if s.o.Set == nil {
+					s.o.Set = map[string]any{}
+				}
+				s.o.Set["num_experts"] = s.experts
+			}
+			if s.jnf && s.force {
+				return fmt.Errorf("--jnf with --force: the conversion into DIR replaces only what a conversion wrote")
+			}
+			if err := intFlag("workers", int64(s.workers), 1, convert.MaxWorkers, "files converted in parallel, with --jnf"); err != nil {
+				return err
+			}
 			if f.Changed("layers") {
 				o := s.o
 				o.Arch = hf.Arch(s.arch)
@@ -116,6 +142,9 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			if err != nil {
 				return err
 			}
+			if s.jnf {
+				return synthJNF(cmd, s, o, size, shards)
+			}
 			undo, err := makeOutDir("--out", s.out)
 			if err != nil {
 				return err
@@ -143,7 +172,7 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			}
 			_, cfg, _ := synth.Config(o)
 			res := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Routing: o.Routing, Layers: cfg.Layers,
-				Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds()}
+				Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds(), Format: "hf"}
 			if s.asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -169,7 +198,55 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 	f.BoolVar(&s.noWait, "no-wait", false, noWaitHelp)
 	f.BoolVar(&s.force, "force", false, "write into a DIR holding files synth did not write (those at the names synth writes are replaced)")
 	f.BoolVar(&s.asJSON, "json", false, "print the result as JSON")
+	f.IntVar(&s.experts, "experts", 0, "routed experts a layer (default: the preset's; top-k stays the preset's), e.g. --preset real --layers 48 --experts 32 for a full-depth model that fits a small disk")
+	f.BoolVar(&s.jnf, "jnf", false, "write a JNF model (tarfa convert's output) instead, without writing the checkpoint: the shards' bytes are made as the conversion reads them, the same files and root as synth then convert; an interrupted run resumes like convert")
+	f.IntVar(&s.workers, "workers", runtime.NumCPU(), "with --jnf: files converted in parallel")
 	return cmd
+}
+
+// synthJNF writes the checkpoint's small files into a temporary directory
+// beside DIR and converts it into DIR from the shards' bytes made on
+// demand (synth.Shards), never written: the result is what tarfa convert
+// makes of the written checkpoint (TestShardsConvert), at the disk space of
+// one copy.
+func synthJNF(cmd *cobra.Command, s synthOptions, o synth.Options, size int64, shards int) (err error) {
+	if _, err := makeOutDir("--out", s.out); err != nil {
+		return err
+	}
+	meta, err := os.MkdirTemp(filepath.Dir(filepath.Clean(s.out)), ".tarfa-synth-meta-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(meta)
+	if err := synth.WriteContext(cmd.Context(), meta, o, synth.WriteOptions{NoShards: true}); err != nil {
+		return err
+	}
+	open, err := synth.Shards(o)
+	if err != nil {
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
+	update, finish := byteProgress(stderr, "synth --jnf (made, hashed, written)")
+	res, err := convert.Convert(cmd.Context(), meta, s.out, convert.Options{LastLayer: -1, Workers: s.workers, Shards: open,
+		NoWait: s.noWait, Progress: update, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Waiting: func(pid int) {
+			fmt.Fprintf(stderr, "%s is writing %s, waiting… (Ctrl-C stops; --no-wait fails at once)\n", holder(pid), s.out)
+		}})
+	finish()
+	if err != nil {
+		return interrupted(err, fmt.Sprintf("the files finished in %s are kept; run the same command again to resume", s.out))
+	}
+	_, cfg, _ := synth.Config(o)
+	r := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Layers: cfg.Layers,
+		Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds(),
+		Format: "jnf", Root: res.Manifest.Root}
+	if s.asJSON {
+		return writeJSON(cmd.OutOrStdout(), r)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: JNF of %s %s, %d layers, %d experts top-%d, vocab %d; %s (%s), root %s\n",
+		s.out, r.Arch, r.Preset, r.Layers, r.Experts, r.TopK, r.Vocab, reports.Bytes(size), reports.Rate(size, r.Seconds), r.Root)
+	return nil
 }
 
 // maxSynthLayers is the most layers the preset of o can have (at most

@@ -112,6 +112,13 @@ type Options struct {
 	// allowed directory, and any file that is not a regular file (FIFO,
 	// device, socket), is refused either way.
 	FollowSymlinks bool
+	// Shards, if set, gives the content of every safetensors shard the
+	// index names, in place of the file of that name in the directory
+	// (which need not exist): a synthetic checkpoint too large to write
+	// out is converted from bytes made on demand (tarfa synth --jnf). It
+	// returns the shard's bytes and their length. config.json, the index
+	// and the auxiliary files are read from the directory as always.
+	Shards func(name string) (safetensors.ReaderAtCloser, int64, error)
 }
 
 // Close closes the shards.
@@ -312,7 +319,15 @@ func OpenWith(dir string, opt Options) (*Checkpoint, error) {
 	var total int64
 	var headers uint64
 	for _, s := range shardNames {
-		fd, _, err := src.open(s)
+		var fd safetensors.ReaderAtCloser
+		var size int64
+		if opt.Shards != nil {
+			fd, size, err = opt.Shards(s)
+		} else {
+			var osf *os.File
+			osf, _, err = src.open(s)
+			fd = osf
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -322,7 +337,12 @@ func OpenWith(dir string, opt Options) (*Checkpoint, error) {
 				return nil, fmt.Errorf("checkpoint %s: the safetensors headers of the shards up to %s add up to more than the %d bytes Tarfa reads", dir, s, MaxHeaderBytes)
 			}
 		}
-		f, err := safetensors.NewFile(fd, src.path(s))
+		var f *safetensors.File
+		if osf, ok := fd.(*os.File); ok && opt.Shards == nil {
+			f, err = safetensors.NewFile(osf, src.path(s))
+		} else {
+			f, err = safetensors.NewReaderFile(fd, size, src.path(s))
+		}
 		if err != nil {
 			fd.Close()
 			return nil, err

@@ -342,7 +342,14 @@ type File struct {
 	*Header
 	Path string
 	Size int64
-	f    *os.File
+	f    ReaderAtCloser
+}
+
+// ReaderAtCloser is what a File reads from: an open file, or bytes made on
+// demand (a synthetic shard never written out: NewReaderFile).
+type ReaderAtCloser interface {
+	io.ReaderAt
+	io.Closer
 }
 
 // Open opens and validates path, which must be a regular file (a FIFO or
@@ -376,6 +383,17 @@ func NewFile(f *os.File, path string) (*File, error) {
 		return nil, err
 	}
 	return &File{Header: h, Path: path, Size: st.Size(), f: f}, nil
+}
+
+// NewReaderFile validates the header of the size bytes r holds and returns
+// them as a File that owns r (on error r is left open). It is NewFile for
+// content that is not a file of its own: path names it in errors.
+func NewReaderFile(r ReaderAtCloser, size int64, path string) (*File, error) {
+	h, err := ReadHeader(r, size, path)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Header: h, Path: path, Size: size, f: r}, nil
 }
 
 func (f *File) Close() error { return f.f.Close() }

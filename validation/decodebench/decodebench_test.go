@@ -12,6 +12,7 @@ import (
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/tier/sim"
 	"github.com/tarfa-ai/tarfa/validation/synth"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 func defaultModel(t *testing.T) string {
@@ -240,5 +241,41 @@ func TestRunDeviceCache(t *testing.T) {
 	}
 	if cpu != 2 || dev != 2 {
 		t.Errorf("%d cpu and %d device decodes, want 2 and 2", cpu, dev)
+	}
+}
+
+// ReadBound reads every routed expert record, aligned, once per job count.
+func TestReadBound(t *testing.T) {
+	dir := defaultModel(t)
+	res, err := ReadBound(context.Background(), dir, []int{1, 3}, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := weights.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	cfg := ck.Config()
+	var want int64
+	n := 0
+	for l, sp := range cfg.Sparse {
+		for e := 0; sp && e < cfg.Experts; e++ {
+			r, err := ck.ExpertRef(l, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want += r.ReadLength()
+			n++
+		}
+	}
+	if res.Bytes != want || res.Experts != n || n == 0 {
+		t.Fatalf("read %d records of %d bytes; the model has %d of %d", res.Experts, res.Bytes, n, want)
+	}
+	if len(res.Figures) != 2 || res.Figures[0].Jobs != 1 || res.Figures[1].Jobs != 3 || res.Best.GBps <= 0 || res.CacheDropped {
+		t.Fatalf("figures %+v, best %+v, dropped %v", res.Figures, res.Best, res.CacheDropped)
+	}
+	if _, err := ReadBound(context.Background(), dir, []int{0}, true, true); err == nil {
+		t.Fatal("0 reads in flight accepted")
 	}
 }

@@ -231,6 +231,10 @@ type WriteOptions struct {
 	// replaced, the others left alone. Without it such a directory is
 	// refused, naming the file.
 	Force bool
+	// NoShards writes everything but the safetensors shards (the index
+	// still names them): Shards gives their content, for a conversion of
+	// a checkpoint too large to write out.
+	NoShards bool
 }
 
 // plan is a checked set of options with everything derived from them.
@@ -359,7 +363,9 @@ func WriteContext(ctx context.Context, dir string, o Options, wo WriteOptions) (
 		toWrite = append(toWrite, k)
 	}
 	for i := range p.shards {
-		toWrite = append(toWrite, shardName(i))
+		if !wo.NoShards {
+			toWrite = append(toWrite, shardName(i))
+		}
 	}
 	if err := wj.Record(toWrite...); err != nil {
 		return err
@@ -381,6 +387,9 @@ func WriteContext(ctx context.Context, dir string, o Options, wo WriteOptions) (
 			st = append(st, safetensors.Spec{Name: s.name, DType: s.dtype, Shape: s.shape})
 			byName[s.name] = s
 			weightMap[s.name] = name
+		}
+		if wo.NoShards {
+			continue
 		}
 		path := filepath.Join(dir, name)
 		err := safetensors.WriteFile(path, st, map[string]string{"format": "pt"}, func(sp safetensors.Spec, w io.Writer) error {
@@ -607,13 +616,39 @@ func localize(specs []tensorSpec, cfg *hf.Config, seed uint64) {
 // fill writes a tensor's pseudo-random bytes. The stream depends only on the
 // seed and the tensor name, so shards can be written in any order.
 func fill(w io.Writer, s tensorSpec, seed uint64) error {
+	n := numel(s.shape) * s.dtype.Size()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < n; {
+		k := min(int64(len(buf)), n-off)
+		if err := tensorBytes(s, seed, off, buf[:k]); err != nil {
+			return err
+		}
+		if _, err := w.Write(buf[:k]); err != nil {
+			return err
+		}
+		off += k
+	}
+	return nil
+}
+
+// tensorBytes puts bytes [off, off+len(dst)) of tensor s into dst. Element
+// i is made from the i+1-th output of the tensor's splitmix stream, whose
+// state after i outputs is its seed plus i times the increment, so any
+// range can be made without the elements before it.
+func tensorBytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
+	esz := s.dtype.Size()
+	if s.dtype != jnf.BF16 && s.dtype != jnf.F32 {
+		return fmt.Errorf("synth cannot fill dtype %s", s.dtype)
+	}
+	if off < 0 || off+int64(len(dst)) > numel(s.shape)*esz {
+		return fmt.Errorf("tensor %s: bytes [%d,+%d) outside its %d", s.name, off, len(dst), numel(s.shape)*esz)
+	}
 	h := fnv.New64a()
 	h.Write([]byte(s.name))
-	st := splitmix{seed ^ h.Sum64()}
-	n := numel(s.shape)
-	esz := int(s.dtype.Size())
-	buf := make([]byte, 0, 1<<20)
-	for i := int64(0); i < n; i++ {
+	first := off / esz
+	st := splitmix{seed ^ h.Sum64() + uint64(first)*splitmixGamma}
+	var el [4]byte
+	for i := first; len(dst) > 0; i++ {
 		var v float32
 		switch s.init {
 		case initConst:
@@ -632,23 +667,18 @@ func fill(w io.Writer, s tensorSpec, seed uint64) error {
 				v = float32(v + float32(d.scale*d.u[i%cols]))
 			}
 		}
-		switch s.dtype {
-		case jnf.BF16:
-			buf = binary.LittleEndian.AppendUint16(buf, bf16(v))
-		case jnf.F32:
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		default:
-			return fmt.Errorf("synth cannot fill dtype %s", s.dtype)
+		if s.dtype == jnf.BF16 {
+			binary.LittleEndian.PutUint16(el[:], bf16(v))
+		} else {
+			binary.LittleEndian.PutUint32(el[:], math.Float32bits(v))
 		}
-		if len(buf)+esz > cap(buf) {
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
+		skip := 0
+		if i == first {
+			skip = int(off - first*esz) // a range that starts inside an element
 		}
+		dst = dst[copy(dst, el[skip:esz]):]
 	}
-	_, err := w.Write(buf)
-	return err
+	return nil
 }
 
 // bf16 rounds to nearest even.
@@ -660,8 +690,11 @@ func bf16(f float32) uint16 {
 
 type splitmix struct{ s uint64 }
 
+// splitmixGamma is splitmix's increment.
+const splitmixGamma = 0x9E3779B97F4A7C15
+
 func (r *splitmix) next() uint64 {
-	r.s += 0x9E3779B97F4A7C15
+	r.s += splitmixGamma
 	z := r.s
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
