@@ -284,6 +284,12 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 			}
 			cfg := sim.Config{Hardware: hw, ExpertBytes: expertBytes, RAMSlots: ram, DeviceSlots: dev, Policy: name,
 				Partition: pt.String(), Options: o, Prefetch: prefetch, Warmup: warmup, Exclusive: exclusive}
+			// A run whose RAM-tier misses the page cache served, every one
+			// (a repeat run with --direct auto), is simulated so: those
+			// misses are hashed reads from the page cache, not admitted.
+			if meas != nil && meas.Levels.PageCache.Uses > 0 && meas.Levels.Storage.Uses == 0 {
+				cfg.PageCache = true
+			}
 			if warmStart {
 				if heat == nil {
 					return fmt.Errorf("--warm-start needs --heat (the heat ledger to fill the tiers from)")
@@ -343,7 +349,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
 	fs.BoolVar(&exclusive, "exclusive", false, "the device slots and the RAM tier hold different experts (tier --exclusive); default inclusive")
 	fs.IntVar(&deviceSlots, "device-slots", 0, "device slots, overriding what --vram-gib less --vram-reserved-gib holds (e.g. the device_slots a tarfa bench decode measured)")
-	fs.StringVar(&measured, "measured", "", "the `tarfa run --json` output of the run that recorded --trace: its measured hits per level are printed beside the simulated ones, and its device slots and RAM-tier capacity are simulated unless --device-slots or --ram-gib are given")
+	fs.StringVar(&measured, "measured", "", "the `tarfa run --json` output of the run that recorded --trace: its measured hits per level are printed beside the simulated ones, and its device slots and RAM-tier capacity are simulated unless --device-slots or --ram-gib are given, and the page cache serving the RAM tier's misses if it served all of them in the run")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(newSimPoliciesCommand())
 	return cmd
