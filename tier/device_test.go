@@ -271,14 +271,7 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 	} {
 		for _, cached := range []bool{false, true} {
 			t.Run(fmt.Sprintf("dev%d-ram%d-%s-%v-exclusive%v-pagecache%v", c.dev, c.ram, c.policy, c.part, c.exclusive, cached), func(t *testing.T) {
-				direct := DirectOff
-				if cached {
-					if !probed {
-						t.Skip("no O_DIRECT here: DirectAuto reads through the page cache and asks it nothing")
-					}
-					direct = DirectAuto
-					inPageCache(t, dir)
-				}
+				direct := readMode(t, cached, probed, dir)
 				be := backendtest.NewDevice(1, c.dev)
 				h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
 					Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive, Direct: direct, PageCache: cached})

@@ -137,14 +137,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 			for _, prefetch := range []bool{false, true} {
 				name := fmt.Sprintf("%d-slots-%d-readers-%s-%v-heat%v-prefetch%v-pagecache%v", c.slots, c.readers, c.policy, c.part, c.heat, prefetch, cached)
 				t.Run(name, func(t *testing.T) {
-					direct := DirectOff
-					if cached {
-						if !probed {
-							t.Skip("no O_DIRECT here: DirectAuto reads through the page cache and asks it nothing")
-						}
-						direct = DirectAuto
-						inPageCache(t, dir)
-					}
+					direct := readMode(t, cached, probed, dir)
 					var po policy.Options
 					if c.heat {
 						po.Heat = heat
@@ -233,6 +226,21 @@ func pageCacheProbes(t *testing.T, ck *weights.Checkpoint) bool {
 		}
 	}
 	return false
+}
+
+// readMode is the Direct mode of a case: DirectOff (every read buffered),
+// or with cached DirectAuto over the model's files made resident in the
+// page cache (skipped where DirectAuto has nothing to ask: probed false).
+func readMode(t *testing.T, cached, probed bool, dir string) DirectMode {
+	t.Helper()
+	if !cached {
+		return DirectOff
+	}
+	if !probed {
+		t.Skip("no O_DIRECT here: DirectAuto reads through the page cache and asks it nothing")
+	}
+	inPageCache(t, dir)
+	return DirectAuto
 }
 
 // inPageCache reads the model's files, so that every page of them is in the

@@ -64,9 +64,17 @@ func newPipe(h *Hardware, expertBytes int64) *pipe {
 		qd: float64(h.QueueDepth), storage: math.Inf(-1), hashers: make([]float64, h.HashCores)}
 }
 
-// cached reads one record from the page cache at t (a copy from memory,
-// left out: the hash bounds it) and returns when its bytes are verified.
-func (p *pipe) cached(t float64) float64 {
+
+// read issues one read at t and returns when its bytes are verified.
+func (p *pipe) read(t float64) float64 {
+	done := max(t+p.lat+p.read1, p.storage+p.read1+p.lat/p.qd)
+	p.storage = done
+	return p.hash(done)
+}
+
+// hash verifies one record whose bytes are in memory at t on the hasher
+// free first and returns when it is done.
+func (p *pipe) hash(t float64) float64 {
 	i := 0
 	for j, f := range p.hashers {
 		if f < p.hashers[i] {
@@ -74,21 +82,6 @@ func (p *pipe) cached(t float64) float64 {
 		}
 	}
 	v := max(t, p.hashers[i]) + p.hash1
-	p.hashers[i] = v
-	return v
-}
-
-// read issues one read at t and returns when its bytes are verified.
-func (p *pipe) read(t float64) float64 {
-	done := max(t+p.lat+p.read1, p.storage+p.read1+p.lat/p.qd)
-	p.storage = done
-	i := 0
-	for j, f := range p.hashers {
-		if f < p.hashers[i] {
-			i = j
-		}
-	}
-	v := max(done, p.hashers[i]) + p.hash1
 	p.hashers[i] = v
 	return v
 }
@@ -355,7 +348,7 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 				case usePageCache:
 					c.Streamed++
 					c.PageCacheUses++
-					ready[j] = p.cached(t)
+					ready[j] = p.hash(t) // from the page cache: a copy from memory, left out (the hash bounds it)
 					own = append(own, j)
 					cachedReads++
 				}
