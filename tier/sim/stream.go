@@ -64,7 +64,6 @@ func newPipe(h *Hardware, expertBytes int64) *pipe {
 		qd: float64(h.QueueDepth), storage: math.Inf(-1), hashers: make([]float64, h.HashCores)}
 }
 
-
 // read issues one read at t and returns when its bytes are verified.
 func (p *pipe) read(t float64) float64 {
 	done := max(t+p.lat+p.read1, p.storage+p.read1+p.lat/p.qd)
