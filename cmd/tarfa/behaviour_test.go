@@ -85,6 +85,8 @@ func TestFlagsCheckedFirstInTheUsersWords(t *testing.T) {
 		{[]string{"synth", "--out", missing, "--experts", "0"}, "--experts 0: want 1 to 65536"},
 		{[]string{"synth", "--out", missing, "--experts", "1"}, "num_experts_per_tok"},
 		{[]string{"synth", "--out", missing, "--jnf", "--workers", "0"}, "--workers 0: want 1 to 64"},
+		{[]string{"synth", "--out", missing, "--jnf", "--force"}, "--jnf with --force"},
+		{[]string{"synth", "--out", missing, "--routing", "zipf"}, `--routing "zipf": want uniform or local`},
 		{[]string{"bench", "read", missing, "--jobs", "0"}, "--jobs 0: want 1 to"},
 		{[]string{"convert", missing, "--out", missing + "2", "--workers", "100000"}, "--workers 100000: want 1 to 64"},
 		{[]string{"validate", "hf", "--checkpoint", missing, "--reference", missing, "--threads", "-1"}, "--threads -1"},
