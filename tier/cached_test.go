@@ -48,19 +48,24 @@ func TestReadCached(t *testing.T) {
 	}
 	defer f.Close()
 	fd := int(f.Fd())
+	m, err := pagecache.NewMap(fd, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
 	dropPages(t, p)
 	buf := make([]byte, 64<<10)
-	if readCached(fd, buf, 128<<10) {
+	if readCached(m, fd, buf, 128<<10, false) {
 		t.Skip("the kernel reports dropped pages as cached (fadvise DONTNEED ignored here)")
 	}
 	if _, err := f.ReadAt(buf, 128<<10); err != nil { // brings the range into the cache
 		t.Fatal(err)
 	}
 	clear(buf)
-	if !readCached(fd, buf, 128<<10) || string(buf) != string(data[128<<10:192<<10]) {
+	if !readCached(m, fd, buf, 128<<10, false) || string(buf) != string(data[128<<10:192<<10]) {
 		t.Fatal("a range just read is not served from the page cache, or not its bytes")
 	}
-	if readCached(fd, make([]byte, 64<<10), 512<<10) {
+	if readCached(m, fd, make([]byte, 64<<10), 512<<10, false) {
 		t.Error("a range never read since the drop was served as cached")
 	}
 	// Asking started no read: the range is still not cached a while later
@@ -109,5 +114,74 @@ func TestDirectAutoReadsThePageCache(t *testing.T) {
 		case cold && st.DirectReads <= st.CachedReads:
 			t.Errorf("files dropped from the page cache: %d O_DIRECT reads, %d cached", st.DirectReads, st.CachedReads)
 		}
+	}
+}
+
+// The page cache is asked only about the RAM tier's misses: a repeat of a
+// prompt whose experts the RAM tier holds asks it nothing (each question
+// is a system call, and a step asks for every expert it routes to).
+func TestPageCacheAskedOnlyOnMisses(t *testing.T) {
+	dir := testModel(t)
+	ck := openCk(t, dir)
+	layers, _ := filepath.Glob(filepath.Join(dir, "layer-*.jnf"))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	h, err := New(ck, Options{RAMBudget: 1 << 30, StagingBudget: 4 * size, Direct: DirectAuto, PageCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, _ := engine.Load(ck, engine.Options{Experts: h})
+	for _, l := range layers { // cold: the misses are read and admitted
+		dropPages(t, l)
+	}
+	want, err := run(t, m, prompts[0], 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.Stats()
+	if st.DirectReads == 0 {
+		t.Skip("no O_DIRECT here (the file system refused it): no page-cache questions")
+	}
+	first := h.files.asked.Load()
+	if first == 0 || st.Misses == 0 {
+		t.Fatalf("cold run: %d questions, %d misses; want both > 0", first, st.Misses)
+	}
+	got, err := run(t, m, prompts[0], 4)
+	if err != nil || !same(got, want) {
+		t.Fatalf("repeat: %v, identical %v", err, same(got, want))
+	}
+	if st2 := h.Stats(); st2.Misses != st.Misses {
+		t.Fatalf("repeat: %d misses after %d; want the RAM tier to hold every expert", st2.Misses, st.Misses)
+	}
+	if n := h.files.asked.Load() - first; n != 0 {
+		t.Errorf("repeat with every expert in the RAM tier asked the page cache %d times, want 0", n)
+	}
+}
+
+// A RAM-tier miss that the page cache holds is asked about once: the read
+// that copies it from there is told the answer.
+func TestPageCacheAskedOncePerUse(t *testing.T) {
+	dir := testModel(t)
+	ck := openCk(t, dir)
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	h, err := New(ck, Options{RAMBudget: 1 << 30, StagingBudget: 4 * size, Direct: DirectAuto, PageCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, _ := engine.Load(ck, engine.Options{Experts: h})
+	inPageCache(t, dir)
+	if _, err := run(t, m, prompts[0], 4); err != nil {
+		t.Fatal(err)
+	}
+	st := h.Stats()
+	if st.PageCacheUses == 0 {
+		t.Skip("no O_DIRECT here (the file system refused it): the page cache is no level")
+	}
+	if st.CachedReads != st.PageCacheUses || st.Misses != 0 {
+		t.Fatalf("%d page-cache uses, %d cached reads, %d misses; want every use a cached read", st.PageCacheUses, st.CachedReads, st.Misses)
+	}
+	if n := h.files.asked.Load(); n != st.PageCacheUses {
+		t.Errorf("%d page-cache uses asked the page cache %d times, want once each", st.PageCacheUses, n)
 	}
 }

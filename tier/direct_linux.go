@@ -12,10 +12,12 @@ import (
 const oDirect = syscall.O_DIRECT
 
 // readCached reads len(p) bytes at off from the buffered descriptor fd if
-// the page cache holds every page of them (asked first, starting no I/O:
-// package pagecache), and reports whether it did.
-func readCached(fd int, p []byte, off int64) bool {
-	if len(p) == 0 || !pagecache.Resident(fd, off, len(p)) {
+// the page cache holds every page of them (asked of m first, starting no
+// I/O: package pagecache; known, the caller has just asked), and reports
+// whether it did. A page evicted since is read like any buffered one: the
+// bytes are the same, only slower, and the hash checks them either way.
+func readCached(m *pagecache.Map, fd int, p []byte, off int64, known bool) bool {
+	if len(p) == 0 || !known && !m.Resident(off, len(p)) {
 		return false
 	}
 	for done := 0; done < len(p); {

@@ -273,6 +273,9 @@ type readReq struct {
 	x     int    // expert index
 	e     *entry // RAM-tier entry, or nil for a staging buffer
 	reply chan<- readDone
+	// cached: the Stream found every page of it in the page cache just
+	// now; the reader copies it from there without asking again.
+	cached bool
 }
 
 type readDone struct {
@@ -405,7 +408,7 @@ func (h *Hierarchy) reader() {
 				}
 			}
 		}
-		direct, cached, err := h.files.read(r.ref, r.buf)
+		direct, cached, err := h.files.read(r.ref, r.buf, r.cached)
 		n := r.ref.ReadLength()
 		prefetch := r.reply == h.prefetchQ
 		h.count(func(s *Stats) {
@@ -641,7 +644,6 @@ func (u *use) bytes() bool { return !u.dhit && !u.dwait }
 // stream is one Stream's scratch, pooled.
 type stream struct {
 	uses     []use
-	cached   []bool // by use: every page of the record in the page cache
 	done     []bool
 	readyNow []int
 	devX     []int
@@ -677,14 +679,6 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		st.at[x] = i
 	}
 	uses := st.uses
-	// Which records the page cache holds, asked before the lock (mincore
-	// starts no I/O but is a few system calls). Only a miss of the RAM
-	// tier looks at the answer.
-	cached := st.cached[:0]
-	for _, x := range experts {
-		cached = append(cached, h.opt.PageCache && h.cache != nil && h.files.inPageCache(h.refs[h.dims.Index(weights.ExpertID{Layer: layer, Expert: x})]))
-	}
-	st.cached = cached
 
 	h.mu.Lock()
 	if f := h.fault; f != nil {
@@ -732,7 +726,9 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 				if resident != (pass == 0) {
 					continue
 				}
-				if !resident && cached[i] {
+				// Only a miss asks the page cache (one mincore on a
+				// standing mapping, a few microseconds: it starts no I/O).
+				if !resident && h.opt.PageCache && h.files.inPageCache(h.refs[h.dims.Index(id)]) {
 					uses[i].pcache = true // the page cache is the RAM level for it
 					continue
 				}
@@ -892,7 +888,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			k := h.dims.Index(weights.ExpertID{Layer: layer, Expert: devX[devNext]})
 			devInflight++
 			h.count(func(s *Stats) { s.MaxStagingInUse = max(s.MaxStagingInUse, devInflight) })
-			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply}
+			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply, cached: uses[st.at[devX[devNext]]].pcache}
 			devNext++
 		}
 	}

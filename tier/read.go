@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -55,6 +56,19 @@ type files struct {
 	mu   sync.Mutex
 	fds  map[*jnf.File]*fileFD
 	all  []*os.File // the O_DIRECT descriptors opened here, closed by close
+	maps []*pagecache.Map
+	// asked counts the questions to the page cache (a test's window on
+	// them): inPageCache's, and those of reads not told the answer.
+	asked atomic.Int64
+}
+
+// mapFile maps all of f for the page-cache questions (pagecache.Map).
+func mapFile(f *os.File) (*pagecache.Map, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return pagecache.NewMap(int(f.Fd()), st.Size())
 }
 
 type fileFD struct {
@@ -65,8 +79,9 @@ type fileFD struct {
 	// the page cache is copied from there (readCached), the others go to
 	// O_DIRECT. A model read again soon — a repeat run — finds its experts
 	// in memory instead of on the device.
-	cached   *os.File
-	cachedFD int
+	cached    *os.File
+	cachedFD  int
+	cachedMap *pagecache.Map // all of the file, for the page-cache questions
 }
 
 // newFiles opens what the readers of refs need.
@@ -93,6 +108,11 @@ func newFiles(mode DirectMode, refs []weights.ExpertRef) (*files, error) {
 					}
 					fd.cached, fd.cachedFD = c, int(c.Fd())
 					fs.all = append(fs.all, c)
+					if fd.cachedMap, err = mapFile(c); err != nil {
+						fs.close()
+						return nil, fmt.Errorf("tier: %s: %w", jf.Path, err)
+					}
+					fs.maps = append(fs.maps, fd.cachedMap)
 				}
 			case errors.As(err, &replaced):
 				fs.close()
@@ -140,6 +160,10 @@ func (fs *files) close() {
 		f.Close()
 	}
 	fs.all = nil
+	for _, m := range fs.maps {
+		m.Close()
+	}
+	fs.maps = nil
 	fs.fds = map[*jnf.File]*fileFD{}
 }
 
@@ -147,8 +171,10 @@ func (fs *files) close() {
 // multiple of the page size at an aligned offset, so O_DIRECT accepts it)
 // and reports whether the read bypassed the page cache (direct) or was
 // served from it without waiting (cached: DirectAuto found every page
-// there).
-func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached bool, err error) {
+// there). known says the caller has just found every page there
+// (inPageCache): the read is copied from the page cache without asking
+// again.
+func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer, known bool) (direct, cached bool, err error) {
 	n := ref.ReadLength()
 	if int64(len(b.Bytes())) < n {
 		return false, false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), n)
@@ -159,8 +185,13 @@ func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached 
 		return false, false, err
 	}
 	dst := b.Bytes()[:n]
-	if fd.cached != nil && readCached(fd.cachedFD, dst, ref.Offset()) {
-		return false, true, nil
+	if fd.cached != nil {
+		if !known {
+			fs.asked.Add(1)
+		}
+		if readCached(fd.cachedMap, fd.cachedFD, dst, ref.Offset(), known) {
+			return false, true, nil
+		}
 	}
 	_, err = fd.r.ReadAt(dst, ref.Offset())
 	if err != nil && fd.direct && errors.Is(err, unix.EINVAL) && fs.mode != DirectOn {
@@ -178,6 +209,7 @@ func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached 
 // (false without one: with buffered reads every read fills the page cache,
 // and it says nothing about what an earlier process left there).
 func (fs *files) inPageCache(ref weights.ExpertRef) bool {
+	fs.asked.Add(1)
 	jf := ref.File()
 	if jf == nil {
 		return false
@@ -186,5 +218,5 @@ func (fs *files) inPageCache(ref weights.ExpertRef) bool {
 	if err != nil || fd.cached == nil {
 		return false
 	}
-	return pagecache.Resident(fd.cachedFD, ref.Offset(), int(ref.ReadLength()))
+	return fd.cachedMap.Resident(ref.Offset(), int(ref.ReadLength()))
 }

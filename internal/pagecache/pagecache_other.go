@@ -9,3 +9,15 @@ const Supported = false
 
 // Resident is always false here.
 func Resident(int, int64, int) bool { return false }
+
+// A Map answers no here.
+type Map struct{}
+
+// NewMap makes a Map that answers no.
+func NewMap(int, int64) (*Map, error) { return &Map{}, nil }
+
+// Resident is always false here.
+func (*Map) Resident(int64, int) bool { return false }
+
+// Close does nothing.
+func (*Map) Close() error { return nil }
