@@ -62,6 +62,9 @@ type Options struct {
 	// copies into device memory, there, against its digest
 	// (engine.BackendOptions.VerifyCopies).
 	DeviceVerify bool
+	// Timing makes a device backend measure the device time of its kernels
+	// and copies (engine.BackendOptions.Timing; a little slower).
+	Timing bool
 	// Placement chooses where routed experts that are not resident on a
 	// device backend are computed. Results never depend on it.
 	Placement engine.Placement
@@ -124,7 +127,7 @@ func Open(ctx context.Context, dir string, opt Options) (_ *Runner, err error) {
 	if opt.NewBackend != nil {
 		be, err = opt.NewBackend()
 	} else {
-		be, err = engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget, VerifyCopies: opt.DeviceVerify})
+		be, err = engine.OpenBackend(opt.Backend, engine.BackendOptions{Threads: opt.Threads, VRAMBudget: opt.VRAMBudget, VerifyCopies: opt.DeviceVerify, Timing: opt.Timing})
 	}
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/server"
 )
@@ -46,6 +47,12 @@ type benchServeRow struct {
 	Steps          int64   `json:"steps"`
 	RowsPerStep    float64 `json:"rows_per_step"`
 	Identical      bool    `json:"identical_to_solo"`
+	// With --device-time, per batch step: the device time of the kernels
+	// and of the host-to-device copies, and the kernels launched (a device
+	// backend only).
+	KernelSecPerStep float64 `json:"kernel_s_per_step,omitempty"`
+	H2DSecPerStep    float64 `json:"h2d_s_per_step,omitempty"`
+	KernelsPerStep   float64 `json:"kernels_per_step,omitempty"`
 }
 
 func newBenchServeCommand() *cobra.Command {
@@ -91,6 +98,7 @@ shares.`,
 	f.IntVar(&o.promptTokens, "prompt-tokens", 16, "prompt length in tokens")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads (0 = all cores)")
 	f.BoolVar(&o.asJSON, "json", false, "print the rows as JSON")
+	f.BoolVar(&o.tier.timing, "device-time", false, "measure the device time of kernels and copies per step (cuda; slows the steps a little)")
 	o.tier.add(cmd)
 	return cmd
 }
@@ -223,6 +231,7 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 	var rows []benchServeRow
 	for _, c := range levels {
 		st0 := sched.Stats()
+		c0, metered := backendCounters(r)
 		var read0 int64
 		if r.Tier != nil {
 			read0 = r.Tier.Stats().BytesRead
@@ -260,6 +269,11 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 		}
 		if row.Steps > 0 {
 			row.RowsPerStep = float64(st1.Rows-st0.Rows) / float64(row.Steps)
+			if c1, _ := backendCounters(r); metered && o.tier.timing {
+				d := c1.Sub(c0)
+				n := float64(row.Steps)
+				row.KernelSecPerStep, row.H2DSecPerStep, row.KernelsPerStep = d.KernelSeconds/n, d.H2DSeconds/n, float64(d.Kernels)/n
+			}
 		}
 		rows = append(rows, row)
 		if !o.asJSON {
@@ -288,4 +302,13 @@ func pct(xs []float64, q float64) float64 {
 	slices.Sort(s)
 	i := int(q*float64(len(s))+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
+}
+
+// backendCounters reads the engine backend's counters, when it keeps them.
+func backendCounters(r *runner.Runner) (backend.Counters, bool) {
+	m, ok := r.Engine.Backend().(backend.Meter)
+	if !ok {
+		return backend.Counters{}, false
+	}
+	return m.Counters(), true
 }

@@ -107,7 +107,7 @@ func openRunner(cmd *cobra.Command, dir string, threads int, tf *tierFlags) (*ru
 		}
 	}
 	opt := runner.Options{Threads: threads, Tier: to, Warm: tf.warm, Backend: tf.backend, VRAMBudget: tf.vramBytes, Placement: tf.place,
-		DeviceVerify: tf.deviceVerify}
+		DeviceVerify: tf.deviceVerify, Timing: tf.timing}
 	if tf.heat {
 		if cache, err := os.UserCacheDir(); err == nil {
 			opt.HeatDir = filepath.Join(cache, "tarfa")

@@ -41,6 +41,9 @@ type tierFlags struct {
 	// deviceVerify: the cuda backend hashes its copies of routed experts
 	// on the device (cuda.Options.VerifyCopies).
 	deviceVerify bool
+	// timing: a device backend measures its kernels' and copies' device
+	// time (bench serve --device-time; not a flag of its own here).
+	timing bool
 }
 
 // maxReaders bounds --readers.
