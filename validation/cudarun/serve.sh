@@ -5,7 +5,8 @@
 # tarfa bench serve on each backend (cuda: the whole device, so every
 # expert stays resident after its first use; cpu: 16 cores), one process
 # per concurrency level with a CPU profile of the whole process
-# (TARFA_CPUPROFILE), and the tables as JSON. LIMIT seconds in all.
+# (TARFA_CPUPROFILE), and the tables as JSON. LIMIT seconds in all. TIMED
+# lists client counts run once more on cuda with --device-time.
 #
 #	device call: command "bash .dev/cuda/serve.sh", carry [".dev/cuda"]
 set -o pipefail
@@ -16,6 +17,7 @@ LIMIT=${LIMIT:-540}
 TOKENS=${TOKENS:-32}
 CLIENTS=${CLIENTS:-1 16}
 BACKENDS=${BACKENDS:-cuda cpu}
+TIMED=${TIMED:-} # client counts run again on cuda with --device-time (kernel and copy time per step)
 start=$SECONDS
 left() { echo $((LIMIT - (SECONDS - start))); }
 R=$OUT/serve; mkdir -p "$R"
@@ -30,12 +32,15 @@ if [ ! -s $B/jnf/manifest.json ]; then
 	echo "synth+convert $((SECONDS - s0)) s" | tee -a "$R/env.txt"
 fi
 for be in $BACKENDS; do
-	for c in $CLIENTS; do
+	runs=$CLIENTS
+	[ $be = cuda ] && for c in $TIMED; do runs="$runs $c-timed"; done
+	for c in $runs; do
 		[ "$(left)" -lt 60 ] && { echo "$be $c: skipped, $(left) s left"; continue; }
 		tok=$TOKENS; [ $be = cpu ] && tok=$((TOKENS / 2))
+		extra=(); n=${c%-timed}; [ "$n" != "$c" ] && extra=(--device-time)
 		s0=$SECONDS
 		TARFA_CPUPROFILE=$R/prof-$be-$c.pprof timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
-			--clients $c --max-tokens $tok --prompt-tokens 16 --heat=false --json > "$R/serve-$be-$c.json" 2> "$R/serve-$be-$c.err"
+			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json "${extra[@]}" > "$R/serve-$be-$c.json" 2> "$R/serve-$be-$c.err"
 		echo "$be clients=$c rc=$? $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
 	done
 done
