@@ -20,11 +20,13 @@ if [ ! -s $B/jnf/manifest.json ]; then
 	./tarfa synth --arch qwen3_5_moe --preset real --layers 4 --out $B/hf --no-tokenizer 2>&1 | tail -1
 	./tarfa convert $B/hf --out $B/jnf 2>&1 | tail -1; rm -rf $B/hf
 fi
-run() { # label, flags...
+runs=0
+run() { # label, flags... (a CPU profile of each run: prof-N.pprof)
 	local name=$1; shift
 	[ "$(left)" -lt 40 ] && { echo "$name: skipped, $(left) s left"; return; }
-	timeout $(($(left) - 10)) ./tarfa run --model $B/jnf --backend cuda --vram-budget 16GiB --tokens 1,2,3,4 --max-tokens 48 --heat=false --json "$@" > $OUT/r.json 2> $OUT/r.err
-	echo "$name rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["timing"]; l=r.get("expert_levels") or {}; print("decode %.2f tok/s (%.3f s/token), load %.1f s, tokens %s…" % (t["decode_tokens_per_second"], 1/max(t["decode_tokens_per_second"],1e-9), t["load_seconds"], r["tokens"][:3]), "device hits", (l.get("device") or {}).get("hits"), "page cache", (l.get("page_cache") or {}).get("hits"), "storage reads", (l.get("storage") or {}).get("uses"))' $OUT/r.json 2>&1)"
+	runs=$((runs + 1))
+	TARFA_CPUPROFILE=$OUT/prof-$runs.pprof timeout $(($(left) - 10)) ./tarfa run --model $B/jnf --backend cuda --vram-budget 16GiB --tokens 1,2,3,4 --max-tokens 48 --heat=false --json "$@" > $OUT/r.json 2> $OUT/r.err
+	echo "$runs. $name rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["timing"]; l=r.get("expert_levels") or {}; print("decode %.2f tok/s (%.3f s/token), load %.1f s, tokens %s…" % (t["decode_tokens_per_second"], 1/max(t["decode_tokens_per_second"],1e-9), t["load_seconds"], r["tokens"][:3]), "device hits", (l.get("device") or {}).get("hits"), "page cache", (l.get("page_cache") or {}).get("hits"), "storage reads", (l.get("storage") or {}).get("uses"))' $OUT/r.json 2>&1)"
 	cat $OUT/r.json >> $OUT/repeat.jsonl; echo >> $OUT/repeat.jsonl
 }
 for i in 1 2; do
