@@ -15,8 +15,8 @@
 # the call is left than it needs (LIMIT seconds in all, default 530): the
 # call then ends at once. $OUT/results.jsonl gets every result so far.
 #
-# Needs: .dev/llama/llama.cpp.tar.xz and .dev/llama/build.sh, made beside the
-# tree and never committed (fetched code and its build recipe); TARFA (a -tags
+# Needs: .dev/llama/llama.cpp.tar.xz (made by llama_mktar.sh; llama_build.sh builds it), made beside the
+# tree and never committed (fetched code); TARFA (a -tags
 # cuda tarfa; default: .dev/cuda/tarfa.gz from prepare.sh); python3 with torch,
 # transformers and accelerate (the device image's; llama.cpp's converter
 # needs nothing more: numpy, pyyaml and tqdm come with transformers).
@@ -67,7 +67,7 @@ if [ ! -x $BIN/llama-bench ] || [ ! -x $BIN/llama-completion ]; then
 	need build 120
 	sp=
 	if want_hf && [ "$(left)" -ge 300 ]; then synth & sp=$!; fi
-	BUILD_S=$(($(left) - 30)) L=$L bash .dev/llama/build.sh; rc=$?
+	BUILD_S=$(($(left) - 30)) L=$L bash "$(dirname "$0")/llama_build.sh"; rc=$?
 	[ -n "$sp" ] && wait $sp
 	[ $rc -eq 0 ] || { echo "build not finished: run llama.sh again"; exit 0; }
 fi
