@@ -362,6 +362,24 @@ type SlotPool interface {
 	SlotHolds(s Slot, digest jnf.Digest) bool
 }
 
+// MatMulOp is one product of a MatMuls call: Y = W·X over T rows, as
+// Queue.MatMul(Y, W, X, T) computes it.
+type MatMulOp struct {
+	Y, X Buf
+	W    *Weight
+	T    int
+}
+
+// Grouper is implemented by queues that compute several independent
+// products in one call: each op gets the bits Queue.MatMul gives it (the
+// same canonical reduction per output element), and no op may write what
+// another reads. A device launches them together: one routed expert's
+// product of a few rows leaves most of a GPU idle, the experts of a whole
+// MoE layer fill it.
+type Grouper interface {
+	MatMuls(ops []MatMulOp)
+}
+
 // SlotQueue is implemented by the queues of a SlotPool backend.
 type SlotQueue interface {
 	// FillSlot copies the verified bytes of an expert (as LoadExpert takes

@@ -107,13 +107,24 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	}
 	w.need = need
 	u := &w.use
-	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered}
+	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered, left: len(need)}
+	if g, ok := w.q.(backend.Grouper); ok {
+		u.group = g
+		w.held = grow(&w.held, len(need))[:0]
+	}
 	// The work outlives the step: it must keep no session alive (segs
 	// can point into a Session: its own Forward's segment), or a session
 	// dropped without Close is never collected and its cleanup never runs.
 	defer func() { u.segs = nil }()
 	if len(need) > 0 {
-		if err := m.experts.Stream(ctx, L.index, need, u); err != nil {
+		err := m.experts.Stream(ctx, L.index, need, u)
+		// Slots still bound (a Stream that failed or stopped short) are
+		// let go uncomputed: the step fails below.
+		for i := range w.held {
+			w.q.ReleaseExpert(&w.held[i].x)
+		}
+		w.held = w.held[:0]
+		if err != nil {
 			return err
 		}
 	}
@@ -151,9 +162,83 @@ type moeUse struct {
 	k, H, I      int
 	split        bool // experts may be placed on the host
 	ledgered     bool // some segment's session has a ledger
+	// group, when the queue has one, computes the experts bound from
+	// device slots together (w.held), once the last of the step's left
+	// experts has been delivered: each keeps its rows and its bits, and the
+	// device runs them in one launch per stage instead of one per expert.
+	group backend.Grouper
+	left  int
 }
 
+// heldExpert is an expert bound from a device slot, waiting for the
+// layer's grouped compute.
+type heldExpert struct {
+	e int
+	x backend.Expert
+}
+
+// Consume evaluates expert e as the source placed it (consume); after the
+// layer's last expert it computes those held for the grouped launch, still
+// inside the source's leases.
 func (u *moeUse) Consume(e int, p expertstream.Placed, tier ledger.Tier) error {
+	u.left--
+	if err := u.consume(e, p, tier); err != nil {
+		return err
+	}
+	if u.left == 0 && len(u.w.held) > 0 {
+		u.computeHeld()
+	}
+	return nil
+}
+
+// bound computes expert e, bound in w.x3 from a device slot: now, or held
+// for the grouped launch.
+func (u *moeUse) bound(e int) {
+	w := u.w
+	if u.group == nil {
+		u.compute(e, &w.x3)
+		w.q.ReleaseExpert(&w.x3)
+		w.m.onDevice.Add(1)
+		return
+	}
+	w.held = append(w.held, heldExpert{e: e, x: w.x3})
+	w.x3 = backend.Expert{}
+}
+
+// computeHeld evaluates the held experts for their rows: gate and up of
+// all of them in one grouped product, each one's SiLU·up, then every down
+// product in one more; then lets their slots go.
+func (u *moeUse) computeHeld() {
+	w, q := u.w, u.w.q
+	H, I := u.H, u.I
+	ops := w.mmOps[:0]
+	for i := range w.held {
+		h := &w.held[i]
+		a, b := u.start[h.e], u.start[h.e+1]
+		xe := w.xe.Rows(a, b, H)
+		ops = append(ops, backend.MatMulOp{Y: w.ge.Rows(a, b, I), W: &h.x.Gate, X: xe, T: b - a},
+			backend.MatMulOp{Y: w.ue.Rows(a, b, I), W: &h.x.Up, X: xe, T: b - a})
+	}
+	u.group.MatMuls(ops)
+	ops = ops[:0]
+	for i := range w.held {
+		h := &w.held[i]
+		a, b := u.start[h.e], u.start[h.e+1]
+		ge := w.ge.Rows(a, b, I)
+		q.SiLUMul(ge, ge, w.ue.Rows(a, b, I))
+		ops = append(ops, backend.MatMulOp{Y: w.ye.Rows(a, b, H), W: &h.x.Down, X: ge, T: b - a})
+	}
+	u.group.MatMuls(ops)
+	w.mmOps = ops[:0]
+	for i := range w.held {
+		u.done(w.held[i].e)
+		q.ReleaseExpert(&w.held[i].x)
+		w.m.onDevice.Add(1)
+	}
+	w.held = w.held[:0]
+}
+
+func (u *moeUse) consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 	w, m := u.w, u.w.m
 	a, b := u.start[e], u.start[e+1]
 	n := b - a
@@ -177,9 +262,7 @@ func (u *moeUse) Consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 		if err := sq.BindSlot(&w.x3, p.Slot, p.ID, p.Digest); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
 		}
-		u.compute(e, &w.x3)
-		w.q.ReleaseExpert(&w.x3)
-		m.onDevice.Add(1)
+		u.bound(e)
 		return nil
 	}
 	ve := p.Host
@@ -207,13 +290,14 @@ func (u *moeUse) Consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 		if err := sq.BindSlot(&w.x3, p.Slot, ve.ID(), ve.Digest()); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
 		}
-	} else {
-		if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
-			return u.host(e, ve)
-		}
-		if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
-			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
-		}
+		u.bound(e)
+		return nil
+	}
+	if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
+		return u.host(e, ve)
+	}
+	if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
+		return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
 	}
 	u.compute(e, &w.x3)
 	// The views end here: the source may recycle the copy.

@@ -322,6 +322,8 @@ type work struct {
 	xHB, xeHB, geHB, ueHB, yeHB backend.Buf   // host Bufs viewing the slices above
 	hq                          backend.Queue // the host's queue (experts placed on the CPU)
 	x3                          backend.Expert
+	held                        []heldExpert // experts bound for the grouped compute (moeUse)
+	mmOps                       []backend.MatMulOp
 	use                         moeUse
 	segPairs                    []int
 	placeStats                  placeState

@@ -44,6 +44,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"GatherScatter", (*suite).gatherScatter},
 		{"Embed", (*suite).embed},
 		{"MatMul", (*suite).matMul},
+		{"MatMuls", (*suite).matMuls},
 		{"Norms", (*suite).norms},
 		{"RoPE", (*suite).rope},
 		{"Attention", (*suite).attention},
@@ -437,6 +438,56 @@ func (s *suite) matMul() {
 		})
 		s.same("MatMul head "+name, y)
 	}
+}
+
+// matMuls checks a backend.Grouper's MatMuls: every shape of the suite
+// at several token counts, in one call (ragged rows and columns, more
+// tokens than one block's group, outputs that share a buffer), each
+// against the reference's MatMul. A backend without one skips nothing:
+// the engine then computes each product with MatMul.
+func (s *suite) matMuls() {
+	q := s.queue()
+	if _, ok := q.(backend.Grouper); !ok {
+		s.t.Logf("%s: no grouped products (backend.Grouper)", s.be.Name())
+		return
+	}
+	Ts := []int{1, 3, 9, 17}
+	if s.o.Short {
+		Ts = []int{1, 9}
+	}
+	type op struct {
+		g, w  *backend.Weight
+		x     pair
+		T, at int
+	}
+	var ops []op
+	total := 0
+	for _, ms := range matShapes(s.o.Short) {
+		g, w := s.weight(matName(ms), backend.UseMatMul)
+		for i, T := range Ts {
+			if (i+ms.rows)%2 == 1 && len(ops) > 0 {
+				continue // not every shape at every count: vary the mix
+			}
+			ops = append(ops, op{g: g, w: w, x: s.pair(s.values(T*ms.cols, 1)), T: T, at: total})
+			total += T * ms.rows
+		}
+	}
+	// All outputs in one buffer, each op its own range of it.
+	y := s.zeros(total)
+	s.run("MatMuls", func(q backend.Queue, b func(pair) backend.Buf) {
+		if b(y) == y.want {
+			for _, o := range ops {
+				q.MatMul(y.want.Slice(o.at, o.at+o.T*o.w.Rows()), o.w, o.x.want, o.T)
+			}
+			return
+		}
+		mm := make([]backend.MatMulOp, len(ops))
+		for i, o := range ops {
+			mm[i] = backend.MatMulOp{Y: y.got.Slice(o.at, o.at+o.T*o.g.Rows()), W: o.g, X: o.x.got, T: o.T}
+		}
+		q.(backend.Grouper).MatMuls(mm)
+	})
+	s.same(fmt.Sprintf("MatMuls of %d products", len(ops)), y)
 }
 
 func (s *suite) norms() {

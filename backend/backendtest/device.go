@@ -58,6 +58,7 @@ type device struct {
 	h2d, h2dCopies, expertH2D, d2h, upload atomic.Int64
 	loaded, cached, direct                 atomic.Int64
 	verified, failures, scrubbed           atomic.Int64
+	grouped                                atomic.Int64 // MatMuls calls
 
 	pinMu  sync.Mutex
 	pinned map[uintptr]int // base address → length of memory Pin pinned
@@ -735,3 +736,16 @@ func (q *devQueue) ReleaseExpert(x *backend.Expert) {
 	}
 	*x = backend.Expert{}
 }
+
+// MatMuls computes each op as MatMul does (backend.Grouper), counting the
+// calls (GroupedMatMuls).
+func (q *devQueue) MatMuls(ops []backend.MatMulOp) {
+	q.d.grouped.Add(1)
+	for _, o := range ops {
+		q.MatMul(o.Y, o.W, o.X, o.T)
+	}
+}
+
+// GroupedMatMuls counts the MatMuls calls of be's queues (a NewDevice
+// backend).
+func GroupedMatMuls(be backend.Backend) int64 { return be.(*device).grouped.Load() }

@@ -95,7 +95,7 @@ func (m *devMem) Elems() int { return m.n }
 // kernels are the module's functions.
 type kernels struct {
 	copyRows, gatherRows, scatterRows, embedBF16, embedF32 cu.Function
-	matmulBF16, matmulF32                                  cu.Function
+	matmulBF16, matmulF32, matmulGroup                     cu.Function
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
@@ -112,7 +112,7 @@ func (k *kernels) table() []struct {
 	}{
 		{"copy_rows", &k.copyRows}, {"gather_rows", &k.gatherRows}, {"scatter_rows", &k.scatterRows},
 		{"embed_bf16", &k.embedBF16}, {"embed_f32", &k.embedF32},
-		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32},
+		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
 		{"rmsnorm", &k.rmsnorm}, {"gated_rmsnorm", &k.gatedRMSNorm}, {"l2norm", &k.l2norm},
 		{"rope", &k.rope}, {"attention", &k.attention},
 		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},

@@ -33,6 +33,10 @@ type Queue struct {
 	hsMade bool
 	err    error
 	host   *cpu.Queue
+	// mmTab and mmRest are MatMuls' scratch: the launch's table, the
+	// products it leaves to MatMul.
+	mmTab  []mmEntry
+	mmRest []backend.MatMulOp
 
 	// arena is pinned memory for the host side of transfers, reset at each
 	// synchronisation; outs are the copies to the caller's slices then due.
@@ -485,6 +489,69 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 			return
 		}
 		q.launch("MatMul", fn, blocks(N, rowsPerBlock), blocks(T, 8), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
+	})
+}
+
+// mmEntry is kernels/ops.cu's mm_entry: one product of a matmul_group
+// launch.
+type mmEntry struct {
+	y, w, x                   uint64
+	n, k, t, bf16, first, rbs int64
+}
+
+// MatMuls computes each op as MatMul does (backend.Grouper): the products
+// whose weights are on the device in one matmul_group launch, whose blocks
+// are exactly MatMul's, the others one at a time.
+func (q *Queue) MatMuls(ops []backend.MatMulOp) {
+	rest := q.mmRest[:0]
+	defer func() {
+		for _, o := range rest {
+			q.MatMul(o.Y, o.W, o.X, o.T)
+		}
+		q.mmRest = rest[:0]
+	}()
+	q.do(func() {
+		tab := q.mmTab[:0]
+		var first int64
+		for _, o := range ops {
+			if o.T < 0 {
+				q.fail("MatMuls: %d tokens", o.T)
+				return
+			}
+			N, K := o.W.Rows(), o.W.Cols()
+			dw, ok := o.W.Dev.(*devWeight)
+			if !ok || K == 0 || o.T == 0 || N == 0 {
+				rest = append(rest, o) // after the launch: each is independent
+				continue
+			}
+			yy, _ := q.dev("MatMuls", "y", o.Y, o.T*N)
+			xx, _ := q.dev("MatMuls", "x", o.X, o.T*K)
+			if !q.ok() {
+				return
+			}
+			if dw.rows != N || dw.cols != K {
+				q.fail("MatMuls: weight %s is %d×%d on the device, %d×%d on the host", o.W.Host.Name, dw.rows, dw.cols, N, K)
+				return
+			}
+			e := mmEntry{y: p(yy), w: p(dw.ptr), x: p(xx), n: int64(N), k: int64(K), t: int64(o.T), first: first, rbs: int64(blocks(N, rowsPerBlock))}
+			if dw.bf16 {
+				e.bf16 = 1
+			}
+			tab = append(tab, e)
+			first += e.rbs * int64(blocks(o.T, 8))
+		}
+		q.mmTab = tab
+		if len(tab) == 0 {
+			return
+		}
+		if first > math.MaxInt32 {
+			q.fail("MatMuls: a grid of %d blocks", first)
+			return
+		}
+		n := int(unsafe.Sizeof(mmEntry{})) * len(tab)
+		sc := q.scratchBuf(int64(n))
+		q.upload(sc, unsafe.Pointer(unsafe.SliceData(tab)), n)
+		q.launch("MatMuls", q.b.k.matmulGroup, int(first), 1, blockThreads, p(sc), i(len(tab)))
 	})
 }
 

@@ -364,12 +364,13 @@ __global__ void embed_f32(float *dst, const float *table, const int *ids, i64 T,
 // canonical one (lane l: chunks l, l+32, … in increasing k; the partial
 // chunk last, on lane chunks mod 32). Blocks of 8 warps (8 rows).
 #define TT 8
+// Block (bx, by) computes rows bx·8 … of W for tokens by·TT ….
 template <typename WT>
-__device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *x, i64 N, i64 K, i64 T) {
+__device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *x, i64 N, i64 K, i64 T, i64 bx, i64 by) {
   const int lane = threadIdx.x & 31;
-  const i64 n = (i64)blockIdx.x * (blockDim.x / 32) + (threadIdx.x / 32);
+  const i64 n = bx * (blockDim.x / 32) + (threadIdx.x / 32);
   if (n >= N) return;  // whole warps only
-  const i64 t0 = (i64)blockIdx.y * TT;
+  const i64 t0 = by * TT;
   const int nt = (int)min((i64)TT, T - t0);
   const WT *w = W + n * K;
   const i64 chunks = K / 8;
@@ -410,11 +411,39 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
 extern "C" {
 
 __global__ void matmul_bf16(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
-  matmul_body(y, W, x, N, K, T);
+  matmul_body(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
 }
 
 __global__ void matmul_f32(float *y, const float *W, const float *x, i64 N, i64 K, i64 T) {
-  matmul_body(y, W, x, N, K, T);
+  matmul_body(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
+// matmul_group: G independent products in one launch (the experts of one
+// MoE layer). Entry g owns blocks first … first + rb·⌈T/TT⌉ − 1 of the
+// one-dimensional grid, row block fastest; each of its blocks runs exactly
+// the block (bx, by) of matmul_bf16 or matmul_f32 over the entry: the same
+// bits. Entries are sorted by first, which starts at 0.
+struct mm_entry {
+  float *y;
+  const void *W;
+  const float *x;
+  i64 N, K, T, bf16, first, rb;
+};
+
+__global__ void matmul_group(const mm_entry *e, i64 G) {
+  const i64 b = blockIdx.x;
+  i64 lo = 0, hi = G - 1;  // the last entry whose first is <= b
+  while (lo < hi) {
+    const i64 mid = (lo + hi + 1) / 2;
+    if (e[mid].first <= b) lo = mid; else hi = mid - 1;
+  }
+  const mm_entry m = e[lo];
+  const i64 r = b - m.first;
+  if (m.bf16) {
+    matmul_body(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+  } else {
+    matmul_body(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+  }
 }
 
 // ---- norms: one warp per row ----
