@@ -143,32 +143,36 @@ func (fs *files) close() {
 	fs.fds = map[*jnf.File]*fileFD{}
 }
 
-// read fills b with ref's record and its padding (ReadLength bytes, a
-// multiple of the page size at an aligned offset, so O_DIRECT accepts it)
-// and reports whether the read bypassed the page cache (direct) or was
-// served from it without waiting (cached: DirectAuto found every page
-// there).
-func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached bool, err error) {
-	n := ref.ReadLength()
-	if int64(len(b.Bytes())) < n {
-		return false, false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), n)
+// readRange fills b[off:off+n] with bytes off to off+n of ref's read (its
+// record and padding: ReadLength bytes at an aligned offset; off and n
+// multiples of the page size, or n the read's last bytes, so O_DIRECT
+// accepts them: a piece of an expert read, pipeline.go) and reports
+// whether the read bypassed the page cache (direct) or was served from it
+// without waiting (cached: DirectAuto found every page there).
+func (fs *files) readRange(ref weights.ExpertRef, b *weights.Buffer, off, n int64) (direct, cached bool, err error) {
+	if off < 0 || n <= 0 || off+n > ref.ReadLength() {
+		return false, false, fmt.Errorf("tier: bytes %d to %d of a %d-byte read", off, off+n, ref.ReadLength())
+	}
+	if int64(len(b.Bytes())) < off+n {
+		return false, false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), off+n)
 	}
 	jf := ref.File()
 	fd, err := fs.get(jf)
 	if err != nil {
 		return false, false, err
 	}
-	dst := b.Bytes()[:n]
-	if fd.cached != nil && readCached(fd.cachedFD, dst, ref.Offset()) {
+	dst := b.Bytes()[off : off+n]
+	at := ref.Offset() + off
+	if fd.cached != nil && readCached(fd.cachedFD, dst, at) {
 		return false, true, nil
 	}
-	_, err = fd.r.ReadAt(dst, ref.Offset())
+	_, err = fd.r.ReadAt(dst, at)
 	if err != nil && fd.direct && errors.Is(err, unix.EINVAL) && fs.mode != DirectOn {
 		fd = fs.demote(jf, fd)
-		_, err = fd.r.ReadAt(dst, ref.Offset())
+		_, err = fd.r.ReadAt(dst, at)
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, ref.Offset(), err)
+		return false, false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, at, err)
 	}
 	return fd.direct, false, nil
 }
