@@ -2,10 +2,13 @@ package weights
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"lukechampine.com/blake3/guts"
+
+	"github.com/tarfa-ai/tarfa/jnf"
 )
 
 // Check is the verification of one expert record read into an arena
@@ -79,4 +82,29 @@ func (c *Check) Verify() (VerifiedExpert, error) {
 		return VerifiedExpert{}, err
 	}
 	return c.ref.minted(rec, c.b), nil
+}
+
+// SumInParts is the BLAKE3 digest of data computed as a Check computes a
+// record's: in parts of at most part bytes (part ≤ 0: one), hashed by
+// workers goroutines taking them in order. It mints nothing: it is for
+// measurements (tarfa bench hash).
+func SumInParts(data []byte, part int64, workers int) jnf.Digest {
+	if len(data) == 0 {
+		return jnf.BLAKE3Bytes(data)
+	}
+	p := newPlan(int64(len(data)), part)
+	nodes := make([]guts.Node, p.parts())
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < len(nodes); i = int(next.Add(1) - 1) {
+			nodes[i] = p.hash(data, i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range max(workers, 1) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return p.sum(nodes)
 }

@@ -195,3 +195,22 @@ func BenchmarkCheckExpert(b *testing.B) {
 		})
 	}
 }
+
+// TestSumInParts: the measurement's digest is BLAKE3's, for any workers.
+func TestSumInParts(t *testing.T) {
+	data := make([]byte, 5<<20+123)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	want := blake3.Sum256(data)
+	for _, w := range []int{0, 1, 3, 16} {
+		for _, part := range []int64{0, 64 << 10, 1 << 20} {
+			if got := SumInParts(data, part, w); got.Sum != want {
+				t.Errorf("%d workers, parts of %d: %x, want %x", w, part, got.Sum, want)
+			}
+		}
+	}
+	if got := SumInParts(nil, 1<<20, 2); got.Sum != blake3.Sum256(nil) {
+		t.Errorf("empty: %x", got.Sum)
+	}
+}
