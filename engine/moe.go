@@ -211,8 +211,12 @@ func (u *moeUse) Consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 		if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
 			return u.host(e, ve)
 		}
+		t0 := time.Now()
 		if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+		}
+		if u.split {
+			w.placeStats.deviceDone(ve.Bytes(), time.Since(t0))
 		}
 	}
 	u.compute(e, &w.x3)
