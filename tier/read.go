@@ -9,9 +9,10 @@
 // bytes, each under a lease released when the engine has consumed it. A
 // model run without a hierarchy reads and verifies every expert on every
 // use and keeps none. Reads run in parallel (O_DIRECT where the file
-// system allows it) into sealed arena buffers (weights.Arena) and are
-// hashed by a pool of hashers, overlapped with the reads and with compute;
-// no byte reaches compute before its digest matched, and a device copy is
+// system allows it), each expert's in pieces that any reader takes, into
+// sealed arena buffers (weights.Arena), and each expert is hashed in parts
+// that any hasher takes (pipeline.go), overlapped with the reads and with
+// compute; no byte reaches compute before its digest matched, and a device copy is
 // hashed again on the device (cuda: Options.VerifyCopies). Budgets are hard
 // limits. Results never depend on the policies, the budgets, the number of
 // readers, prefetching or arrival order.

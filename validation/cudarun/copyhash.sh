@@ -23,7 +23,9 @@
 #                  every use crosses to the device;
 #        pagecache --direct off --ram-budget 0 (the page cache holds the
 #                  files after convert), at VRAM_SMALL and at 16GiB (the
-#                  issue's 0.068 s/token), --tokens 1,2,3,4;
+#                  issue's 0.068 s/token), --tokens 1,2,3,4, and at VRAM_SMALL
+#                  with --device-verify=false (what hashing the copies on the
+#                  device costs);
 #        split     the ram placement with --placement auto (measured costs)
 #                  and --placement host;
 #      each printing s/token, the routed-expert bytes per decode token over
@@ -152,6 +154,7 @@ if [ "$BACKEND" = cuda ]; then
 	run ram warm --direct off --ram-budget "$RAM_ALL" --vram-budget "$VRAM_SMALL" --placement device
 	run pagecache short --direct off --ram-budget 0 --vram-budget "$VRAM_SMALL" --placement device
 	run pagecache-16g short --direct off --ram-budget 0 --vram-budget 16GiB --placement device
+	run pagecache-noverify short --direct off --ram-budget 0 --vram-budget "$VRAM_SMALL" --placement device --device-verify=false
 	run split-auto warm --direct off --ram-budget "$RAM_ALL" --vram-budget "$VRAM_SMALL" --placement auto
 	run split-host warm --direct off --ram-budget "$RAM_ALL" --vram-budget "$VRAM_SMALL" --placement host
 else
