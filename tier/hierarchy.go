@@ -331,7 +331,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 			return nil, fmt.Errorf("tier: the RAM budget of %d bytes holds no expert (%d bytes read; 0 means no RAM tier): %w", opt.RAMBudget, h.size, err)
 		}
 		if opt.Pinner != nil {
-			h.ram.SetPinner(opt.Pinner)
+			h.ram.SetLazyPinner(opt.Pinner) // by the reader that first reads into a buffer, not under h.mu
 		}
 		name := opt.Policy
 		if name == "" {

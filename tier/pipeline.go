@@ -96,6 +96,7 @@ func (h *Hierarchy) reader() {
 				}
 			}
 		}
+		r.buf.Pin() // a RAM-tier buffer's first read (the staging ones were pinned when mapped)
 		j := &job{readReq: r}
 		n := piecesOf(r.ref.ReadLength())
 		j.left.Store(int32(n))

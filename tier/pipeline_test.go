@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/engine"
@@ -126,5 +127,68 @@ func TestPiecesOfAChangedFile(t *testing.T) {
 				t.Errorf("stats %+v", st)
 			}
 		})
+	}
+}
+
+// countPinner counts the buffers it pinned and unpinned.
+type countPinner struct {
+	mu              sync.Mutex
+	pinned, unpined int
+	sizes           map[int]int
+}
+
+func (p *countPinner) Pin(mem []byte) (func() error, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pinned++
+	if p.sizes == nil {
+		p.sizes = map[int]int{}
+	}
+	p.sizes[len(mem)]++
+	return func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.unpined++
+		return nil
+	}, nil
+}
+
+// TestRAMTierIsPinned: with a Pinner the RAM tier's buffers are pinned as
+// the staging ones are (a resident copy is copied to the device from where
+// it lies), each once, by its first read; all are unpinned at Close.
+func TestRAMTierIsPinned(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	er, _ := ck.ExpertRef(0, 0)
+	size := er.ReadLength()
+	var p countPinner
+	h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 2 * size, Pinner: &p, Direct: DirectOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(ck, engine.Options{Experts: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range prompts {
+		if _, err := run(t, m, pr, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := h.Stats()
+	ram := h.ram.Mapped() / int64(h.ram.BufferSize())
+	if st.Misses == 0 || ram == 0 || st.Hits == 0 {
+		t.Fatalf("stats %+v, %d RAM buffers", st, ram)
+	}
+	p.mu.Lock()
+	pinned := p.pinned
+	p.mu.Unlock()
+	if staging := h.dev.Mapped() / int64(h.dev.BufferSize()); int64(pinned) != ram+staging {
+		t.Errorf("%d buffers pinned, want the %d of the RAM tier and the %d staging ones", pinned, ram, staging)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p.unpined != pinned {
+		t.Errorf("%d of %d unpinned at Close", p.unpined, pinned)
 	}
 }
