@@ -214,3 +214,16 @@ func TestSumInParts(t *testing.T) {
 		t.Errorf("empty: %x", got.Sum)
 	}
 }
+
+// FuzzSumInParts: for any bytes and any part size, the digest in parts is
+// BLAKE3's.
+func FuzzSumInParts(f *testing.F) {
+	f.Add([]byte("abc"), uint16(1), uint8(1))
+	f.Add(make([]byte, 5000), uint16(2), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, chunks uint16, workers uint8) {
+		part := int64(chunks) * 1024
+		if got, want := SumInParts(data, part, int(workers%8)), blake3.Sum256(data); got.Sum != want {
+			t.Fatalf("%d bytes in parts of %d: %x, want %x", len(data), part, got.Sum, want)
+		}
+	})
+}
