@@ -9,7 +9,12 @@ import (
 
 // Placement chooses where the routed experts that are not resident in a
 // device backend's memory are computed: on the device (their bytes cross
-// to it) or on the host CPU (the activations cross instead). Both compute
+// to it) or on the host CPU (the activations cross instead). It decides
+// for every expert delivered as host bytes and, under a source with a
+// device level, for every expert the device level does not hold and the
+// source's RAM tier does, before a slot is taken for it
+// (expertstream.HostPlacer): placed on the host, it is computed from its
+// RAM copy and fills no slot; the source's reads still fill slots. Both compute
 // the same bits (EXACTNESS.md), so a placement changes speed only; replay
 // under any placement is bit-identical. With the CPU backend there is only
 // one side and Placement is ignored.
@@ -18,7 +23,8 @@ type Placement string
 const (
 	// PlaceAuto places each expert where it is expected to finish sooner,
 	// from measured costs: the host's time per weight byte and row against
-	// the time to copy the expert's bytes to the device.
+	// the time the step's goroutine spends handing the expert's bytes to
+	// the device (LoadExpert, FillSlot: a copy it waits for).
 	PlaceAuto Placement = ""
 	// PlaceDevice computes every expert on the device.
 	PlaceDevice Placement = "device"

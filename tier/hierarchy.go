@@ -633,12 +633,16 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		}
 	}
 	if devl != nil {
+		hp, _ := c.(expertstream.HostPlacer)
 		// Resident experts first, as the RAM tier below does.
 		for pass := range 2 {
 			for i := range uses {
 				id := weights.ExpertID{Layer: layer, Expert: uses[i].x}
 				if devl.cache.Contains(id) != (pass == 0) {
 					continue
+				}
+				if pass == 1 && hp != nil && h.cache != nil && h.cache.Contains(id) && hp.PreferHost(uses[i].x, h.refs[h.dims.Index(id)].Length()) {
+					continue // computed on the host from its RAM-tier copy: no slot
 				}
 				if err := devl.leaseLocked(h, &uses[i], id, now); err != nil {
 					release()
