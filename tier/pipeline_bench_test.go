@@ -13,9 +13,21 @@ import (
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
-type nopConsumer struct{ n int64 }
+// nopConsumer counts the bytes delivered and the time from each step's
+// start to its first expert.
+type nopConsumer struct {
+	n      int64
+	start  time.Time
+	first  time.Duration
+	firsts int
+}
 
 func (c *nopConsumer) Consume(e int, p expertstream.Placed, _ ledger.Tier) error {
+	if !c.start.IsZero() {
+		c.first += time.Since(c.start)
+		c.firsts++
+		c.start = time.Time{}
+	}
 	c.n += p.Host.Bytes()
 	return nil
 }
@@ -53,6 +65,7 @@ func BenchmarkStreamPageCache(b *testing.B) {
 			for i := range 8 {
 				experts = append(experts, (steps*5+i)%cfg.Experts)
 			}
+			c.start = time.Now()
 			if err := h.Stream(context.Background(), l, experts, &c); err != nil {
 				b.Fatal(err)
 			}
@@ -60,4 +73,5 @@ func BenchmarkStreamPageCache(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(c.n)/time.Since(t0).Seconds()/1e9, "GB/s")
+	b.ReportMetric(c.first.Seconds()*1e3/float64(max(c.firsts, 1)), "ms-to-first")
 }

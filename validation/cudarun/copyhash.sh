@@ -25,7 +25,8 @@
 #                  files after convert), at VRAM_SMALL and at 16GiB (the
 #                  issue's 0.068 s/token), --tokens 1,2,3,4, and at VRAM_SMALL
 #                  with --device-verify=false (what hashing the copies on the
-#                  device costs);
+#                  device costs) and with 4 and 16 readers (the readers'
+#                  page-cache copies share the cores with the hashers);
 #        split     the ram placement with --placement auto (measured costs)
 #                  and --placement host;
 #      each printing s/token, the routed-expert bytes per decode token over
@@ -159,6 +160,8 @@ if [ "$BACKEND" = cuda ]; then
 	run pagecache short --direct off --ram-budget 0 --vram-budget "$VRAM_SMALL" --placement device
 	run pagecache-16g short --direct off --ram-budget 0 --vram-budget 16GiB --placement device
 	run pagecache-noverify short --direct off --ram-budget 0 --vram-budget "$VRAM_SMALL" --placement device --device-verify=false
+	run pagecache-readers4 short --direct off --ram-budget 0 --vram-budget "$VRAM_SMALL" --placement device --readers 4
+	run pagecache-readers16 short --direct off --ram-budget 0 --vram-budget "$VRAM_SMALL" --placement device --readers 16
 	run split-auto warm --direct off --ram-budget "$RAM_ALL" --vram-budget "$VRAM_SMALL" --placement auto
 	run split-host warm --direct off --ram-budget "$RAM_ALL" --vram-budget "$VRAM_SMALL" --placement host
 else
