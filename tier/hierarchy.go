@@ -204,7 +204,7 @@ type Hierarchy struct {
 	reqs    chan readReq   // reads a Stream waits for
 	preqs   chan readReq   // reads ahead (hints, warm): served when reqs is empty
 	rwg     sync.WaitGroup // readers
-	pieceQ  chan piece     // pieces of reads begun, for any reader (pipeline.go)
+	pieces  pieceQueue     // the reads' pieces, in order, for any reader (pipeline.go)
 	hashQ   chan part      // parts of reads done, for any hasher
 	hwg     sync.WaitGroup // hashers
 	wg      sync.WaitGroup // the prefetcher
@@ -356,14 +356,15 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	if hashers <= 0 {
 		hashers = runtime.GOMAXPROCS(0)
 	}
-	h.pieceQ = make(chan piece, n*piecesOf(int64(h.size)))
+	h.pieces.init()
 	h.hashQ = make(chan part, 4*hashers)
 	for range hashers {
 		h.hwg.Add(1)
 		go h.hasher()
 	}
+	h.rwg.Add(1 + n)
+	go h.dispatcher()
 	for range n {
-		h.rwg.Add(1)
 		go h.reader()
 	}
 	h.prefetchQ = make(chan readDone, n)

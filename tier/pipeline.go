@@ -8,17 +8,17 @@ import (
 )
 
 // An expert's read is a job of pieces and parts: its bytes are read in
-// pieces of readPiece bytes by whichever readers are free (the first
-// reader to take the job queues the other pieces for the others, and
-// readers take queued pieces before new jobs), and once the last piece is
-// in, the buffer is sealed and hashed in parts of hashPart bytes by
-// whichever hashers are free (weights.Check: subtrees of its BLAKE3 tree).
-// The queues are first in, first out, so the experts a Stream asked for
-// first are read, then verified, first — each by many cores — and the
-// engine copies and computes one while the next ones are read and hashed:
-// a layer's eight experts keep every core busy, not eight of them, and the
-// first is ready in an eighth of the time. The last part's hasher
-// compares the digest and replies; nothing is delivered before that.
+// pieces of readPiece bytes by whichever readers are free, and once the
+// last piece is in, the buffer is sealed and hashed in parts of hashPart
+// bytes by whichever hashers are free (weights.Check: subtrees of its
+// BLAKE3 tree). One dispatcher turns the reads asked for into pieces, in
+// the order asked (a Stream's before reads ahead), and the readers take
+// the pieces in that order, so the experts a Stream asked for first are
+// read, then verified, first — each by many cores — and the engine copies
+// and computes one while the next ones are read and hashed: a layer's
+// eight experts keep every core busy, not eight of them. The last part's
+// hasher compares the digest and replies; nothing is delivered before
+// that.
 var (
 	readPiece int64 = 4 << 20 // a multiple of jnf.Align (O_DIRECT)
 	hashPart  int64 = 1 << 20
@@ -51,29 +51,74 @@ type part struct {
 	i int
 }
 
-// reader serves read requests until Close: pieces of jobs begun first,
-// then the reads a Stream waits for, then reads ahead. It only reads: the
-// reader of a job's last piece hands its parts to the hashers, so Readers
-// reads stay in flight while earlier ones are hashed.
-func (h *Hierarchy) reader() {
-	defer h.rwg.Done()
-	reqs, preqs := h.reqs, h.preqs
+// pieceQueue holds the pieces of the reads dispatched and not yet taken:
+// those a Stream waits for (now) before reads ahead (ahead), each in the
+// order dispatched. It never blocks the dispatcher: every read in it holds
+// a buffer already, so the arenas' budgets bound it.
+type pieceQueue struct {
+	mu         sync.Mutex
+	more       *sync.Cond
+	now, ahead []piece
+	closed     bool
+}
+
+func (q *pieceQueue) init() { q.more = sync.NewCond(&q.mu) }
+
+// push queues every piece of j.
+func (q *pieceQueue) push(j *job, n int, ahead bool) {
+	q.mu.Lock()
+	for i := range n {
+		if ahead {
+			q.ahead = append(q.ahead, piece{j, i})
+		} else {
+			q.now = append(q.now, piece{j, i})
+		}
+	}
+	q.mu.Unlock()
+	q.more.Broadcast()
+}
+
+// pop takes the first piece, waiting for one; false once closed and empty.
+func (q *pieceQueue) pop() (piece, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	for {
+		for _, l := range []*[]piece{&q.now, &q.ahead} {
+			if len(*l) > 0 {
+				p := (*l)[0]
+				(*l)[0] = piece{}
+				*l = (*l)[1:]
+				if len(*l) == 0 {
+					*l = nil // let the backing array go
+				}
+				return p, true
+			}
+		}
+		if q.closed {
+			return piece{}, false
+		}
+		q.more.Wait()
+	}
+}
+
+func (q *pieceQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.more.Broadcast()
+}
+
+// dispatcher turns read requests into pieces until Close: the reads a
+// Stream waits for before reads ahead.
+func (h *Hierarchy) dispatcher() {
+	defer h.rwg.Done()
+	defer h.pieces.close()
+	reqs, preqs := h.reqs, h.preqs
+	for reqs != nil || preqs != nil {
 		var r readReq
 		var ok bool
-		select {
-		case p := <-h.pieceQ:
-			h.readPiece(p)
-			continue
-		default:
-		}
-		if reqs == nil && preqs == nil {
-			return // closed, and no piece left: a job's pieces are queued before its first is read
-		}
-		select { // a read a Stream waits for before a read ahead
-		case p := <-h.pieceQ:
-			h.readPiece(p)
-			continue
+		ahead := false
+		select { // a read a Stream waits for first
 		case r, ok = <-reqs:
 			if !ok {
 				reqs = nil
@@ -81,9 +126,6 @@ func (h *Hierarchy) reader() {
 			}
 		default:
 			select {
-			case p := <-h.pieceQ:
-				h.readPiece(p)
-				continue
 			case r, ok = <-reqs:
 				if !ok {
 					reqs = nil
@@ -94,26 +136,30 @@ func (h *Hierarchy) reader() {
 					preqs = nil
 					continue
 				}
+				ahead = true
 			}
 		}
-		r.buf.Pin() // a RAM-tier buffer's first read (the staging ones were pinned when mapped)
 		j := &job{readReq: r}
 		n := piecesOf(r.ref.ReadLength())
 		j.left.Store(int32(n))
-		rest := n // the first piece the queue had no room for: this reader reads it and those after it
-	queue:
-		for i := 1; i < n; i++ {
-			select {
-			case h.pieceQ <- piece{j, i}:
-			default:
-				rest = i
-				break queue
-			}
+		h.pieces.push(j, n, ahead)
+	}
+}
+
+// reader reads pieces until Close. It only reads: the reader of a job's
+// last piece hands its parts to the hashers, so Readers reads stay in
+// flight while earlier ones are hashed.
+func (h *Hierarchy) reader() {
+	defer h.rwg.Done()
+	for {
+		p, ok := h.pieces.pop()
+		if !ok {
+			return
 		}
-		h.readPiece(piece{j, 0})
-		for i := rest; i < n; i++ {
-			h.readPiece(piece{j, i})
+		if p.i == 0 {
+			p.j.buf.Pin() // a RAM-tier buffer's first read (the staging ones were pinned when mapped)
 		}
+		h.readPiece(p)
 	}
 }
 

@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/validation/synth"
+	"github.com/tarfa-ai/tarfa/weights"
 )
 
 // nopConsumer counts the bytes delivered and the time from each step's
@@ -47,7 +49,13 @@ func BenchmarkStreamPageCache(b *testing.B) {
 		b.Fatal(err)
 	}
 	ck := openCk(b, filepath.Join(dir, "jnf"))
-	h, err := New(ck, Options{StagingBudget: Auto, Direct: DirectOff})
+	for _, readers := range []int{2, DefaultReaders} {
+		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) { streamPageCache(b, ck, readers) })
+	}
+}
+
+func streamPageCache(b *testing.B, ck *weights.Checkpoint, readers int) {
+	h, err := New(ck, Options{StagingBudget: Auto, Direct: DirectOff, Readers: readers})
 	if err != nil {
 		b.Fatal(err)
 	}
