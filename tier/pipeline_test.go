@@ -192,3 +192,47 @@ func TestRAMTierIsPinned(t *testing.T) {
 		t.Errorf("%d of %d unpinned at Close", p.unpined, pinned)
 	}
 }
+
+// TestPieceQueueOrder: readers take the pieces of the reads a Stream
+// waits for before reads ahead, each read's in order and the reads in the
+// order dispatched; a reader waits for a piece, and none is left waiting
+// once the queue is closed and empty.
+func TestPieceQueueOrder(t *testing.T) {
+	var q pieceQueue
+	q.init()
+	a, b, c := &job{}, &job{}, &job{}
+	q.push(a, 2, true) // ahead
+	q.push(b, 3, false)
+	q.push(c, 1, false)
+	var got []piece
+	for range 6 {
+		p, ok := q.pop()
+		if !ok {
+			t.Fatal("closed")
+		}
+		got = append(got, p)
+	}
+	want := []piece{{b, 0}, {b, 1}, {b, 2}, {c, 0}, {a, 0}, {a, 1}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("piece %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	done := make(chan piece)
+	go func() {
+		p, _ := q.pop()
+		done <- p
+	}()
+	q.push(c, 1, true)
+	if p := <-done; p != (piece{c, 0}) {
+		t.Errorf("a waiting reader got %v", p)
+	}
+	go func() {
+		_, ok := q.pop()
+		done <- piece{i: map[bool]int{true: 1, false: 0}[ok]}
+	}()
+	q.close()
+	if p := <-done; p.i != 0 {
+		t.Error("a piece popped from a closed, empty queue")
+	}
+}
