@@ -80,6 +80,12 @@ func BenchmarkH2D(b *testing.B) {
 				src[i] = byte(i)
 			}
 			b.Run(fmt.Sprintf("%s/%dMiB", kind, n>>20), func(b *testing.B) {
+				// A sub-benchmark runs on a goroutine of its own: make the
+				// context current on its thread.
+				if err := cb.enter(); err != nil {
+					b.Fatal(err)
+				}
+				defer cb.leave()
 				b.SetBytes(int64(n))
 				t0 := time.Now()
 				for b.Loop() {
