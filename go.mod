@@ -19,6 +19,7 @@ require (
 	golang.org/x/text v0.44.0
 	gonum.org/v1/plot v0.17.0
 	gorgonia.org/cu v0.9.6
+	lukechampine.com/blake3 v1.4.1
 )
 
 require (

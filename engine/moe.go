@@ -106,8 +106,10 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 		}
 	}
 	w.need = need
+	pick := grow(&w.hostPick, E)
+	clear(pick)
 	u := &w.use
-	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered, left: len(need)}
+	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered, pick: pick, left: len(need)}
 	if g, ok := w.q.(backend.Grouper); ok {
 		u.group = g
 		w.held = grow(&w.held, len(need))[:0]
@@ -168,6 +170,31 @@ type moeUse struct {
 	// device runs them in one launch per stage instead of one per expert.
 	group backend.Grouper
 	left  int
+	// pick is each expert's placement once decided (PreferHost, Consume):
+	// 0 not yet, 1 the host, 2 the device; one decision an expert a step.
+	pick []int8
+}
+
+var _ expertstream.HostPlacer = (*moeUse)(nil)
+
+// PreferHost implements expertstream.HostPlacer: the placement's choice
+// for expert e, whose verified copy the source keeps in RAM, against a
+// copy into a device slot.
+func (u *moeUse) PreferHost(e int, bytes int64) bool { return u.onHost(e, bytes) }
+
+// onHost decides, once a step, whether expert e of bytes is computed on
+// the host.
+func (u *moeUse) onHost(e int, bytes int64) bool {
+	if !u.split || e < 0 || e >= len(u.pick) {
+		return false
+	}
+	if u.pick[e] == 0 {
+		u.pick[e] = 2
+		if u.w.m.place.onHost(&u.w.placeStats, bytes, u.start[e+1]-u.start[e]) {
+			u.pick[e] = 1
+		}
+	}
+	return u.pick[e] == 1
 }
 
 // heldExpert is an expert bound from a device slot, waiting for the
@@ -284,8 +311,12 @@ func (u *moeUse) consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 		if !ok {
 			return fmt.Errorf("engine: layer %d expert %d: the source placed it in a device slot, and the %s backend has none", u.L.index, e, m.be.Name())
 		}
+		t0 := time.Now()
 		if err := sq.FillSlot(p.Slot, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+		}
+		if u.split {
+			w.placeStats.deviceDone(ve.Bytes(), time.Since(t0))
 		}
 		if err := sq.BindSlot(&w.x3, p.Slot, ve.ID(), ve.Digest()); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
@@ -293,11 +324,15 @@ func (u *moeUse) consume(e int, p expertstream.Placed, tier ledger.Tier) error {
 		u.bound(e)
 		return nil
 	}
-	if u.split && m.place.onHost(&w.placeStats, ve.Bytes(), n) {
+	if u.onHost(e, ve.Bytes()) {
 		return u.host(e, ve)
 	}
+	t0 := time.Now()
 	if err := w.q.LoadExpert(&w.x3, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
 		return fmt.Errorf("engine: layer %d expert %d: %w", u.L.index, e, err)
+	}
+	if u.split {
+		w.placeStats.deviceDone(ve.Bytes(), time.Since(t0))
 	}
 	u.compute(e, &w.x3)
 	// The views end here: the source may recycle the copy.

@@ -9,7 +9,12 @@ import (
 
 // Placement chooses where the routed experts that are not resident in a
 // device backend's memory are computed: on the device (their bytes cross
-// to it) or on the host CPU (the activations cross instead). Both compute
+// to it) or on the host CPU (the activations cross instead). It decides
+// for every expert delivered as host bytes and, under a source with a
+// device level, for every expert the device level does not hold and the
+// source's RAM tier does, before a slot is taken for it
+// (expertstream.HostPlacer): placed on the host, it is computed from its
+// RAM copy and fills no slot; the source's reads still fill slots. Both compute
 // the same bits (EXACTNESS.md), so a placement changes speed only; replay
 // under any placement is bit-identical. With the CPU backend there is only
 // one side and Placement is ignored.
@@ -18,7 +23,8 @@ type Placement string
 const (
 	// PlaceAuto places each expert where it is expected to finish sooner,
 	// from measured costs: the host's time per weight byte and row against
-	// the time to copy the expert's bytes to the device.
+	// the time the step's goroutine spends handing the expert's bytes to
+	// the device (LoadExpert, FillSlot: a copy it waits for).
 	PlaceAuto Placement = ""
 	// PlaceDevice computes every expert on the device.
 	PlaceDevice Placement = "device"
@@ -94,14 +100,18 @@ func (autoPlacer) onHost(st *placeState, bytes int64, n int) bool {
 }
 
 // placeState holds a step queue's cost measurements for the auto
-// placement: an exponentially weighted average of the host's seconds per
-// weight byte per row computed.
+// placement, exponentially weighted averages: the host's seconds per
+// weight byte per row computed, and the seconds per byte the step's
+// goroutine spent handing an expert to the device (LoadExpert: the copy
+// it waits for from pinned memory, or the copy into the queue's pinned
+// staging).
 type placeState struct {
 	hostPerByteRow float64 // seconds; 0 until measured
+	devPerByte     float64 // seconds; 0 until measured
 }
 
-// devicePerByte is the assumed time to move one weight byte to the device:
-// a PCIe 4.0 x16 link with pinned buffers (not measured).
+// devicePerByte is the assumed time to move one weight byte to the device
+// until one is measured: a PCIe 4.0 x16 link with pinned buffers.
 const devicePerByte = 1 / 25e9
 
 // hostCost is the expected host time for an expert of bytes evaluated for n
@@ -114,7 +124,11 @@ func (st *placeState) hostCost(bytes int64, n int) float64 {
 }
 
 func (st *placeState) deviceCost(bytes int64, n int) float64 {
-	return float64(devicePerByte * float64(bytes))
+	per := st.devPerByte
+	if per == 0 {
+		per = devicePerByte
+	}
+	return float64(per * float64(bytes))
 }
 
 // The products below are rounded explicitly, as everywhere in the engine
@@ -130,5 +144,18 @@ func (st *placeState) hostDone(bytes int64, n int, d time.Duration) {
 		st.hostPerByteRow = v
 	} else {
 		st.hostPerByteRow = float64(0.8*st.hostPerByteRow) + float64(0.2*v)
+	}
+}
+
+// deviceDone records the time LoadExpert took for an expert of bytes.
+func (st *placeState) deviceDone(bytes int64, d time.Duration) {
+	if bytes <= 0 {
+		return
+	}
+	v := d.Seconds() / float64(bytes)
+	if st.devPerByte == 0 {
+		st.devPerByte = v
+	} else {
+		st.devPerByte = float64(0.8*st.devPerByte) + float64(0.2*v)
 	}
 }

@@ -327,6 +327,7 @@ type work struct {
 	use                         moeUse
 	segPairs                    []int
 	placeStats                  placeState
+	hostPick                    []int8 // moeUse.pick's storage
 }
 
 func (m *Model) newWork() (*work, error) {

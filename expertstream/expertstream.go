@@ -64,6 +64,17 @@ type Consumer interface {
 	Consume(e int, p Placed, origin ledger.Tier) error
 }
 
+// HostPlacer is a Consumer that may compute an expert on the host from a
+// verified copy in host memory instead of having it copied into a device
+// slot (where to compute is speed only: both give the same bits). A Source
+// with a device level asks it, while it leases the step's slots, about
+// each expert the device level does not hold and its RAM tier does: one it
+// answers true for gets no slot and is delivered with Slot nil, and the
+// consumer computes it where it answered.
+type HostPlacer interface {
+	PreferHost(e int, bytes int64) bool
+}
+
 // Hinter is a Source that can use a prediction of the experts a layer will
 // need (the streaming hierarchy prefetches them). Hints are speed only: a
 // source must produce the same results without them.

@@ -73,9 +73,9 @@ type Options struct {
 	// device).
 	NewBackend func() (backend.Backend, error)
 	// PinSlots chooses whether a backend that can pin host memory
-	// (backend.Pinner: cuda) pins the staging buffers of the Tier, so that an
-	// expert streamed into one is copied to the device from where it was
-	// read, with no staging copy. Nil: on for such a backend (off for cpu,
+	// (backend.Pinner: cuda) pins the staging buffers of the Tier and its
+	// RAM tier's, so that an expert streamed into one, or resident in one,
+	// is copied to the device from where it lies, with no staging copy. Nil: on for such a backend (off for cpu,
 	// which cannot pin); a slot that fails to pin stays ordinary memory
 	// (tier.Options.Pinner). True with a backend that cannot pin is an
 	// error. A Tier.Pinner set by the caller is kept. Results never depend

@@ -333,3 +333,67 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 		t.Errorf("the cases do not exercise both levels: %+v", total)
 	}
 }
+
+// TestRAMCopiesPlacedOnTheHost: with a device level and a RAM tier, an
+// expert the device does not hold and the RAM tier does is offered to the
+// engine's placement first (expertstream.HostPlacer): placed on the host,
+// it takes no slot and is computed from its RAM copy; the logits are the
+// default path's under every placement.
+func TestRAMCopiesPlacedOnTheHost(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	ref, err := engine.Load(ck, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][][]float32
+	for _, p := range prompts {
+		rows, err := run(t, ref, p, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rows)
+	}
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	eb := ck.ExpertBytes(0, 0)
+	for _, pl := range []engine.Placement{engine.PlaceHost, engine.PlaceDevice, engine.PlaceAuto, engine.PlaceRandom} {
+		t.Run(string(pl)+"-", func(t *testing.T) {
+			be := backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 2, Slots: 6, VerifyCopies: true})
+			h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 4 * size, Readers: 2, Slots: be.(backend.SlotPool), Direct: DirectOff})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			m, err := engine.Load(ck, engine.Options{Backend: be, Experts: h, Placement: pl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range prompts {
+				got, err := run(t, m, p, 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !same(got, want[i]) {
+					t.Fatalf("prompt %d: logits differ from the default path", i)
+				}
+			}
+			st, es := h.Stats(), m.Stats()
+			fills := st.Device.BytesCopied / eb
+			t.Logf("placement %q: device %d/%d hit, %d filled, RAM %d/%d; on the host %d, on the device %d", pl, st.Device.Hits, st.Device.Uses, fills, st.RAM.Hits, st.RAM.Uses, es.ExpertsOnHost, es.ExpertsOnDevice)
+			if st.RAM.Hits == 0 || es.ExpertsOnHost+es.ExpertsOnDevice != st.Device.Uses {
+				t.Fatalf("stats: %+v, engine %+v", st, es)
+			}
+			switch pl {
+			case engine.PlaceHost:
+				// Every RAM hit below a device miss is computed on the host,
+				// without a fill; only reads fill slots.
+				if es.ExpertsOnHost < st.RAM.Hits || fills > st.RAM.Uses-st.RAM.Hits {
+					t.Errorf("host: %d on the host for %d RAM hits, %d fills for %d reads", es.ExpertsOnHost, st.RAM.Hits, fills, st.RAM.Uses-st.RAM.Hits)
+				}
+			case engine.PlaceDevice:
+				if es.ExpertsOnHost != 0 {
+					t.Errorf("device: %d on the host", es.ExpertsOnHost)
+				}
+			}
+		})
+	}
+}

@@ -27,10 +27,11 @@ type Options struct {
 	// must hold at least one expert; with fewer slots than a step needs, the
 	// step streams through them.
 	StagingBudget int64
-	// Pinner, if set, pins the staging buffers (a device backend's
-	// pinned memory: O_DIRECT reads land where the backend copies to the
-	// device from, with no staging copy). Nil, or a buffer it fails to
-	// pin: ordinary memory.
+	// Pinner, if set, pins the staging buffers and the RAM tier's (a
+	// device backend's pinned memory: reads land where the backend copies
+	// to the device from, and a resident copy is copied from where it
+	// lies, with no staging copy on the step's goroutine). Nil, or a
+	// buffer it fails to pin: ordinary memory.
 	Pinner weights.Pinner
 	// Readers is the number of reads in flight (0: DefaultReaders).
 	Readers int
@@ -203,7 +204,8 @@ type Hierarchy struct {
 	reqs    chan readReq   // reads a Stream waits for
 	preqs   chan readReq   // reads ahead (hints, warm): served when reqs is empty
 	rwg     sync.WaitGroup // readers
-	hashQ   chan hashReq
+	pieces  pieceQueue     // the reads' pieces, in order, for any reader (pipeline.go)
+	hashQ   chan part      // parts of reads done, for any hasher
 	hwg     sync.WaitGroup // hashers
 	wg      sync.WaitGroup // the prefetcher
 	wwg     sync.WaitGroup // warm feeders
@@ -273,9 +275,9 @@ type readReq struct {
 	x     int    // expert index
 	e     *entry // RAM-tier entry, or nil for a staging buffer
 	reply chan<- readDone
-	// cached: the Stream found every page of it in the page cache just
-	// now; the reader copies it from there without asking again.
-	cached bool
+	// known: the Stream found every page of it in the page cache just
+	// now; the readers copy it from there without asking again.
+	known bool
 }
 
 type readDone struct {
@@ -331,6 +333,9 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 		if h.ram, err = weights.NewArena(h.size, opt.RAMBudget); err != nil {
 			return nil, fmt.Errorf("tier: the RAM budget of %d bytes holds no expert (%d bytes read; 0 means no RAM tier): %w", opt.RAMBudget, h.size, err)
 		}
+		if opt.Pinner != nil {
+			h.ram.SetLazyPinner(opt.Pinner) // by the reader that first reads into a buffer, not under h.mu
+		}
 		name := opt.Policy
 		if name == "" {
 			name = policy.Default
@@ -354,13 +359,15 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	if hashers <= 0 {
 		hashers = runtime.GOMAXPROCS(0)
 	}
-	h.hashQ = make(chan hashReq, n)
+	h.pieces.init()
+	h.hashQ = make(chan part, 4*hashers)
 	for range hashers {
 		h.hwg.Add(1)
 		go h.hasher()
 	}
+	h.rwg.Add(1 + n)
+	go h.dispatcher()
 	for range n {
-		h.rwg.Add(1)
 		go h.reader()
 	}
 	h.prefetchQ = make(chan readDone, n)
@@ -377,83 +384,6 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	}
 
 	return h, nil
-}
-
-// reader serves read requests until Close: it only reads, and hands each
-// buffer to the hashers, so Readers reads stay in flight while earlier
-// ones are hashed.
-func (h *Hierarchy) reader() {
-	defer h.rwg.Done()
-	reqs, preqs := h.reqs, h.preqs
-	for reqs != nil || preqs != nil {
-		var r readReq
-		var ok bool
-		select { // a read a Stream waits for first
-		case r, ok = <-reqs:
-			if !ok {
-				reqs = nil
-				continue
-			}
-		default:
-			select {
-			case r, ok = <-reqs:
-				if !ok {
-					reqs = nil
-					continue
-				}
-			case r, ok = <-preqs:
-				if !ok {
-					preqs = nil
-					continue
-				}
-			}
-		}
-		direct, cached, err := h.files.read(r.ref, r.buf, r.cached)
-		n := r.ref.ReadLength()
-		prefetch := r.reply == h.prefetchQ
-		h.count(func(s *Stats) {
-			s.BytesRead += n
-			if prefetch {
-				s.PrefetchBytes += n
-			}
-			switch {
-			case direct:
-				s.DirectReads++
-			case cached:
-				s.CachedReads++
-			default:
-				s.Buffered++
-			}
-		})
-		h.hashQ <- hashReq{r, err}
-	}
-}
-
-// hashReq is a read, done, for a hasher to verify.
-type hashReq struct {
-	readReq
-	err error // the read's
-}
-
-// hasher verifies read buffers against their manifest digests until Close
-// (one per core): no byte reaches a consumer before its digest matched.
-func (h *Hierarchy) hasher() {
-	defer h.hwg.Done()
-	for q := range h.hashQ {
-		var ve weights.VerifiedExpert
-		err := q.err
-		if err == nil {
-			ve, err = q.ref.Verify(q.buf)
-		}
-		h.count(func(s *Stats) {
-			if err == nil {
-				s.BytesHashed += q.ref.Length()
-			} else {
-				s.Failures++
-			}
-		})
-		q.reply <- readDone{q.readReq, ve, err}
-	}
 }
 
 // Options are the options in effect (Auto budgets resolved).
@@ -698,12 +628,16 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		}
 	}
 	if devl != nil {
+		hp, _ := c.(expertstream.HostPlacer)
 		// Resident experts first, as the RAM tier below does.
 		for pass := range 2 {
 			for i := range uses {
 				id := weights.ExpertID{Layer: layer, Expert: uses[i].x}
 				if devl.cache.Contains(id) != (pass == 0) {
 					continue
+				}
+				if pass == 1 && hp != nil && h.cache != nil && h.cache.Contains(id) && hp.PreferHost(uses[i].x, h.refs[h.dims.Index(id)].Length()) {
+					continue // computed on the host from its RAM-tier copy: no slot
 				}
 				if err := devl.leaseLocked(h, &uses[i], id, now); err != nil {
 					release()
@@ -844,29 +778,23 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		done = append(done, false)
 	}
 	st.done = done
+	// Staging reads first, so that they are read and hashed while the
+	// resident ones are consumed (each a copy to the device the step's
+	// goroutine waits for).
 	devX := st.devX[:0]
-	for _, i := range readyNow {
-		if h.opt.Scrub.OnUse && !h.recheckOnUse(uses[i].e) {
-			devX = append(devX, uses[i].x) // changed in memory: read it again
-		} else {
-			consume(uses[i].x, uses[i].e.ve, ledger.TierRAM)
-		}
-		done[i] = true
-	}
-	// Staging reads, started now so they overlap with the RAM-tier ones.
 	for _, u := range uses {
 		if u.bytes() && u.e == nil {
 			devX = append(devX, u.x)
 		}
 	}
-	st.devX = devX
 	devNext, devInflight := 0, 0
+	early := true // startDev takes only the slots free now
 	startDev := func() {
 		for devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
 			// Take a slot: wait for one only when nothing of ours is in
 			// flight (other Streams hold them all); else come back when a
 			// read of ours completes.
-			if devInflight > 0 || pendingOurs > 0 {
+			if devInflight > 0 || pendingOurs > 0 || early {
 				select {
 				case h.slots <- struct{}{}:
 				default:
@@ -888,10 +816,21 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			k := h.dims.Index(weights.ExpertID{Layer: layer, Expert: devX[devNext]})
 			devInflight++
 			h.count(func(s *Stats) { s.MaxStagingInUse = max(s.MaxStagingInUse, devInflight) })
-			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply, cached: uses[st.at[devX[devNext]]].pcache}
+			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply, known: uses[st.at[devX[devNext]]].pcache}
 			devNext++
 		}
 	}
+	startDev()
+	early = false
+	for _, i := range readyNow {
+		if h.opt.Scrub.OnUse && !h.recheckOnUse(uses[i].e) {
+			devX = append(devX, uses[i].x) // changed in memory: read it again
+		} else {
+			consume(uses[i].x, uses[i].e.ve, ledger.TierRAM)
+		}
+		done[i] = true
+	}
+	st.devX = devX
 	// drain runs our reads, RAM tier and staging buffers, in completion
 	// order; staging reads are started as buffers allow.
 	drain := func() {

@@ -9,9 +9,10 @@
 // bytes, each under a lease released when the engine has consumed it. A
 // model run without a hierarchy reads and verifies every expert on every
 // use and keeps none. Reads run in parallel (O_DIRECT where the file
-// system allows it) into sealed arena buffers (weights.Arena) and are
-// hashed by a pool of hashers, overlapped with the reads and with compute;
-// no byte reaches compute before its digest matched, and a device copy is
+// system allows it), each expert's in pieces that any reader takes, into
+// sealed arena buffers (weights.Arena), and each expert is hashed in parts
+// that any hasher takes (pipeline.go), overlapped with the reads and with
+// compute; no byte reaches compute before its digest matched, and a device copy is
 // hashed again on the device (cuda: Options.VerifyCopies). Budgets are hard
 // limits. Results never depend on the policies, the budgets, the number of
 // readers, prefetching or arrival order.
@@ -167,39 +168,44 @@ func (fs *files) close() {
 	fs.fds = map[*jnf.File]*fileFD{}
 }
 
-// read fills b with ref's record and its padding (ReadLength bytes, a
-// multiple of the page size at an aligned offset, so O_DIRECT accepts it)
-// and reports whether the read bypassed the page cache (direct) or was
-// served from it without waiting (cached: DirectAuto found every page
-// there). known says the caller has just found every page there
-// (inPageCache): the read is copied from the page cache without asking
+// readRange fills b[off:off+n] with bytes off to off+n of ref's read (its
+// record and padding: ReadLength bytes at an aligned offset; off and n
+// multiples of the page size, or n the read's last bytes, so O_DIRECT
+// accepts them: a piece of an expert read, pipeline.go) and reports
+// whether the read bypassed the page cache (direct) or was served from it
+// without waiting (cached: DirectAuto found every page there). known
+// says the caller has just found every page of the read there
+// (inPageCache): the piece is copied from the page cache without asking
 // again.
-func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer, known bool) (direct, cached bool, err error) {
-	n := ref.ReadLength()
-	if int64(len(b.Bytes())) < n {
-		return false, false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), n)
+func (fs *files) readRange(ref weights.ExpertRef, b *weights.Buffer, off, n int64, known bool) (direct, cached bool, err error) {
+	if off < 0 || n <= 0 || off+n > ref.ReadLength() {
+		return false, false, fmt.Errorf("tier: bytes %d to %d of a %d-byte read", off, off+n, ref.ReadLength())
+	}
+	if int64(len(b.Bytes())) < off+n {
+		return false, false, fmt.Errorf("tier: a %d-byte buffer for a %d-byte read", len(b.Bytes()), off+n)
 	}
 	jf := ref.File()
 	fd, err := fs.get(jf)
 	if err != nil {
 		return false, false, err
 	}
-	dst := b.Bytes()[:n]
+	dst := b.Bytes()[off : off+n]
+	at := ref.Offset() + off
 	if fd.cached != nil {
 		if !known {
 			fs.asked.Add(1)
 		}
-		if readCached(fd.cachedMap, fd.cachedFD, dst, ref.Offset(), known) {
+		if readCached(fd.cachedMap, fd.cachedFD, dst, at, known) {
 			return false, true, nil
 		}
 	}
-	_, err = fd.r.ReadAt(dst, ref.Offset())
+	_, err = fd.r.ReadAt(dst, at)
 	if err != nil && fd.direct && errors.Is(err, unix.EINVAL) && fs.mode != DirectOn {
 		fd = fs.demote(jf, fd)
-		_, err = fd.r.ReadAt(dst, ref.Offset())
+		_, err = fd.r.ReadAt(dst, at)
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, ref.Offset(), err)
+		return false, false, fmt.Errorf("tier: %s: reading layer %d expert %d at offset %d: %w", ref.Path(), ref.ID().Layer, ref.ID().Expert, at, err)
 	}
 	return fd.direct, false, nil
 }

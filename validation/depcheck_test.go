@@ -18,9 +18,10 @@ import (
 
 // The dependency fence (STYLE.md lesson 6): the packages that decide whether
 // a model is the checkpoint must stay small enough to audit, so they may
-// depend only on an allowlist (the standard library, each other, and the two
-// hash implementations), never on the engine or CUDA, and nothing they build
-// from may use cgo. The fence is checked for every build tag set and
+// depend only on an allowlist (the standard library, each other, the two
+// hash implementations, and the BLAKE3 compressions weights hashes an expert
+// with in parts), never on the engine or CUDA, and nothing they build from
+// may use cgo. The fence is checked for every build tag set and
 // platform Tarfa ships (fenceBuilds), so a file behind a build tag cannot
 // slip past it. Beside it: only listed packages may use unsafe (the verified
 // bytes are immutable only while nobody else does), and no production package
@@ -41,6 +42,7 @@ var allowedImports = []string{
 	"github.com/tarfa-ai/tarfa/weights",
 	"github.com/tarfa-ai/tarfa/ledger",
 	"github.com/zeebo/blake3",
+	"lukechampine.com/blake3/guts", // weights: an expert's BLAKE3 in parts, on several cores (weights/tree.go)
 	"github.com/minio/sha256-simd",
 	"github.com/klauspost/cpuid/v2", // sha256-simd's CPU detection
 	"golang.org/x/sync/errgroup",    // convert's worker pool

@@ -21,6 +21,7 @@ type Arena struct {
 	size   int
 	budget int64
 	pin    Pinner
+	lazy   bool // pin is applied by Buffer.Pin, not by Get
 
 	mu     sync.Mutex
 	free   []*Buffer
@@ -43,7 +44,17 @@ type Pinner interface {
 func (a *Arena) SetPinner(p Pinner) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.pin = p
+	a.pin, a.lazy = p, false
+}
+
+// SetLazyPinner is SetPinner for buffers pinned when their user asks
+// (Buffer.Pin), outside the arena's lock and whatever lock the caller of
+// Get holds: pinning an 18 MiB buffer takes milliseconds (its pages are
+// faulted in and registered with the device driver), once per buffer.
+func (a *Arena) SetLazyPinner(p Pinner) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pin, a.lazy = p, true
 }
 
 // ErrBudget says an arena's budget has no room for another buffer.
@@ -108,12 +119,35 @@ func (a *Arena) Get() (*Buffer, error) {
 	}
 	a.mapped++
 	b := &Buffer{a: a, mem: mem, inUse: true}
-	if a.pin != nil {
+	if a.pin != nil && !a.lazy {
 		if unpin, err := a.pin.Pin(mem); err == nil {
 			b.unpin = unpin
 		}
 	}
 	return b, nil
+}
+
+// Pin pins b with the arena's lazy pinner (SetLazyPinner) unless it is
+// pinned already, and reports whether it is pinned: false without one, or
+// when the pinner refused it (b is then used unpinned, and asked again
+// next time). Only b's user (between Get and Release) may call it.
+func (b *Buffer) Pin() bool {
+	if b.unpin != nil {
+		return true
+	}
+	a := b.a
+	a.mu.Lock()
+	p, lazy := a.pin, a.lazy
+	a.mu.Unlock()
+	if p == nil || !lazy || !b.inUse {
+		return false
+	}
+	unpin, err := p.Pin(b.mem)
+	if err != nil {
+		return false
+	}
+	b.unpin = unpin
+	return true
 }
 
 // Close unmaps every buffer; buffers still in use are unmapped when

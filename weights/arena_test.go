@@ -271,3 +271,48 @@ func TestViewAfterRelease(t *testing.T) {
 		t.Error("a view of memory of its own is affected by an arena's Release")
 	}
 }
+
+// TestArenaLazyPinner: with a lazy pinner Get maps without pinning; Pin
+// pins once (a recycled buffer stays pinned), a refused buffer is used
+// unpinned and asked again; every pinned buffer is unpinned before it is
+// unmapped; without a lazy pinner Pin does nothing.
+func TestArenaLazyPinner(t *testing.T) {
+	a, err := NewArena(PageSize, 3*int64(PageSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p recPinner
+	a.SetLazyPinner(&p)
+	b1, _ := a.Get()
+	if b1.Pinned() || p.pinned != 0 {
+		t.Fatalf("Get pinned with a lazy pinner (%d pins)", p.pinned)
+	}
+	if !b1.Pin() || !b1.Pin() || p.pinned != 1 {
+		t.Fatalf("Pin: pinned %v, %d pins, want 1", b1.Pinned(), p.pinned)
+	}
+	b1.Release()
+	if b, _ := a.Get(); b != b1 || !b.Pin() || p.pinned != 1 {
+		t.Errorf("a recycled buffer was pinned again (%d pins)", p.pinned)
+	}
+	p.refuse = true
+	b2, _ := a.Get()
+	if b2.Pin() || b2.Pinned() {
+		t.Fatal("a refused pin reported pinned")
+	}
+	p.refuse = false
+	if !b2.Pin() || p.pinned != 2 {
+		t.Errorf("a refused buffer was not pinned when asked again (%d pins)", p.pinned)
+	}
+	b1.Release()
+	b2.Release()
+	if err := a.Close(); err != nil || p.unpined != 2 {
+		t.Errorf("Close: %v, %d of 2 unpinned", err, p.unpined)
+	}
+	plain, _ := NewArena(PageSize, int64(PageSize))
+	defer plain.Close()
+	b, _ := plain.Get()
+	if b.Pin() {
+		t.Error("Pin pinned without a pinner")
+	}
+	b.Release()
+}

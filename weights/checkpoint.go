@@ -307,25 +307,23 @@ func (r ExpertRef) Digest() jnf.Digest { return r.ref.want }
 
 // Verify mints the expert from the record's bytes read into b (the first
 // Length bytes; b must hold at least that many): it seals b read-only, then
-// hashes those bytes against the manifest digest. On a match the value
-// views b in place until b is released (which invalidates it); on a
-// mismatch b is unsealed and the error names the record.
+// hashes those bytes against the manifest digest (on this goroutine: Check
+// hashes them in parts on several). On a match the value views b in place
+// until b is released (which invalidates it); on a mismatch b is unsealed
+// and the error names the record.
 func (r ExpertRef) Verify(b *Buffer) (VerifiedExpert, error) {
-	if r.ref == nil {
-		panic("weights: use of a zero ExpertRef")
-	}
-	n := r.ref.rec.Length
-	if b == nil || !b.inUse || b.sealed || int64(len(b.mem)) < n {
-		return VerifiedExpert{}, fmt.Errorf("%s: a %d-byte record needs a writable buffer of the arena, at least as long", r.ref.rec.Name, n)
-	}
-	if err := b.seal(); err != nil {
-		return VerifiedExpert{}, err
-	}
-	rec, err := mint(r.ck.root, r.ref.file.Name, &r.ref.rec, r.ref.want, b.mem[:n:n])
+	c, err := r.Check(b, 0)
 	if err != nil {
-		b.unseal()
 		return VerifiedExpert{}, err
 	}
+	for i := range c.Parts() {
+		c.Hash(i)
+	}
+	return c.Verify()
+}
+
+// minted is the expert of rec, checked, viewing b until b is released.
+func (r ExpertRef) minted(rec *record, b *Buffer) VerifiedExpert {
 	rec.buf, rec.gen = b, b.gen.Load()
 	for i := range rec.views {
 		rec.views[i].buf, rec.views[i].gen = b, rec.gen
@@ -333,7 +331,7 @@ func (r ExpertRef) Verify(b *Buffer) (VerifiedExpert, error) {
 	r.ck.mu.Lock()
 	r.ck.served[1]++
 	r.ck.mu.Unlock()
-	return VerifiedExpert{rec}, nil
+	return VerifiedExpert{rec}
 }
 
 // ExpertBytes is the length of routed expert e of layer l's record (0 if

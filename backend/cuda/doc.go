@@ -47,10 +47,10 @@
 // with Options.Timing it also times every kernel and host-to-device copy
 // with a pair of CUDA events (for tarfa bench decode). Pin
 // (backend.Pinner) registers host memory with the driver
-// (cuMemHostRegister): the streaming tier's staging buffers, when given to it
-// (tier.Options.Pinner), so that an expert read into one is copied to the
-// device from there, without the staging copy through the queue's pinned
-// buffers (LoadExpert and FillSlot then wait for that copy before they
+// (cuMemHostRegister): the streaming tier's staging and RAM-tier buffers,
+// when given to it (tier.Options.Pinner), so that an expert read into one
+// is copied to the device from there, without the staging copy through the
+// queue's pinned buffers (LoadExpert and FillSlot then wait for that copy before they
 // return).
 //
 // # Verification on the device

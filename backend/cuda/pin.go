@@ -14,7 +14,7 @@ import (
 // copies bytes inside it to the device directly, with no staging copy.
 type pinned struct {
 	mu     sync.Mutex
-	ranges map[uintptr]int // base → length
+	ranges pinRanges
 }
 
 var _ backend.Pinner = (*Backend)(nil)
@@ -35,16 +35,13 @@ func (b *Backend) Pin(mem []byte) (func() error, error) {
 	defer b.leave()
 	b.pins.mu.Lock()
 	defer b.pins.mu.Unlock()
-	if _, ok := b.pins.ranges[base]; ok {
+	if b.pins.ranges.contains(base, 1) {
 		return nil, fmt.Errorf("cuda: memory at %#x pinned twice", base)
 	}
 	if err := hostRegister(p, len(mem)); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if b.pins.ranges == nil {
-		b.pins.ranges = map[uintptr]int{}
-	}
-	b.pins.ranges[base] = len(mem)
+	b.pins.ranges.add(base, len(mem))
 	return func() error {
 		if err := b.enter(); err != nil {
 			return err
@@ -52,10 +49,9 @@ func (b *Backend) Pin(mem []byte) (func() error, error) {
 		defer b.leave()
 		b.pins.mu.Lock()
 		defer b.pins.mu.Unlock()
-		if _, ok := b.pins.ranges[base]; !ok {
+		if !b.pins.ranges.remove(base) {
 			return fmt.Errorf("cuda: memory at %#x unpinned twice", base)
 		}
-		delete(b.pins.ranges, base)
 		if err := hostUnregister(p); err != nil {
 			return fmt.Errorf("cuda: %w", err)
 		}
@@ -69,13 +65,7 @@ func (b *Backend) isPinned(p unsafe.Pointer, n int) bool {
 	if n == 0 || p == nil {
 		return false
 	}
-	a := uintptr(p)
 	b.pins.mu.Lock()
 	defer b.pins.mu.Unlock()
-	for base, l := range b.pins.ranges {
-		if a >= base && a+uintptr(n) <= base+uintptr(l) {
-			return true
-		}
-	}
-	return false
+	return b.pins.ranges.contains(uintptr(p), n)
 }

@@ -171,6 +171,10 @@ func TestRunDefaultModel(t *testing.T) {
 			Uses int64 `json:"uses"`
 			Hits int64 `json:"hits"`
 		} `json:"expert_levels"`
+		Placement struct {
+			Host   int64 `json:"host"`
+			Device int64 `json:"device"`
+		} `json:"placement"`
 	}
 	var r, r1 result
 	out, err := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json")
@@ -187,6 +191,10 @@ func TestRunDefaultModel(t *testing.T) {
 	// or from storage.
 	if ram, pc, st := r.Levels["ram"], r.Levels["page_cache"], r.Levels["storage"]; ram.Uses == 0 || ram.Uses != ram.Hits+pc.Uses+st.Uses || pc.Uses+st.Uses == 0 {
 		t.Errorf("run --json expert_levels: %+v", r.Levels)
+	}
+	// Every use was computed on the cpu backend: none beside it on the host.
+	if r.Placement.Device != r.Levels["ram"].Uses || r.Placement.Host != 0 {
+		t.Errorf("run --json placement: %+v, %d uses", r.Placement, r.Levels["ram"].Uses)
 	}
 	out1, _ := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--threads", "1")
 	if err := json.Unmarshal([]byte(out1), &r1); err != nil || r1.Threads != 1 || !slices.Equal(r1.Tokens, r.Tokens) || r1.Text != r.Text {

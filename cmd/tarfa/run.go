@@ -236,6 +236,15 @@ type runResult struct {
 	// ExpertLevels are the expert hierarchy's counts per level for this
 	// process (the run's uses: the hierarchy starts empty).
 	ExpertLevels *expertLevels `json:"expert_levels,omitempty"`
+	// Placement counts where the routed-expert uses (one expert for the
+	// tokens of one step) were computed: by the host beside a device
+	// backend (--placement) and by the model's backend.
+	Placement placementCounts `json:"placement"`
+}
+
+type placementCounts struct {
+	Host   int64 `json:"host"`
+	Device int64 `json:"device"`
 }
 
 // expertLevels is tier.Stats' per-level counters.
@@ -465,8 +474,10 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes,
 					Skipped: ts.PrefetchSkipped, HintsScored: ts.HintsScored, HintsTrue: ts.HintsTrue}}
 		}
+		est := r.Engine.Stats()
 		return writeJSON(out, runResult{
 			ExpertLevels: levels,
+			Placement:    placementCounts{Host: est.ExpertsOnHost, Device: est.ExpertsOnDevice},
 			Mode:         "exact", Backend: r.Engine.Backend().Name(), Threads: r.Threads, ModelRoot: r.Checkpoint.Root().Hex(),
 			Prompt: rendered, PromptTokens: ids, Tokens: run.Generated, Text: text, StopReason: reason,
 			MaxTokens: maxTokens, ContextLimit: limit,

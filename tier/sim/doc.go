@@ -39,9 +39,9 @@
 // The time model is an event replay of that pipeline. Reads are served in
 // the order issued, each taking B / storage bandwidth, its latency
 // overlapped queue-depth deep (a read into an idle store takes latency +
-// B / bandwidth); each read buffer is then hashed on one core, by the
-// first of hash-cores hashers free. A layer's Stream starts after its
-// non-expert work (dense), computes its resident experts at once, its own
+// B / bandwidth); each read buffer is then hashed in 1 MiB parts, each
+// by the first of hash-cores hashers free. A layer's Stream starts after
+// its non-expert work (dense), computes its resident experts at once, its own
 // reads as each verifies, and then the copies prefetches are still
 // reading, one expert at a time; a token is its layers plus a per-token
 // overhead.

@@ -110,8 +110,8 @@ func TestRunByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// dense + read + hash (one hasher, one core per buffer) + compute + token
-	storageTok := 0.001 + 0.5001 + 1.0 + 0.05 + 0.005
+	// dense + read + hash (in parts, on both hashers) + compute + token
+	storageTok := 0.001 + 0.5001 + 0.5 + 0.05 + 0.005
 	ramTok := 0.001 + 0.05 + 0.005
 	if r.Label != Label || r.Source != trace.Measured || r.Device || r.Tokens != 3 {
 		t.Errorf("result header %+v", r)
@@ -170,12 +170,12 @@ func TestRunHintsByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Layer 0 at 0.001: its own read by 0.5011, hashed by 1.5011, computed
-	// by 1.5511; the prefetch read after it by 1.0012, hashed by the other
-	// hasher by 2.0012. Layer 1 at 1.5521: resident but still being read,
-	// computed by 2.0512.
+	// Layer 0 at 0.001: its own read by 0.5011, hashed (in parts, on both
+	// hashers) by 1.0011, computed by 1.0511; the prefetch read after it by
+	// 1.0012, hashed by 1.5012. Layer 1 at 1.0521: resident but still
+	// being read, computed by 1.5512.
 	want := Counters{Hits: 1, Misses: 1, BytesRead: 2 * gb, PrefetchIssued: 1, PrefetchUseful: 1}
-	if *r.Counters != want || !near(r.SecondsPerToken.Mean, 2.0512+0.005) || !near(r.HitRAM, 0.5) || !near(r.StorageBytesPerToken, 2*gb) {
+	if *r.Counters != want || !near(r.SecondsPerToken.Mean, 1.5512+0.005) || !near(r.HitRAM, 0.5) || !near(r.StorageBytesPerToken, 2*gb) {
 		t.Errorf("%+v: %v s/token, hit %v, %v bytes", *r.Counters, r.SecondsPerToken.Mean, r.HitRAM, r.StorageBytesPerToken)
 	}
 	// Two tokens: the hint for layer 1's expert 2 is read after layer 0's
@@ -646,5 +646,20 @@ func TestSlots(t *testing.T) {
 	}
 	if n := Slots(1, 2, 18874368); n != 0 {
 		t.Errorf("reserved more than there is: %d", n)
+	}
+}
+
+// TestPipeHashesInParts: an 18 MiB record is hashed in 1 MiB parts by
+// every free hasher, as the tier's are: on 16 cores it is verified in 2/18
+// of one core's time, and the next one right after it.
+func TestPipeHashesInParts(t *testing.T) {
+	h := Hardware{StorageGBps: 1, QueueDepth: 1, HashGBpsPerCore: 1, HashCores: 16}
+	p := newPipe(&h, 18<<20)
+	one := float64(18<<20) / 1e9
+	if got, want := p.hash(0), one*2/18; math.Abs(got-want) > 1e-12 {
+		t.Errorf("first record verified at %g s, want %g", got, want)
+	}
+	if got, want := p.hash(0), one*3/18; math.Abs(got-want) > 1e-12 {
+		t.Errorf("second record verified at %g s, want %g", got, want)
 	}
 }

@@ -49,19 +49,25 @@ type cpuEntry struct {
 
 // pipe is the read pipeline of tier.Hierarchy: requests served in the
 // order they were issued by the storage (its latency overlapped QueueDepth
-// requests deep, its bandwidth shared), each read buffer then verified by
-// one of HashCores hashers, one core per buffer.
+// requests deep, its bandwidth shared), each read buffer then verified in
+// parts of HashPart bytes, each part by the first of HashCores hashers
+// free (first in, first out, as the tier's hashers take them).
 type pipe struct {
 	read1, lat, hash1 float64
+	parts             int
 	qd                float64
 	storage           float64   // when the storage has served every request so far
 	hashers           []float64 // when each hasher is free
 }
 
+// HashPart is the tier's part of an expert's check (tier's hashPart).
+const HashPart = 1 << 20
+
 func newPipe(h *Hardware, expertBytes int64) *pipe {
 	B := float64(expertBytes)
 	return &pipe{read1: B / (h.StorageGBps * 1e9), lat: h.StorageLatencyUS * 1e-6, hash1: B / (h.HashGBpsPerCore * 1e9),
-		qd: float64(h.QueueDepth), storage: math.Inf(-1), hashers: make([]float64, h.HashCores)}
+		parts: int(max(1, (expertBytes+HashPart-1)/HashPart)),
+		qd:    float64(h.QueueDepth), storage: math.Inf(-1), hashers: make([]float64, h.HashCores)}
 }
 
 // read issues one read at t and returns when its bytes are verified.
@@ -71,18 +77,22 @@ func (p *pipe) read(t float64) float64 {
 	return p.hash(done)
 }
 
-// hash verifies one record whose bytes are in memory at t on the hasher
-// free first and returns when it is done.
+// hash verifies one record whose bytes are in memory at t, each part on
+// the hasher free first, and returns when its last part is done.
 func (p *pipe) hash(t float64) float64 {
-	i := 0
-	for j, f := range p.hashers {
-		if f < p.hashers[i] {
-			i = j
+	done := t
+	for range p.parts {
+		i := 0
+		for j, f := range p.hashers {
+			if f < p.hashers[i] {
+				i = j
+			}
 		}
+		v := max(t, p.hashers[i]) + p.hash1/float64(p.parts)
+		p.hashers[i] = v
+		done = max(done, v)
 	}
-	v := max(t, p.hashers[i]) + p.hash1
-	p.hashers[i] = v
-	return v
+	return done
 }
 
 // checkHints validates cfg.Hints against tr: one per step, naming experts
