@@ -55,6 +55,9 @@ type files struct {
 	mu   sync.Mutex
 	fds  map[*jnf.File]*fileFD
 	all  []*os.File // the O_DIRECT descriptors opened here, closed by close
+	// slow, if set (by tests: a slow storage device), is called before
+	// every read.
+	slow func()
 }
 
 type fileFD struct {
@@ -159,6 +162,9 @@ func (fs *files) read(ref weights.ExpertRef, b *weights.Buffer) (direct, cached 
 		return false, false, err
 	}
 	dst := b.Bytes()[:n]
+	if fs.slow != nil {
+		fs.slow()
+	}
 	if fd.cached != nil && readCached(fd.cachedFD, dst, ref.Offset()) {
 		return false, true, nil
 	}
