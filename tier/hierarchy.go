@@ -1156,8 +1156,8 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		}
 		id := weights.ExpertID{Layer: layer, Expert: x}
 		k := h.dims.Index(id)
-		if h.refs[k].Length() == 0 || h.cache.Contains(id) {
-			continue
+		if h.refs[k].Length() == 0 || h.cache.Contains(id) || (h.devl != nil && h.devl.cache.Contains(id)) {
+			continue // resident: in the RAM tier, or in a device slot (a use binds it there)
 		}
 		probe := false
 		decision, place := h.ra.Decide(i) // for every hinted expert not resident: the hint is scored read or not

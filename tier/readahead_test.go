@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/ledger"
@@ -182,5 +184,38 @@ func TestReadAheadOverSlowStorage(t *testing.T) {
 		s.PrefetchBackedOff, s.PrefetchUseful)
 	if s.PrefetchLate == 0 || 4*s.PrefetchBackedOff < s.PrefetchIssued+s.PrefetchBackedOff || s.PrefetchUseful*10 < 6*s.PrefetchIssued {
 		t.Errorf("slow storage: %d read ahead, %d late, %d used, %d held back", s.PrefetchIssued, s.PrefetchLate, s.PrefetchUseful, s.PrefetchBackedOff)
+	}
+}
+
+// A hinted expert a device slot holds is not read ahead into the RAM tier:
+// its use binds the slot, and the copy would be lost. With every expert
+// fitting on the device and an exclusive RAM tier (which never holds what
+// the device does), reads ahead are only of experts not yet on the device,
+// and none is lost.
+func TestReadAheadSkipsDeviceResident(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	be := cpu.New(2)
+	be.SetSlots(1000)
+	h, err := New(ck, Options{RAMBudget: 8 * size, StagingBudget: 4 * size, Readers: 2, Slots: be, Exclusive: true, Prefetch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, err := engine.Load(ck, engine.Options{Backend: be, Experts: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range prompts {
+		if _, err := run(t, m, p, 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Settle()
+	st := h.Stats()
+	t.Logf("device %+v; prefetch issued %d, useful %d, unused %d, lost %d, skipped %d; hints %d of %d true", st.Device, st.PrefetchIssued, st.PrefetchUseful,
+		st.PrefetchUnused, st.PrefetchLost, st.PrefetchSkipped, st.HintsTrue, st.HintsScored)
+	if st.PrefetchLost != 0 || st.Device.Hits == 0 || st.HintsTrue == 0 {
+		t.Errorf("%d reads ahead lost (their expert used from a device slot); %d device hits, %d hints true", st.PrefetchLost, st.Device.Hits, st.HintsTrue)
 	}
 }
