@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,14 +181,43 @@ type Stats struct {
 	PrefetchBytes  int64 `json:"prefetch_bytes"`  // of BytesRead, read by those (counted as they are read, like BytesRead)
 	PrefetchUseful int64 `json:"prefetch_useful"` // of which a Stream then hit
 	PrefetchWasted int64 `json:"prefetch_wasted"` // evicted before any use
-	// PrefetchSkipped are hinted experts not read ahead because hints of
-	// their rank came true less than policy.PrefetchPrecision of the time.
+	// PrefetchSkipped are hinted experts not read ahead because their rank
+	// does not pay (policy.ReadAhead: p·h ≤ 1 − p even with every read
+	// ahead in time, p its hints' precision less its error).
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
+	// PrefetchBackedOff are hinted experts of a rank that would pay with
+	// reads ahead in time and kept, not read ahead: at the place they would
+	// take among their hint's reads ahead, their layer's reads ahead were
+	// not in time (the share of the read they hid, h) or not kept until
+	// their step (policy.ReadAhead).
+	PrefetchBackedOff int64 `json:"prefetch_backed_off"`
+	// PrefetchProbes, of PrefetchIssued, were read by probes: a layer that
+	// held reads back in 16 of its hints in a row reads ahead, with its
+	// next one, every rank that pays with reads in time and kept, to
+	// measure them again.
+	PrefetchProbes int64 `json:"prefetch_probes"`
+	// Of the reads ahead, measured at the first Stream of their layer after
+	// they were issued: PrefetchUnused that Stream did not use (the hint was
+	// wrong, or the copy was evicted first: PrefetchLost, of those, the
+	// hint came true); PrefetchLate it used while they were still being
+	// read. PrefetchSavedSeconds is the read time the used ones hid (a
+	// reader starting it to verified; to the Stream's start for a late
+	// one), PrefetchUnusedSeconds the read time of the unused ones: at most
+	// the storage and hash time they took from needed reads.
+	PrefetchUnused        int64   `json:"prefetch_unused"`
+	PrefetchLost          int64   `json:"prefetch_lost"`
+	PrefetchLate          int64   `json:"prefetch_late"`
+	PrefetchSavedSeconds  float64 `json:"prefetch_saved_seconds"`
+	PrefetchUnusedSeconds float64 `json:"prefetch_unused_seconds"`
 	// HintsScored are the hinted experts scored against what their layer
 	// then used, HintsTrue those it used (read ahead or not): the hints'
-	// precision, of which policy.HintScore trusts the ranks that pay.
+	// precision, p in policy.ReadAhead's rule.
 	HintsScored int64 `json:"hints_scored"`
 	HintsTrue   int64 `json:"hints_true"`
+	// By rank (all layers): rank i is the i-th expert of a hint (the
+	// engine lists the next layer's router's choices first).
+	HintsScoredByRank []int64 `json:"hints_scored_by_rank,omitempty"`
+	HintsTrueByRank   []int64 `json:"hints_true_by_rank,omitempty"`
 }
 
 // Hierarchy serves a checkpoint's routed experts to the engine (an
@@ -205,7 +235,8 @@ type Hierarchy struct {
 	preqs   chan readReq   // reads ahead (hints, warm): served when reqs is empty
 	rwg     sync.WaitGroup // readers
 	pieces  pieceQueue     // the reads' pieces, in order, for any reader (pipeline.go)
-	hashQ   chan part      // parts of reads done, for any hasher
+	hashQ   chan part      // parts of reads a Stream waits for, for any hasher
+	phashQ  chan part      // parts of reads ahead: hashed when hashQ is empty
 	hwg     sync.WaitGroup // hashers
 	wg      sync.WaitGroup // the prefetcher
 	wwg     sync.WaitGroup // warm feeders
@@ -232,7 +263,8 @@ type Hierarchy struct {
 	hintMu    sync.Mutex
 	hint      []int // experts of hintLayer expected next
 	hintLayer int
-	hints     policy.HintScore // under mu: which ranks of hints are read ahead
+	ra        policy.ReadAhead // under mu: which hinted experts are read ahead
+	ahead     []*entry         // under mu: reads ahead whose outcome is not measured yet, in issue order
 	prefetchQ chan readDone    // replies of prefetch reads
 	inflightP int              // prefetch reads in flight (under mu)
 
@@ -266,15 +298,27 @@ type entry struct {
 	// wasted counts); warm: by Warm, without a lease.
 	prefetched, warm bool
 	verifiedAt       time.Time // when its bytes last matched the digest
+	// A read ahead's outcome (policy.ReadAhead.Used, Unused): ahead until
+	// the first Stream of its layer since it was issued measures it (in
+	// Hierarchy.ahead until then). took is its read's time, from a reader
+	// starting it to verified (0 until then). late: that Stream used it
+	// before it was verified, at usedAt; unused: that Stream did not use
+	// it, before it was verified. Either is counted when it is.
+	// evicted: before its step (it stays in Hierarchy.ahead).
+	ahead, late, unused, evicted bool
+	place                        int // among its hint's reads ahead (policy.ReadAhead.Decide)
+	usedAt                       time.Time
+	took                         time.Duration
 }
 
 // readReq asks a reader to read and verify one expert.
 type readReq struct {
-	ref   weights.ExpertRef
-	buf   *weights.Buffer
-	x     int    // expert index
-	e     *entry // RAM-tier entry, or nil for a staging buffer
-	reply chan<- readDone
+	ref     weights.ExpertRef
+	buf     *weights.Buffer
+	x       int    // expert index
+	e       *entry // RAM-tier entry, or nil for a staging buffer
+	reply   chan<- readDone
+	started time.Time // when a reader started it (set by the reader of its first piece)
 	// known: the Stream found every page of it in the page cache just
 	// now; the readers copy it from there without asking again.
 	known bool
@@ -360,7 +404,7 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 		hashers = runtime.GOMAXPROCS(0)
 	}
 	h.pieces.init()
-	h.hashQ = make(chan part, 4*hashers)
+	h.hashQ, h.phashQ = make(chan part, 4*hashers), make(chan part, 4*hashers)
 	for range hashers {
 		h.hwg.Add(1)
 		go h.hasher()
@@ -466,6 +510,7 @@ func (h *Hierarchy) Close() error {
 	close(h.preqs)
 	h.rwg.Wait()
 	close(h.hashQ)
+	close(h.phashQ)
 	h.hwg.Wait()
 	close(h.prefetchQ)
 	h.wg.Wait()
@@ -498,9 +543,10 @@ func (h *Hierarchy) Stats() Stats {
 	h.statsMu.Unlock()
 	h.mu.Lock()
 	s.RAMResident = len(h.resident)
-	for i := range h.hints.Scored {
-		s.HintsScored, s.HintsTrue = s.HintsScored+h.hints.Scored[i], s.HintsTrue+h.hints.True[i]
+	for i := range h.ra.Scored {
+		s.HintsScored, s.HintsTrue = s.HintsScored+h.ra.Scored[i], s.HintsTrue+h.ra.True[i]
 	}
+	s.HintsScoredByRank, s.HintsTrueByRank = slices.Clone(h.ra.Scored), slices.Clone(h.ra.True)
 	if h.devl != nil {
 		s.Device.Resident = len(h.devl.entries)
 	}
@@ -714,13 +760,54 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		s.PageCacheUses += pcached
 		s.Device.Uses += duses
 	})
+	var firstErr error
+	// Staging reads: started now, as many as find a staging buffer at once
+	// (drain starts the rest), so they overlap with the RAM-tier ones.
+	devX := st.devX[:0]
+	for _, u := range uses {
+		if u.bytes() && u.e == nil {
+			devX = append(devX, u.x)
+		}
+	}
+	devNext, devInflight := 0, 0
+	startDev := func(wait bool) {
+		for devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
+			// Take a slot: wait for one only when nothing of ours is in
+			// flight (other Streams hold them all); else come back when a
+			// read of ours completes.
+			if !wait || devInflight > 0 || pendingOurs > 0 {
+				select {
+				case h.slots <- struct{}{}:
+				default:
+					return
+				}
+			} else {
+				select {
+				case h.slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			b, gerr := h.dev.Get()
+			if gerr != nil {
+				<-h.slots
+				firstErr = gerr
+				return
+			}
+			k := h.dims.Index(weights.ExpertID{Layer: layer, Expert: devX[devNext]})
+			devInflight++
+			h.count(func(s *Stats) { s.MaxStagingInUse = max(s.MaxStagingInUse, devInflight) })
+			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply, known: uses[st.at[devX[devNext]]].pcache}
+			devNext++
+		}
+	}
+	startDev(false)
 	// The hint's reads start after this layer's own: a read ahead must not
 	// delay one that is needed now.
 	h.mu.Lock()
 	h.prefetchLocked(now)
 	h.mu.Unlock()
 
-	var firstErr error
 	// consume delivers expert x from its verified bytes: with the device
 	// slot to fill when the device level admitted it.
 	consume := func(x int, ve weights.VerifiedExpert, tier ledger.Tier) {
@@ -778,50 +865,6 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		done = append(done, false)
 	}
 	st.done = done
-	// Staging reads first, so that they are read and hashed while the
-	// resident ones are consumed (each a copy to the device the step's
-	// goroutine waits for).
-	devX := st.devX[:0]
-	for _, u := range uses {
-		if u.bytes() && u.e == nil {
-			devX = append(devX, u.x)
-		}
-	}
-	devNext, devInflight := 0, 0
-	early := true // startDev takes only the slots free now
-	startDev := func() {
-		for devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
-			// Take a slot: wait for one only when nothing of ours is in
-			// flight (other Streams hold them all); else come back when a
-			// read of ours completes.
-			if devInflight > 0 || pendingOurs > 0 || early {
-				select {
-				case h.slots <- struct{}{}:
-				default:
-					return
-				}
-			} else {
-				select {
-				case h.slots <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-			}
-			b, gerr := h.dev.Get()
-			if gerr != nil {
-				<-h.slots
-				firstErr = gerr
-				return
-			}
-			k := h.dims.Index(weights.ExpertID{Layer: layer, Expert: devX[devNext]})
-			devInflight++
-			h.count(func(s *Stats) { s.MaxStagingInUse = max(s.MaxStagingInUse, devInflight) })
-			h.reqs <- readReq{ref: h.refs[k], buf: b, x: devX[devNext], reply: st.reply, known: uses[st.at[devX[devNext]]].pcache}
-			devNext++
-		}
-	}
-	startDev()
-	early = false
 	for _, i := range readyNow {
 		if h.opt.Scrub.OnUse && !h.recheckOnUse(uses[i].e) {
 			devX = append(devX, uses[i].x) // changed in memory: read it again
@@ -835,7 +878,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	// order; staging reads are started as buffers allow.
 	drain := func() {
 		for {
-			startDev()
+			startDev(true)
 			h.noteMapped()
 			if pendingOurs == 0 && devInflight == 0 {
 				if devNext < len(devX) && firstErr == nil && ctx.Err() == nil {
@@ -929,9 +972,11 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 // Hint says which experts of layer the engine expects to need next (the
 // next layer's router applied to this layer's input, the experts the
 // previous token used). With Options.Prefetch the next Stream, once it has
-// leased its own experts, starts reading the hinted ones that are not
-// resident into the RAM tier (never evicting a leased copy), up to Readers
-// reads at a time. Results never depend on hints.
+// leased its own experts and started its own reads, starts reading the
+// hinted ones that are not resident and that policy.ReadAhead says pay
+// into the RAM tier (never evicting a leased copy), up to Readers reads at
+// a time; readers and hashers serve them only when no needed read waits.
+// Results never depend on hints.
 func (h *Hierarchy) Hint(layer int, experts []int) {
 	if !h.opt.Prefetch || h.cache == nil || layer < 0 || layer >= h.dims.Layers {
 		return
@@ -941,8 +986,59 @@ func (h *Hierarchy) Hint(layer int, experts []int) {
 	h.hintMu.Unlock()
 }
 
-// scoreHintLocked scores the hint given for layer against its experts.
-func (h *Hierarchy) scoreHintLocked(layer int, experts []int) { h.hints.Score(layer, experts) }
+// scoreHintLocked scores the hint given for layer against its experts, and
+// measures the reads ahead for layer this Stream did not use (those it
+// used were measured as it leased them).
+func (h *Hierarchy) scoreHintLocked(layer int, experts []int) {
+	h.ra.Score(layer, experts)
+	n := 0
+	for _, e := range h.ahead {
+		if e.id.Layer == layer {
+			h.unusedLocked(e, slices.Contains(experts, e.id.Expert))
+			continue
+		}
+		h.ahead[n] = e
+		n++
+	}
+	clear(h.ahead[n:])
+	h.ahead = h.ahead[:n]
+}
+
+// usedLocked measures read ahead e, which a Stream leased at now: the whole
+// wait hidden if it is verified, else the share of it done by now (when it
+// is verified).
+func (h *Hierarchy) usedLocked(e *entry, now time.Time) {
+	e.ahead = false
+	for i, a := range h.ahead {
+		if a == e {
+			h.ahead = append(h.ahead[:i], h.ahead[i+1:]...)
+			break
+		}
+	}
+	if e.state == loading {
+		e.late, e.usedAt = true, now
+		return
+	}
+	h.ra.Used(e.id.Layer, e.place, 1)
+	took := e.took.Seconds()
+	h.count(func(s *Stats) { s.PrefetchSavedSeconds += took })
+}
+
+// unusedLocked measures read ahead e as not used by its step, whose
+// experts include e's if hintTrue (the caller takes it off h.ahead).
+func (h *Hierarchy) unusedLocked(e *entry, hintTrue bool) {
+	e.ahead = false
+	h.ra.Unused(e.id.Layer, hintTrue)
+	took := e.took.Seconds()
+	if e.state == loading {
+		e.unused, took = true, 0 // counted when it is verified
+	}
+	lost := int64(0)
+	if hintTrue {
+		lost = 1
+	}
+	h.count(func(s *Stats) { s.PrefetchUnused++; s.PrefetchLost += lost; s.PrefetchUnusedSeconds += took })
+}
 
 // prefetchLocked starts reads for the pending hint.
 func (h *Hierarchy) prefetchLocked(now int64) {
@@ -950,7 +1046,7 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 	hint, layer := h.hint, h.hintLayer
 	h.hint = h.hint[:0]
 	h.hintMu.Unlock()
-	h.hints.Given(layer, hint)
+	h.ra.Given(layer, hint)
 	for i, x := range hint {
 		if h.inflightP >= cap(h.preqs) {
 			return
@@ -960,12 +1056,20 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		}
 		id := weights.ExpertID{Layer: layer, Expert: x}
 		k := h.dims.Index(id)
-		if h.refs[k].Length() == 0 || h.cache.Contains(id) {
-			continue
+		if h.refs[k].Length() == 0 || h.cache.Contains(id) || (h.devl != nil && h.devl.cache.Contains(id)) {
+			continue // resident: in the RAM tier, or in a device slot (a use binds it there)
 		}
-		if !h.hints.Trust(i) {
+		probe := false
+		decision, place := h.ra.Decide(i) // for every hinted expert not resident: the hint is scored read or not
+		switch decision {
+		case policy.Skip:
 			h.count(func(s *Stats) { s.PrefetchSkipped++ })
 			continue // hints of this rank seldom come true: reading them ahead costs more than it saves
+		case policy.BackedOff:
+			h.count(func(s *Stats) { s.PrefetchBackedOff++ })
+			continue // at its place this layer's reads ahead were not in time, or not kept
+		case policy.Probe:
+			probe = true
 		}
 		out, err := h.cache.Request(id, now)
 		if err != nil {
@@ -979,7 +1083,7 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 			h.cache.Release(id)
 			continue
 		}
-		e := &entry{id: id, k: k, buf: b, state: loading, prefetched: true}
+		e := &entry{id: id, k: k, buf: b, state: loading, prefetched: true, ahead: true, place: place}
 		select {
 		case h.preqs <- readReq{ref: h.refs[k], buf: b, x: x, e: e, reply: h.prefetchQ}:
 		default: // warm reads fill the queue
@@ -988,8 +1092,14 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 			return
 		}
 		h.resident[k] = e
+		h.ahead = append(h.ahead, e)
 		h.inflightP++
-		h.count(func(s *Stats) { s.PrefetchIssued++ })
+		h.count(func(s *Stats) {
+			s.PrefetchIssued++
+			if probe {
+				s.PrefetchProbes++
+			}
+		})
 	}
 }
 
@@ -1011,9 +1121,24 @@ func (h *Hierarchy) prefetcher() {
 	defer h.wg.Done()
 	for d := range h.prefetchQ {
 		h.mu.Lock()
-		d.e.ve, d.e.err, d.e.state, d.e.verifiedAt = d.ve, d.err, ready, time.Now()
+		now := time.Now()
+		d.e.ve, d.e.err, d.e.state, d.e.verifiedAt = d.ve, d.err, ready, now
 		if d.err != nil {
 			d.e.state = failed
+		}
+		d.e.took = now.Sub(d.started)
+		switch e := d.e; {
+		case e.late:
+			// Used before it was verified: it hid the part of its read
+			// done before its Stream came.
+			e.late = false
+			hid := max(e.usedAt.Sub(d.started), 0)
+			h.ra.Used(e.id.Layer, e.place, hid.Seconds()/max(e.took.Seconds(), 1e-9))
+			h.count(func(s *Stats) { s.PrefetchLate++; s.PrefetchSavedSeconds += hid.Seconds() })
+		case e.unused:
+			e.unused = false
+			took := e.took.Seconds()
+			h.count(func(s *Stats) { s.PrefetchUnusedSeconds += took })
 		}
 		h.inflightP--
 		if !d.e.warm {
@@ -1045,6 +1170,9 @@ func (h *Hierarchy) leaseLocked(u *use, id weights.ExpertID, now int64) error {
 			if e.prefetched {
 				e.prefetched = false
 				h.count(func(s *Stats) { s.PrefetchUseful++ })
+			}
+			if e.ahead {
+				h.usedLocked(e, time.Now())
 			}
 			return nil
 		}
@@ -1096,6 +1224,8 @@ func (h *Hierarchy) evictLocked(id weights.ExpertID) {
 		if e.prefetched {
 			wasted = 1
 		}
+		e.evicted = e.ahead // before its step, which measures it
+
 		h.releaseBufLocked(e)
 		delete(h.resident, k)
 	}

@@ -3,6 +3,7 @@ package tier
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/weights"
 )
@@ -157,7 +158,8 @@ func (h *Hierarchy) reader() {
 			return
 		}
 		if p.i == 0 {
-			p.j.buf.Pin() // a RAM-tier buffer's first read (the staging ones were pinned when mapped)
+			p.j.started = time.Now() // pieces are taken in order: the read starts now
+			p.j.buf.Pin()            // a RAM-tier buffer's first read (the staging ones were pinned when mapped)
 		}
 		h.readPiece(p)
 	}
@@ -217,17 +219,46 @@ func (h *Hierarchy) readDone(j *job) {
 		j.reply <- readDone{j.readReq, weights.VerifiedExpert{}, err}
 		return
 	}
+	q := h.hashQ
+	if prefetch {
+		q = h.phashQ
+	}
 	for i := range j.check.Parts() {
-		h.hashQ <- part{j, i}
+		q <- part{j, i}
 	}
 }
 
 // hasher hashes parts of checks until Close (one per core, Options.Hashers);
 // the hasher of a check's last part verifies it and replies: no byte
 // reaches a consumer before its digest matched.
+// The parts of reads a Stream waits for are hashed first, those of reads
+// ahead when none is waiting.
 func (h *Hierarchy) hasher() {
 	defer h.hwg.Done()
-	for q := range h.hashQ {
+	hq, pq := h.hashQ, h.phashQ
+	for hq != nil || pq != nil {
+		var q part
+		var ok bool
+		select {
+		case q, ok = <-hq:
+			if !ok {
+				hq = nil
+				continue
+			}
+		default:
+			select {
+			case q, ok = <-hq:
+				if !ok {
+					hq = nil
+					continue
+				}
+			case q, ok = <-pq:
+				if !ok {
+					pq = nil
+					continue
+				}
+			}
+		}
 		j := q.j
 		if !j.check.Hash(q.i) {
 			continue

@@ -61,6 +61,9 @@ type files struct {
 	// asked counts the questions to the page cache (a test's window on
 	// them): inPageCache's, and those of reads not told the answer.
 	asked atomic.Int64
+	// slow, if set (by tests: a slow storage device), is called before
+	// every read of a piece.
+	slow func()
 }
 
 // mapFile maps all of f for the page-cache questions (pagecache.Map).
@@ -191,6 +194,9 @@ func (fs *files) readRange(ref weights.ExpertRef, b *weights.Buffer, off, n int6
 	}
 	dst := b.Bytes()[off : off+n]
 	at := ref.Offset() + off
+	if fs.slow != nil {
+		fs.slow()
+	}
 	if fd.cached != nil {
 		if !known {
 			fs.asked.Add(1)

@@ -113,6 +113,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 	probed := pageCacheProbes(t, ck)
 	var total sim.Counters
 	defer func() {
+		t.Logf("over all: %+v", total)
 		if total.PrefetchUseful == 0 || total.PrefetchWasted == 0 || total.Evictions == 0 || total.Hits == 0 || (probed && total.PageCacheUses == 0) {
 			t.Errorf("the cases do not exercise the hierarchy: %+v over all", total)
 		}
@@ -190,6 +191,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 					}
 					want := sim.Counters{Hits: st.Hits, Misses: st.Misses, Streamed: st.Streamed, BytesRead: st.BytesRead, Evictions: st.Evictions,
 						PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted, PrefetchSkipped: st.PrefetchSkipped,
+						PrefetchBackedOff: st.PrefetchBackedOff, PrefetchProbes: st.PrefetchProbes, PrefetchUnused: st.PrefetchUnused, PrefetchLost: st.PrefetchLost, PrefetchLate: st.PrefetchLate,
 						PageCacheUses: st.PageCacheUses}
 					if *r.Counters != want {
 						t.Errorf("simulated %+v\nhierarchy %+v", *r.Counters, want)
@@ -204,6 +206,11 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 					total.PrefetchUseful += r.Counters.PrefetchUseful
 					total.PrefetchWasted += r.Counters.PrefetchWasted
 					total.PageCacheUses += r.Counters.PageCacheUses
+					total.PrefetchUnused += r.Counters.PrefetchUnused
+					total.PrefetchBackedOff += r.Counters.PrefetchBackedOff
+					total.PrefetchProbes += r.Counters.PrefetchProbes
+					total.PrefetchSkipped += r.Counters.PrefetchSkipped
+					total.PrefetchIssued += r.Counters.PrefetchIssued
 				})
 			}
 		}

@@ -258,8 +258,11 @@ type expertLevels struct {
 	Storage   tier.Level `json:"storage"`
 	// Prefetch is what the hints did: reads started, those a use then
 	// hit, those evicted unused, and their bytes; hinted experts not read
-	// ahead (their rank's hints seldom came true), and the hints scored
-	// and those that came true.
+	// ahead (their rank does not pay, or their layer was backed off),
+	// probes, what the first Stream of their layer made of the reads ahead
+	// (unused, lost of those: the hint came true but the copy was gone,
+	// used late, the read time they hid and the read time of the unused),
+	// and the hints scored and those that came true.
 	Prefetch *prefetchCounts `json:"prefetch,omitempty"`
 }
 
@@ -268,10 +271,19 @@ type prefetchCounts struct {
 	Useful int64 `json:"useful"`
 	Wasted int64 `json:"wasted"`
 	Bytes  int64 `json:"bytes"`
-	// Skipped, HintsScored, HintsTrue: tier.Stats'.
-	Skipped     int64 `json:"skipped"`
-	HintsScored int64 `json:"hints_scored"`
-	HintsTrue   int64 `json:"hints_true"`
+	// The rest: tier.Stats' Prefetch… and Hints… counters.
+	Skipped       int64   `json:"skipped"`
+	BackedOff     int64   `json:"backed_off"`
+	Probes        int64   `json:"probes"`
+	Unused        int64   `json:"unused"`
+	Lost          int64   `json:"lost"`
+	Late          int64   `json:"late"`
+	SavedSeconds  float64 `json:"saved_seconds"`
+	UnusedSeconds float64 `json:"unused_seconds"`
+	HintsScored   int64   `json:"hints_scored"`
+	HintsTrue     int64   `json:"hints_true"`
+	ScoredByRank  []int64 `json:"hints_scored_by_rank,omitempty"`
+	TrueByRank    []int64 `json:"hints_true_by_rank,omitempty"`
 }
 
 type samplingJSON struct {
@@ -472,7 +484,9 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 			ts := r.Tier.Stats()
 			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, PageCache: ts.PageCache, Storage: ts.Storage,
 				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes,
-					Skipped: ts.PrefetchSkipped, HintsScored: ts.HintsScored, HintsTrue: ts.HintsTrue}}
+					Skipped: ts.PrefetchSkipped, BackedOff: ts.PrefetchBackedOff, Probes: ts.PrefetchProbes,
+					Unused: ts.PrefetchUnused, Lost: ts.PrefetchLost, Late: ts.PrefetchLate, SavedSeconds: ts.PrefetchSavedSeconds, UnusedSeconds: ts.PrefetchUnusedSeconds,
+					HintsScored: ts.HintsScored, HintsTrue: ts.HintsTrue, ScoredByRank: ts.HintsScoredByRank, TrueByRank: ts.HintsTrueByRank}}
 		}
 		est := r.Engine.Stats()
 		return writeJSON(out, runResult{

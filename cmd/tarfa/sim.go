@@ -176,6 +176,7 @@ func newSimCommand() *cobra.Command {
 		vramGiB, vramRes   float64
 		name, part         string
 		halfLife, prefetch float64
+		hintPrecision      float64
 		warmup             int
 		warmStart, asJSON  bool
 		exclusive          bool
@@ -217,6 +218,12 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 			}
 			if !(prefetch >= 0 && prefetch <= 1) {
 				return fmt.Errorf("--prefetch %v: want a fraction, 0 to 1", prefetch)
+			}
+			if !(hintPrecision >= 0 && hintPrecision <= 1) {
+				return fmt.Errorf("--hint-precision %v: want a probability, 0 to 1", hintPrecision)
+			}
+			if hintPrecision > 0 && (vramGiB > 0 || prefetch == 0) {
+				return fmt.Errorf("--hint-precision %v is of the predictor --prefetch stands for without a device: give --vram-gib 0 and --prefetch", hintPrecision)
 			}
 			if !(halfLife > 0) {
 				return fmt.Errorf("--half-life-tokens %v: want positive", halfLife)
@@ -283,7 +290,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 				o.Heat = heat
 			}
 			cfg := sim.Config{Hardware: hw, ExpertBytes: expertBytes, RAMSlots: ram, DeviceSlots: dev, Policy: name,
-				Partition: pt.String(), Options: o, Prefetch: prefetch, Warmup: warmup, Exclusive: exclusive}
+				Partition: pt.String(), Options: o, Prefetch: prefetch, HintPrecision: hintPrecision, Warmup: warmup, Exclusive: exclusive}
 			// A run whose RAM-tier misses the page cache served, every one
 			// (a repeat run with --direct auto), is simulated so: those
 			// misses are hashed reads from the page cache, not admitted.
@@ -345,6 +352,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.StringVar(&part, "partition", "global", "capacity split: global or per-layer")
 	fs.Float64Var(&halfLife, "half-life-tokens", policy.DefaultHalfLifeTokens, "aging half-life of lfu-decay, heat and predict, tokens")
 	fs.Float64Var(&prefetch, "prefetch", 0, "prefetch, 0 to 1: with a device, the fraction of a layer's I/O issued during the previous layer; without one (--vram-gib 0), a predictor naming that fraction of the next layer's experts")
+	fs.Float64Var(&hintPrecision, "hint-precision", 0, "without a device, the probability that --prefetch's predictor names an expert right (0: always, every hint read ahead); below 1 its hints are read ahead as the hierarchy decides the engine's (the read-ahead rule and its back-off)")
 	fs.IntVar(&warmup, "warmup", 0, "tokens to leave out of the per-token figures")
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
 	fs.BoolVar(&exclusive, "exclusive", false, "the device slots and the RAM tier hold different experts (tier --exclusive); default inclusive")
@@ -472,7 +480,7 @@ func simAssumptions(tr *trace.Trace, c sim.Config, ram, ramRes, vram, vramRes fl
 	a = append(a,
 		fmt.Sprintf("non-expert work: %g ms per layer per token, %g ms per token outside the layers", hw.DenseMSPerLayer, hw.TokenMS),
 		fmt.Sprintf("policy: %s, %s capacity, both tiers", c.Policy, c.Partition),
-		fmt.Sprintf("prefetch: %g of each layer's I/O issued during the previous layer", c.Prefetch))
+		prefetchAssumption(c))
 	if warm {
 		a = append(a, "start: both tiers filled from the heat ledger ("+heat+")")
 	} else {
@@ -482,6 +490,16 @@ func simAssumptions(tr *trace.Trace, c sim.Config, ram, ramRes, vram, vramRes fl
 		a = append(a, fmt.Sprintf("the first %d tokens are left out of the per-token figures", c.Warmup))
 	}
 	return a
+}
+
+func prefetchAssumption(c sim.Config) string {
+	switch {
+	case c.DeviceSlots > 0 || c.Prefetch == 0:
+		return fmt.Sprintf("prefetch: %g of each layer's I/O issued during the previous layer", c.Prefetch)
+	case c.HintPrecision > 0 && c.HintPrecision < 1:
+		return fmt.Sprintf("prefetch: a predictor naming %g of the next layer's experts, each right with probability %g; read ahead as the hierarchy decides (the read-ahead rule and its back-off)", c.Prefetch, c.HintPrecision)
+	}
+	return fmt.Sprintf("prefetch: a predictor naming %g of the next layer's experts, always right, every one read ahead", c.Prefetch)
 }
 
 func printSim(w io.Writer, o simOutput) error {
@@ -515,6 +533,12 @@ func printSim(w io.Writer, o simOutput) error {
 		{"host-to-device bytes per token", reports.Bytes(int64(r.CopyBytesPerToken))},
 		{"busy ms per token: dense / read / hash / copy / compute / fill", fmt.Sprintf("%s / %s / %s / %s / %s / %s", ms(r.StagesPerToken.Dense), ms(r.StagesPerToken.Read), ms(r.StagesPerToken.Hash), ms(r.StagesPerToken.Copy), ms(r.StagesPerToken.Compute), ms(r.StagesPerToken.Fill))},
 		{"I/O hidden by prefetch, ms per token", ms(r.StagesPerToken.Hidden)},
+	}...)
+	if c := r.Counters; c != nil && (c.PrefetchIssued > 0 || c.PrefetchSkipped > 0 || c.PrefetchBackedOff > 0) {
+		rows = append(rows, []string{"reads ahead: issued / used / unused / late / probes; hinted not read: skipped / held back",
+			fmt.Sprintf("%d / %d / %d / %d / %d; %d / %d", c.PrefetchIssued, c.PrefetchUseful, c.PrefetchUnused, c.PrefetchLate, c.PrefetchProbes, c.PrefetchSkipped, c.PrefetchBackedOff)})
+	}
+	rows = append(rows, [][]string{
 		{"bound by", r.Bound},
 		{"tokens counted (warm-up: seconds)", fmt.Sprintf("%d (%d: %.2f s)", r.Tokens, r.Warmup, r.WarmupSeconds)},
 	}...)

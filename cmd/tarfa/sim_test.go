@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,6 +93,50 @@ func TestSimProjection(t *testing.T) {
 	}
 }
 
+// Without a device, --prefetch with --hint-precision below 1 is decided by
+// the read-ahead rule: a predictor right 3 times in 10 on routing without
+// locality reads nearly nothing ahead and costs nothing, one always right
+// reads every hint ahead; the output says which and what the reads did.
+func TestSimHintPrecision(t *testing.T) {
+	base := simArgs("--synthetic", "zipf:s=0,reuse=0", "--tokens", "60", "--vram-gib", "0", "--storage-gbps", "0.6", "--cpu-expert-us", "4000", "--warmup", "20")
+	type counters struct {
+		PrefetchIssued  int64 `json:"prefetch_issued"`
+		PrefetchSkipped int64 `json:"prefetch_skipped"`
+	}
+	get := func(extra ...string) (float64, counters) {
+		t.Helper()
+		js, err := runCLI(t, "", append(append(slices.Clone(base), extra...), "--json")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Result struct {
+				SecondsPerToken struct{ Mean float64 } `json:"seconds_per_token"`
+				Counters        counters               `json:"counters"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(js), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Result.SecondsPerToken.Mean, r.Result.Counters
+	}
+	off, _ := get()
+	weak, wc := get("--prefetch", "1", "--hint-precision", "0.3")
+	_, all := get("--prefetch", "1")
+	if wc.PrefetchIssued*50 > wc.PrefetchSkipped || weak > 1.01*off || all.PrefetchIssued == 0 || all.PrefetchSkipped != 0 {
+		t.Errorf("weak predictor: %+v, %v s/token against %v without prefetch; always right: %+v", wc, weak, off, all)
+	}
+	out, err := runCLI(t, "", append(slices.Clone(base), "--prefetch", "1", "--hint-precision", "0.3")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"each right with probability 0.3; read ahead as the hierarchy decides", "reads ahead: issued / used / unused / late / probes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestSimFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	tr := filepath.Join(dir, "t.jsonl")
@@ -117,6 +162,9 @@ func TestSimFlagErrors(t *testing.T) {
 		{simArgs(append(syn, "--policy", "oracle-learn")...), `--policy "oracle-learn": want one of belady, fifo, heat,`},
 		{simArgs(append(syn, "--partition", "striped")...), "--partition"},
 		{simArgs(append(syn, "--prefetch", "2")...), "--prefetch 2"},
+		{simArgs(append(syn, "--vram-gib", "0", "--prefetch", "1", "--hint-precision", "2")...), "--hint-precision 2: want a probability"},
+		{simArgs(append(syn, "--prefetch", "1", "--hint-precision", "0.5")...), "--hint-precision 0.5 is of the predictor --prefetch stands for without a device"},
+		{simArgs(append(syn, "--vram-gib", "0", "--hint-precision", "0.5")...), "--hint-precision 0.5 is of the predictor"},
 		{simArgs(append(syn, "--ram-gib", "0.01")...), "--ram-gib 0.01 less --ram-reserved-gib 0 holds 0 experts"},
 		{simArgs(append(syn, "--vram-gib", "0.02")...), "--vram-gib 0.02 less --vram-reserved-gib 0 holds 1 experts"},
 		{simArgs(append(syn, "--partition", "per-layer", "--vram-gib", "0.1")...), "--vram-gib 0.1 less --vram-reserved-gib 0 holds 5 experts of 18874368 bytes; device slots need at least 8 (top-2, per-layer)"},

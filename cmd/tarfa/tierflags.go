@@ -68,7 +68,7 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.devPolicy, "device-policy", "", "with --backend cuda, the policy of the device level (the expert slots --vram-budget leaves after the weights): one of the --policy names; default: --policy's")
 	f.BoolVar(&t.exclusive, "exclusive", false, "with --backend cuda, the RAM tier and the device level hold different experts (a device miss takes the RAM copy); default inclusive, which the simulator measures as better (tarfa sim --exclusive)")
 	f.StringVar(&t.direct, "direct", "auto", "O_DIRECT reads: auto (where the file system allows; a record whose pages are all in the page cache, as in a repeat run, is read from there), on (required), off")
-	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes, for the ranks of hints that have come true 3 times in 4 (speed only)")
+	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes, as far as the reads pay: the hints' measured precision against the share of a read done before its step; held back where they do not pay, probed again (speed only)")
 	f.BoolVar(&t.heat, "heat", true, "keep this model's expert-heat ledger in the user cache directory (the heat policy's prior; updated by every run)")
 	f.BoolVar(&t.warm, "warm", false, "read the hottest experts of the heat ledger into the RAM tier in the background at start")
 	f.StringVar(&t.scrub, "scrub", tier.DefaultScrub.String(), `re-verify the copies kept resident: "off", "use" (re-hash each before every use), a duration (a background pass that often, at least 1s), or "use,10m"; a copy found changed stops the run`)

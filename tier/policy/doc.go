@@ -91,4 +91,13 @@
 //
 // Which one is the default is chosen by measurement (BENCHMARKS.md, "Expert
 // cache policies against Belady"); see [Default].
+//
+// # Reading ahead
+//
+// [ReadAhead] decides which of the engine's prefetch hints a tier reads
+// ahead, by a cost rule (p·h > 1 − p, in units of one read) over what it
+// measures: the hints' precision ([HintScore]), the share of a read that
+// reads ahead had done before their step (given by the caller, which has
+// the clock) and whether their copies were kept until then; it holds reads
+// back where they do not pay and probes again.
 package policy

@@ -3,37 +3,30 @@ package policy
 // HintScore measures how often the engine's prefetch hints come true, layer
 // by layer and rank by rank (its i-th hinted expert of a layer: the engine
 // lists the next layer's router's choices first, then the experts the
-// previous token used), so that a hierarchy reads ahead only the hints
-// that pay: a read ahead that is not used costs a read and a hash the
-// storage and the cores would have spent on a needed one, and one that is
-// saves only waiting. Layers are scored apart because their hints differ
-// in kind: the first MoE layer's, given after the last layer of the token
-// before, are that token's experts only, which come true far less often
-// than the next layer's router applied to this layer's input.
+// previous token used): the probability, in ReadAhead's rule, that a read
+// ahead of that rank is used. Layers are scored apart because their hints
+// differ in kind: the first MoE layer's, given after the last layer of the
+// token before, are that token's experts only, which come true far less
+// often than the next layer's router applied to this layer's input.
 // Every hint is scored against what its layer then routed to, read ahead
-// or not, so a rank that starts coming true is trusted again. The streaming
-// hierarchy (package tier) and its simulator (package tier/sim) keep one
-// each and make the same decisions. The zero value trusts no rank: a rank
-// of a layer is read ahead once hintMinScored of its hints were scored and
-// at least PrefetchPrecision of them came true.
+// or not, so a rank that starts coming true is read ahead again without a
+// read to find out. The precision that decides is of the hinted experts
+// that were candidates for a read ahead (Candidate: not resident when the
+// hint was acted on): with routing that keeps a stable half resident, the
+// stable experts' ranks come true nearly always, but when one of them is
+// not resident it is mostly because the hint named a wrong one. A rank's
+// precision counts once hintMinScored of its candidates were scored.
 type HintScore struct {
 	prec    [][]float64 // by layer and rank: the moving share of hints that came true
 	n       [][]int     // by layer and rank: hints scored, up to 1/hintDecay
 	pending []int       // the hint of layer whose Stream has not come yet
+	cand    []bool      // by rank of pending: a candidate for a read ahead
 	layer   int
-	all     bool // TrustAll
 	// Scored and True count, by rank (all layers), the hints scored and
-	// those that came true (for reports: the decisions use prec).
+	// those that came true, candidates or not (for reports: the decisions
+	// use prec).
 	Scored, True []int64
 }
-
-// TrustAll makes s trust every rank whatever its score: for hints known to
-// come true (the simulator's oracle, pipelines checked by hand).
-func (s *HintScore) TrustAll() { s.all = true }
-
-// PrefetchPrecision is the share of a rank's hints that must come true for
-// its experts to be read ahead.
-const PrefetchPrecision = 0.75
 
 // hintDecay is the weight of one layer's outcome in a rank's precision
 // once 1/hintDecay of them were scored; before, precision is the plain
@@ -41,14 +34,23 @@ const PrefetchPrecision = 0.75
 const hintDecay = 0.1
 
 // hintMinScored is how many hints of a rank of a layer must have been
-// scored before it is trusted: with fewer, a lucky start on random routing
-// would read ahead experts that are then not used.
+// scored before its precision counts: with fewer, a lucky start on random
+// routing would read ahead experts that are then not used.
 const hintMinScored = 5
 
 // Given records the hint for layer (when a hierarchy acts on it), to be
 // scored when that layer's experts are known.
 func (s *HintScore) Given(layer int, hint []int) {
 	s.pending, s.layer = append(s.pending[:0], hint...), layer
+	s.cand = append(s.cand[:0], make([]bool, len(hint))...)
+}
+
+// Candidate marks rank i of the hint last given as a candidate for a read
+// ahead (not resident), so that its precision is scored.
+func (s *HintScore) Candidate(i int) {
+	if i >= 0 && i < len(s.cand) {
+		s.cand[i] = true
+	}
 }
 
 // Score scores the pending hint, if it was for layer, against the experts
@@ -75,26 +77,30 @@ func (s *HintScore) Score(layer int, used []int) {
 				break
 			}
 		}
+		s.Scored[i]++
+		if hit == 1 {
+			s.True[i]++
+		}
+		if !s.cand[i] {
+			continue
+		}
 		w := hintDecay
 		if float64(n[i]) < 1/hintDecay {
 			n[i]++
 			w = 1 / float64(n[i])
 		}
 		prec[i] += w * (hit - prec[i])
-		s.Scored[i]++
-		if hit == 1 {
-			s.True[i]++
-		}
 	}
 	s.pending = s.pending[:0]
 }
 
-// Trust reports whether experts of rank i of the hint last given are worth
-// reading ahead.
-func (s *HintScore) Trust(i int) bool {
-	if s.all {
-		return true
-	}
+// precision is the share of candidates of rank i of the hint last given's
+// layer that came true, and how many were scored (up to 1/hintDecay); n is
+// 0 until hintMinScored were.
+func (s *HintScore) precision(i int) (p float64, n int) {
 	l := s.layer
-	return l >= 0 && l < len(s.prec) && i < len(s.prec[l]) && s.n[l][i] >= hintMinScored && s.prec[l][i] >= PrefetchPrecision
+	if l < 0 || l >= len(s.prec) || i >= len(s.prec[l]) || s.n[l][i] < hintMinScored {
+		return 0, 0
+	}
+	return s.prec[l][i], s.n[l][i]
 }

@@ -24,17 +24,21 @@
 // policy code deciding the same things in the same order: a layer's
 // experts are leased resident ones first; an expert that finds every
 // resident copy pinned streams through a device slot without being
-// admitted; the prefetch hint given before the Stream (Config.Hints: the
-// engine's, recorded by a measured run; without them Prefetch p stands for
-// a predictor naming p of the next layer's experts) starts reads for the
-// hinted experts not resident, admitted to the RAM tier and pinned until
-// verified, while fewer than QueueDepth are in flight; then the Stream's
-// own reads. Its Result carries the RAM tier's Counters in tier.Stats
-// terms (hits include copies a prefetch is still reading; bytes read
-// include every prefetch, wasted ones too), and for the same trace, hints
-// and options they are the hierarchy's: a test runs both and compares.
-// Only when prefetch reads complete and release their leases depends on
-// time, so there the counters follow the simulated timing.
+// admitted; the Stream's own reads are issued; then the prefetch hint given
+// before the Stream (Config.Hints: the engine's, recorded by a measured
+// run; without them Prefetch p stands for a predictor naming p of the next
+// layer's experts) starts reads for the hinted experts not resident that
+// policy.ReadAhead decides to read ahead (their rank pays, their layer is
+// not backed off, or a probe), admitted to the RAM tier and pinned until
+// verified, while fewer than QueueDepth are in flight. Its Result carries
+// the RAM tier's Counters in tier.Stats terms (hits include copies a
+// prefetch is still reading; bytes read include every prefetch, wasted
+// ones too; the read-ahead decisions and outcomes), and for the same
+// trace, hints and options they are the hierarchy's: a test runs both and
+// compares. Only when prefetch reads complete and release their leases,
+// and whether a read ahead was still being read when its step came (the
+// wait it hid, which policy.ReadAhead weighs), depend on time, so there
+// the counters follow the simulated timing.
 //
 // The time model is an event replay of that pipeline. Reads are served in
 // the order issued, each taking B / storage bandwidth, its latency

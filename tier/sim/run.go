@@ -30,16 +30,20 @@ type Config struct {
 	Warm []float64 `json:"-"`
 	// Prefetch is the fraction of a layer's I/O issued during the previous
 	// layer (0: none). Without a device it is a predictor naming that
-	// fraction of each next layer's experts (unless Hints are given).
-	Prefetch float64 `json:"prefetch"`
+	// fraction of each next layer's experts (unless Hints are given),
+	// each right with probability HintPrecision (0: 1, always right, and
+	// read ahead from the first); below 1 the hints are decided as the
+	// engine's are (policy.ReadAhead).
+	Prefetch      float64 `json:"prefetch"`
+	HintPrecision float64 `json:"hint_precision,omitempty"`
 	// Hints, without a device, are the engine's prefetch hints of a measured
 	// run, one per step (token·Layers + layer; no experts: none given before
 	// that step's Stream); nil: none.
 	Hints []Hint `json:"-"`
-	// TrustHints reads every hint ahead from the first (policy.HintScore
-	// TrustAll); else, as the hierarchy does, only the ranks of hints that
-	// have come true. Prefetch's oracle hints are always trusted: they
-	// come true by construction.
+	// TrustHints reads every hint ahead from the first (policy.ReadAhead
+	// TrustAll); else, as the hierarchy does, what policy.ReadAhead decides
+	// pays. Prefetch's oracle hints are always trusted: they come true by
+	// construction.
 	TrustHints bool `json:"trust_hints,omitempty"`
 	// Warmup tokens run but are left out of the per-token figures.
 	Warmup int `json:"warmup"`
@@ -83,6 +87,10 @@ func (c *Config) check(tr *trace.Trace) (policy.Partition, error) {
 		return 0, fmt.Errorf("sim: DeviceSlots %d: want 0 to %d (the model's experts)", c.DeviceSlots, n)
 	case !(c.Prefetch >= 0 && c.Prefetch <= 1):
 		return 0, fmt.Errorf("sim: Prefetch %v: want a fraction, 0 to 1", c.Prefetch)
+	case !(c.HintPrecision >= 0 && c.HintPrecision <= 1):
+		return 0, fmt.Errorf("sim: HintPrecision %v: want a probability, 0 to 1", c.HintPrecision)
+	case c.HintPrecision > 0 && (c.DeviceSlots > 0 || c.Prefetch == 0 || c.Hints != nil):
+		return 0, fmt.Errorf("sim: HintPrecision %v is of the predictor Prefetch stands for without a device and without Hints", c.HintPrecision)
 	case c.Warmup < 0 || c.Warmup >= tr.Tokens():
 		return 0, fmt.Errorf("sim: Warmup %d tokens: want 0 to %d (the trace has %d tokens)", c.Warmup, tr.Tokens()-1, tr.Tokens())
 	}

@@ -173,21 +173,22 @@ func TestRunHintsByHand(t *testing.T) {
 	// Layer 0 at 0.001: its own read by 0.5011, hashed (in parts, on both
 	// hashers) by 1.0011, computed by 1.0511; the prefetch read after it by
 	// 1.0012, hashed by 1.5012. Layer 1 at 1.0521: resident but still
-	// being read, computed by 1.5512.
-	want := Counters{Hits: 1, Misses: 1, BytesRead: 2 * gb, PrefetchIssued: 1, PrefetchUseful: 1}
+	// being read, computed by 1.5512: a read ahead used late.
+	want := Counters{Hits: 1, Misses: 1, BytesRead: 2 * gb, PrefetchIssued: 1, PrefetchUseful: 1, PrefetchLate: 1}
 	if *r.Counters != want || !near(r.SecondsPerToken.Mean, 1.5512+0.005) || !near(r.HitRAM, 0.5) || !near(r.StorageBytesPerToken, 2*gb) {
 		t.Errorf("%+v: %v s/token, hit %v, %v bytes", *r.Counters, r.SecondsPerToken.Mean, r.HitRAM, r.StorageBytesPerToken)
 	}
 	// Two tokens: the hint for layer 1's expert 2 is read after layer 0's
 	// own and still leased (being read) when layer 1's miss needs room, so
-	// that miss evicts expert 0; the next token's layer 0 misses again and
-	// evicts the prefetched copy, unused; its layer 1 hits.
+	// that miss evicts expert 0 (the read ahead is unused by that step);
+	// the next token's layer 0 misses again and evicts the prefetched copy,
+	// never used; its layer 1 hits.
 	tr = measured(t, 4, 1, [][][]int{{{0}, {1}}, {{0}, {1}}})
 	cfg.Hints = []Hint{{Layer: 1, Experts: []int32{2}}, {}, {}, {}}
 	if r, err = Run(tr, cfg); err != nil {
 		t.Fatal(err)
 	}
-	want = Counters{Hits: 1, Misses: 3, BytesRead: 4 * gb, Evictions: 2, PrefetchIssued: 1, PrefetchWasted: 1}
+	want = Counters{Hits: 1, Misses: 3, BytesRead: 4 * gb, Evictions: 2, PrefetchIssued: 1, PrefetchWasted: 1, PrefetchUnused: 1}
 	if *r.Counters != want {
 		t.Errorf("wasted prefetch: %+v, want %+v", *r.Counters, want)
 	}

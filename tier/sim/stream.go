@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/tarfa-ai/tarfa/tier/policy"
@@ -33,9 +34,21 @@ type Counters struct {
 	PrefetchIssued int64 `json:"prefetch_issued"`
 	PrefetchUseful int64 `json:"prefetch_useful"`
 	PrefetchWasted int64 `json:"prefetch_wasted"`
-	// PrefetchSkipped are hinted experts not read ahead: hints of their
-	// rank seldom came true (policy.HintScore).
-	PrefetchSkipped int64 `json:"prefetch_skipped"`
+	// PrefetchSkipped are hinted experts not read ahead: their rank does
+	// not pay (policy.ReadAhead); PrefetchBackedOff those of a rank that
+	// would pay with reads in time and kept, not read ahead because at
+	// their place their layer's were not. PrefetchProbes, of
+	// PrefetchIssued, were read as probes of a layer that held reads back.
+	PrefetchSkipped   int64 `json:"prefetch_skipped"`
+	PrefetchBackedOff int64 `json:"prefetch_backed_off"`
+	PrefetchProbes    int64 `json:"prefetch_probes"`
+	// PrefetchUnused are the reads ahead the first Stream of their layer
+	// did not use (PrefetchLost: though it used the expert, the copy
+	// evicted before it), PrefetchLate those it used while they were still
+	// being read (tier.Stats').
+	PrefetchUnused int64 `json:"prefetch_unused"`
+	PrefetchLost   int64 `json:"prefetch_lost"`
+	PrefetchLate   int64 `json:"prefetch_late"`
 	// PageCacheUses, of Streamed, are the uses the page cache served
 	// (Config.PageCache: not in the RAM tier, read from there, not admitted).
 	PageCacheUses int64 `json:"page_cache_uses"`
@@ -45,6 +58,14 @@ type Counters struct {
 type cpuEntry struct {
 	ready      float64 // when its bytes are verified
 	prefetched bool    // read on a hint and not used since
+	// A read ahead's outcome, as tier's entry: ahead until the first
+	// Stream of its layer measures it; late: that Stream used it before it
+	// was verified, at usedAt (measured when it is); started: when the
+	// storage started serving it.
+	ahead, late     bool
+	evicted         bool // before its step (it stays in runCPU's ahead)
+	place           int
+	started, usedAt float64
 }
 
 // pipe is the read pipeline of tier.Hierarchy: requests served in the
@@ -72,9 +93,16 @@ func newPipe(h *Hardware, expertBytes int64) *pipe {
 
 // read issues one read at t and returns when its bytes are verified.
 func (p *pipe) read(t float64) float64 {
+	_, v := p.readFrom(t)
+	return v
+}
+
+// readFrom issues one read at t and returns when the storage starts serving
+// it (a tier reader starting it) and when its bytes are verified.
+func (p *pipe) readFrom(t float64) (start, verified float64) {
 	done := max(t+p.lat+p.read1, p.storage+p.read1+p.lat/p.qd)
 	p.storage = done
-	return p.hash(done)
+	return max(t, done-p.read1-p.lat), p.hash(done)
 }
 
 // hash verifies one record whose bytes are in memory at t, each part on
@@ -129,15 +157,34 @@ func checkHints(tr *trace.Trace, cfg *Config) error {
 
 // oracleHints stands in for the engine's predictor when a trace has no
 // measured hints: before each step, the first round(p·k) experts of the
-// next step.
-func oracleHints(tr *trace.Trace, p float64) []Hint {
+// next step, each named right with probability right, else as another
+// expert of the layer (drawn from a fixed seed: the same hints every run).
+func oracleHints(tr *trace.Trace, p, right float64) []Hint {
 	d := dims(tr)
 	n := int(math.Round(p * float64(tr.Header.TopK)))
+	rng := rand.New(rand.NewPCG(1, 2))
 	hints := make([]Hint, tr.Tokens()*d.Layers)
 	for i := range len(hints) - 1 {
 		tok, l := (i+1)/d.Layers, (i+1)%d.Layers
 		set := tr.Step(tok, l)
-		hints[i] = Hint{Layer: l, Experts: set[:min(n, len(set))]}
+		set = set[:min(n, len(set))]
+		if right >= 1 {
+			hints[i] = Hint{Layer: l, Experts: set}
+			continue
+		}
+		xs := make([]int32, 0, len(set))
+		for _, e := range set {
+			if rng.Float64() >= right && d.Experts > len(set)+len(xs) {
+				for {
+					if x := int32(rng.IntN(d.Experts)); !slices.Contains(set, x) && !slices.Contains(xs, x) {
+						e = x
+						break
+					}
+				}
+			}
+			xs = append(xs, e)
+		}
+		hints[i] = Hint{Layer: l, Experts: xs}
 	}
 	return hints
 }
@@ -157,10 +204,12 @@ const (
 // A layer's Stream starts after its non-expert work. It leases the layer's
 // experts, resident ones first (policy.Cache.Request; when every resident
 // copy is pinned the expert streams through a device slot and is not
-// admitted), then starts the reads of the hint given before it (those not
-// resident, while fewer than QueueDepth prefetch reads are in flight, each
-// admitted to the RAM tier and pinned until its bytes are verified), then
-// its own misses' reads and the streamed ones. It computes the resident
+// admitted), measures the reads ahead for its layer (policy.ReadAhead: used
+// as it leases them, the others not), starts its own misses' reads and the
+// streamed ones, then the reads of the hint given before it that
+// policy.ReadAhead decides to read (those not resident, while fewer than
+// QueueDepth prefetch reads are in flight, each admitted to the RAM tier
+// and pinned until its bytes are verified). It computes the resident
 // experts at once, its own reads in the order they verify, and then the
 // copies a prefetch is still reading, one expert at a time. A token is its
 // layers plus the per-token work. The layer clock is the tier's, which
@@ -196,35 +245,56 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 		res.WarmFillSeconds = max(f.Read, f.Hash)
 	}
 	hints := cfg.Hints
-	var score policy.HintScore
+	var ra policy.ReadAhead
 	if cfg.TrustHints {
-		score.TrustAll()
+		ra.TrustAll()
 	}
 	if hints == nil && cfg.Prefetch > 0 {
-		hints = oracleHints(tr, cfg.Prefetch)
-		score.TrustAll()
+		right := 1.0
+		if cfg.HintPrecision > 0 {
+			right = cfg.HintPrecision
+		}
+		hints = oracleHints(tr, cfg.Prefetch, right)
+		if right >= 1 {
+			ra.TrustAll()
+		}
 	}
 	p := newPipe(hw, cfg.ExpertBytes)
 	comp, dense, perTok := hw.CPUExpertUS*1e-6, hw.DenseMSPerLayer*1e-3, hw.TokenMS*1e-3
 	B := cfg.ExpertBytes
 	var all, c Counters
+	type aheadRead struct {
+		x int
+		e *cpuEntry
+	}
+	var ahead []aheadRead // reads ahead whose outcome is not measured yet, in issue order
 	evict := func(id policy.ExpertID) {
 		x := d.Index(id)
 		if e := ents[x]; e != nil && e.prefetched {
 			c.PrefetchWasted++
+		}
+		if e := ents[x]; e != nil {
+			e.evicted = e.ahead // before its step, which measures it
 		}
 		ents[x] = nil
 		c.Evictions++
 	}
 	var inflight []int // prefetch reads that hold their lease, by dense index
 	// retire ends, in the order they verify, the leases of the prefetch
-	// reads verified by t.
+	// reads verified by t, and measures those a Stream used while they
+	// were read.
 	retire := func(t float64) error {
 		slices.SortStableFunc(inflight, func(a, b int) int { return cmp.Compare(ents[a].ready, ents[b].ready) })
 		n := 0
 		for _, x := range inflight {
-			if ents[x].ready > t {
+			e := ents[x]
+			if e.ready > t {
 				break
+			}
+			if e.late {
+				e.late = false
+				ra.Used(d.ID(x).Layer, e.place, max(e.usedAt-e.started, 0)/max(e.ready-e.started, 1e-12))
+				c.PrefetchLate++
 			}
 			if err := ram.Release(d.ID(x)); err != nil {
 				return err
@@ -277,9 +347,19 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					x := d.Index(id)
 					if out.Hit {
 						kind[j] = useHit
-						if en := ents[x]; en.prefetched {
+						en := ents[x]
+						if en.prefetched {
 							en.prefetched = false
 							c.PrefetchUseful++
+						}
+						if en.ahead {
+							en.ahead = false
+							ahead = slices.DeleteFunc(ahead, func(a aheadRead) bool { return a.e == en })
+							if en.ready > t {
+								en.late, en.usedAt = true, t // measured when it is verified
+							} else {
+								ra.Used(l, en.place, 1)
+							}
 						}
 						continue
 					}
@@ -292,7 +372,21 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 			for _, e := range set {
 				used = append(used, int(e))
 			}
-			score.Score(l, used)
+			ra.Score(l, used)
+			// The reads ahead for this layer it did not use.
+			ahead = slices.DeleteFunc(ahead, func(a aheadRead) bool {
+				if d.ID(a.x).Layer != l {
+					return false
+				}
+				a.e.ahead = false
+				hintTrue := slices.Contains(used, d.ID(a.x).Expert)
+				ra.Unused(l, hintTrue)
+				c.PrefetchUnused++
+				if hintTrue {
+					c.PrefetchLost++
+				}
+				return true
+			})
 			reads := 0
 			own = own[:0]
 			read := func(j int, e int32) {
@@ -303,9 +397,9 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 				own = append(own, j)
 				reads++
 			}
-			// Our misses first, then the hint's reads (after them, as the
-			// tier queues them: a read ahead must not delay a needed one),
-			// then the streamed ones (as staging buffers allow).
+			// Our misses first, then the streamed ones, then the hint's
+			// reads (after them, as the tier queues them: a read ahead
+			// must not delay a needed one).
 			for j, e := range set {
 				switch kind[j] {
 				case useHit:
@@ -313,39 +407,6 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 				case useMiss:
 					c.Misses++
 					read(j, e)
-				}
-			}
-			if hints != nil {
-				h := hints[tok*d.Layers+l]
-				hint = hint[:0]
-				for _, e := range h.Experts {
-					hint = append(hint, int(e))
-				}
-				score.Given(h.Layer, hint)
-				for i, e := range h.Experts {
-					if len(inflight) >= hw.QueueDepth {
-						break
-					}
-					id := policy.ExpertID{Layer: h.Layer, Expert: int(e)}
-					if ram.Contains(id) {
-						continue
-					}
-					if !score.Trust(i) {
-						c.PrefetchSkipped++
-						continue
-					}
-					out, err := ram.Request(id, now)
-					if err != nil {
-						continue // every copy pinned: no room to prefetch into
-					}
-					if out.Evict {
-						evict(out.Evicted)
-					}
-					x := d.Index(id)
-					ents[x] = &cpuEntry{ready: p.read(t), prefetched: true}
-					inflight = append(inflight, x)
-					c.PrefetchIssued++
-					reads++
 				}
 			}
 			cachedReads := 0
@@ -360,6 +421,52 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					ready[j] = p.hash(t) // from the page cache: a copy from memory, left out (the hash bounds it)
 					own = append(own, j)
 					cachedReads++
+				}
+			}
+			if hints != nil {
+				h := hints[tok*d.Layers+l]
+				hint = hint[:0]
+				for _, e := range h.Experts {
+					hint = append(hint, int(e))
+				}
+				ra.Given(h.Layer, hint)
+				for i, e := range h.Experts {
+					if len(inflight) >= hw.QueueDepth {
+						break
+					}
+					id := policy.ExpertID{Layer: h.Layer, Expert: int(e)}
+					if ram.Contains(id) {
+						continue
+					}
+					probe := false
+					decision, place := ra.Decide(i)
+					switch decision {
+					case policy.Skip:
+						c.PrefetchSkipped++
+						continue
+					case policy.BackedOff:
+						c.PrefetchBackedOff++
+						continue
+					case policy.Probe:
+						probe = true
+					}
+					out, err := ram.Request(id, now)
+					if err != nil {
+						continue // every copy pinned: no room to prefetch into
+					}
+					if out.Evict {
+						evict(out.Evicted)
+					}
+					x := d.Index(id)
+					start, ready := p.readFrom(t)
+					ents[x] = &cpuEntry{ready: ready, prefetched: true, ahead: true, started: start, place: place}
+					inflight = append(inflight, x)
+					ahead = append(ahead, aheadRead{x, ents[x]})
+					c.PrefetchIssued++
+					if probe {
+						c.PrefetchProbes++
+					}
+					reads++
 				}
 			}
 			c.BytesRead += int64(reads+cachedReads) * B
@@ -441,6 +548,11 @@ func (c *Counters) add(o Counters) {
 	c.PrefetchUseful += o.PrefetchUseful
 	c.PrefetchWasted += o.PrefetchWasted
 	c.PrefetchSkipped += o.PrefetchSkipped
+	c.PrefetchBackedOff += o.PrefetchBackedOff
+	c.PrefetchProbes += o.PrefetchProbes
+	c.PrefetchUnused += o.PrefetchUnused
+	c.PrefetchLost += o.PrefetchLost
+	c.PrefetchLate += o.PrefetchLate
 	c.PageCacheUses += o.PageCacheUses
 }
 

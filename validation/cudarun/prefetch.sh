@@ -10,8 +10,11 @@
 # 16GiB --ram-budget 2.5GiB` runs with prefetch and with --prefetch=false,
 # alternated, twice each per slice, the page cache dropped before every
 # run. Every run prints its decode s/token, storage reads, what prefetch
-# did (reads issued / used / wasted / skipped) and the hints' precision
-# (came true / scored). LIMIT seconds in all (the synth and convert
+# did (reads issued / used / wasted / skipped), what its back-off did
+# (hinted experts held back, probes, reads ahead their step did not use and
+# of those lost to eviction, used late, the read time hidden and unused)
+# and the hints' precision (came true / scored, all and by rank for the
+# first 8 ranks). LIMIT seconds in all (the synth and convert
 # included); a run that would not fit is skipped and says so. For a check
 # of the script on a machine without a GPU: BACKEND=cpu LAYERS=1 TOKENS=2
 # (and SLICES=/tmp/somewhere: the slices' directory, /tmp by default).
@@ -43,7 +46,7 @@ run() { # label, dir, flags...
 	[ "$(left)" -lt 45 ] && { echo "$name: skipped, $(left) s left"; return; }
 	sync; echo 3 > /proc/sys/vm/drop_caches
 	timeout $(($(left) - 10)) ./tarfa run --model $dir/jnf "${dev[@]}" --ram-budget 2.5GiB --tokens 1,2,3,4 --max-tokens $TOKENS --heat=false --json "$@" > $OUT/r.json 2> $OUT/r.err
-	echo "$name rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["timing"]; l=r.get("expert_levels") or {}; p=l.get("prefetch") or {}; print("decode %.3f s/token, load %.1f s, tokens %s…" % (1/max(t["decode_tokens_per_second"],1e-9), t["load_seconds"], r["tokens"][:3]), "storage reads", (l.get("storage") or {}).get("uses"), "prefetch issued/useful/wasted/skipped %s/%s/%s/%s" % (p.get("issued"), p.get("useful"), p.get("wasted"), p.get("skipped")), "hints true/scored %s/%s" % (p.get("hints_true"), p.get("hints_scored")))' $OUT/r.json 2>&1 || tail -3 $OUT/r.err)"
+	echo "$name rc=$?: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["timing"]; l=r.get("expert_levels") or {}; p=l.get("prefetch") or {}; print("decode %.3f s/token, load %.1f s, tokens %s…" % (1/max(t["decode_tokens_per_second"],1e-9), t["load_seconds"], r["tokens"][:3]), "storage reads", (l.get("storage") or {}).get("uses"), "prefetch issued/useful/wasted/skipped %s/%s/%s/%s" % (p.get("issued"), p.get("useful"), p.get("wasted"), p.get("skipped")), "back-off: held back %s, probes %s, unused %s (lost %s), late %s, hidden %.2f s, unused %.2f s" % (p.get("backed_off"), p.get("probes"), p.get("unused"), p.get("lost"), p.get("late"), p.get("saved_seconds") or 0, p.get("unused_seconds") or 0), "hints true/scored %s/%s" % (p.get("hints_true"), p.get("hints_scored")), "by rank", list(zip(p.get("hints_true_by_rank") or [], p.get("hints_scored_by_rank") or []))[:8])' $OUT/r.json 2>&1 || tail -3 $OUT/r.err)"
 	cat $OUT/r.json >> $OUT/prefetch.jsonl; echo >> $OUT/prefetch.jsonl
 }
 for i in 1 2; do
