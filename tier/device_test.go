@@ -393,6 +393,13 @@ func TestRAMCopiesPlacedOnTheHost(t *testing.T) {
 				if es.ExpertsOnHost != 0 {
 					t.Errorf("device: %d on the host", es.ExpertsOnHost)
 				}
+			case engine.PlaceAuto:
+				// auto leaves RAM hits below a device miss to the device
+				// level (engine's PreferHost): the host computes only what
+				// found no free slot (a few), not the RAM hits.
+				if 4*es.ExpertsOnHost > st.RAM.Hits {
+					t.Errorf("auto: %d on the host for %d RAM hits (%d fills): the RAM copies were taken from the device level", es.ExpertsOnHost, st.RAM.Hits, fills)
+				}
 			}
 		})
 	}
