@@ -130,3 +130,25 @@ func TestBenchEngineJSON(t *testing.T) {
 		t.Errorf("table: %v\n%s", err, out)
 	}
 }
+
+// bench serve --device-time on a backend without device timers (cpu)
+// runs as without it and prints no device figures: they are a device's
+// measurements, never zeros standing in for them.
+func TestBenchServeDeviceTimeOnCPU(t *testing.T) {
+	out, err := runCLI(t, "", "bench", "serve", "--clients", "1", "--max-tokens", "2", "--prompt-tokens", "2", "--threads", "1", "--device-time", "--json")
+	if err != nil {
+		t.Fatalf("bench serve --device-time: %v\n%s", err, out)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("bench serve --json: %v\n%s", err, out)
+	}
+	if rows[0]["tokens"].(float64) < 1 || rows[0]["identical_to_solo"] != true {
+		t.Errorf("row %v: want tokens and identical_to_solo", rows[0])
+	}
+	for _, k := range []string{"kernel_s_per_step", "h2d_s_per_step", "kernels_per_step"} {
+		if _, ok := rows[0][k]; ok {
+			t.Errorf("cpu: %s = %v, want no device figure", k, rows[0][k])
+		}
+	}
+}
