@@ -21,12 +21,20 @@
 #	              time per layer fitted to the warm run (fit) and checked on the
 #	              cold run (calibration); and the projection to 256 experts a
 #	              layer (PROJECTION, labelled, with its assumptions)
-# PHASE=all (default) does both in one call where the time allows.
+#	PHASE=warm    the warm figure within one process (a second tarfa process
+#	              starts with an empty RAM tier, so PHASE=run's "warm" is a
+#	              second cold start): tarfa bench decode --repeat 1 on $M,
+#	              cuda at each of VRAMS, RAM tier of every expert
+#	              (--ram-fraction 1), cold then warm (what one earlier
+#	              generation of the same prompt left in the RAM tier and the
+#	              device slots), logits compared bit for bit; bench-decode.json
+# PHASE=all (default) does synth and run in one call where the time allows.
 # Results in $OUT/results.tgz (fulldepth/), with summary.txt.
 #
 #	# here: prepare.sh (copies this script into .dev/cuda)
 #	# device call 1: command "PHASE=synth bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
 #	# device call 2: command "PHASE=run bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
+#	# device call 3 (warm): command "PHASE=warm bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
 # On a CPU machine (the test of its CPU parts): BACKEND=cpu LAYERS=4 EXPERTS=8
 # VOCAB=8192 VRAMS=0 TOKENS=4 M=/tmp/fd-small bash validation/cudarun/fulldepth.sh
 set -o pipefail
@@ -192,6 +200,21 @@ run | all)
 		sim "$n-cold"
 		project "$n-cold"
 	done
+	;;
+esac
+case $PHASE in
+warm)
+	[ -s "$M/manifest.json" ] || { say "no model at $M: run PHASE=synth first"; exit 1; }
+	vb=$(echo $VRAMS | tr ' ' ,)
+	vflag=(); [ "$BACKEND" = cuda ] && [ -n "$vb" ] && [ "$vb" != 0 ] && vflag=(--vram-budget "$vb")
+	timeout $(($(left) - 10)) $T bench decode "$M" --backend "$BACKEND" "${vflag[@]}" --ram-fraction 1 --decode-tokens "$TOKENS" \
+		--repeat 1 --ledger=false --json > "$R/bench-decode.json" 2> "$R/bench-decode.err"
+	say "bench decode (cold and warm in one process) rc=$?: $(python3 -c '
+import json,sys
+r=json.load(open(sys.argv[1]))
+for d in r.get("decode") or []:
+    print("%s: %.3f s/token;" % (d.get("name"), d["seconds_per_token"]["median"]), end=" ")
+print("bit-identical" if r.get("bit_identical") else "LOGITS DIFFER")' "$R/bench-decode.json" 2>&1)"
 	;;
 esac
 say "done in $((SECONDS - start)) s"
