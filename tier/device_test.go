@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -402,5 +403,87 @@ func TestRAMCopiesPlacedOnTheHost(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeviceLevelHeldSlotsLetGoOnError: a layer whose Stream fails after
+// some of its experts were bound from device slots for the grouped compute
+// lets those slots go uncomputed. With the file mended, the same model runs
+// on with the same slots (the fake device refuses to fill a slot a queue
+// still binds) and gives the default path's bits.
+func TestDeviceLevelHeldSlotsLetGoOnError(t *testing.T) {
+	dir := testModel(t)
+	ck := openCk(t, dir)
+	ref, err := engine.Load(ck, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := run(t, ref, prompts[0], 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	// Slots for all but a few experts: the prompt's first layer hits, and
+	// the mended run's fills must evict slots the failed step bound.
+	slots := ck.Config().Layers*ck.Config().Experts - 4
+	be := backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 2, Slots: slots})
+	h, err := New(ck, Options{StagingBudget: 4 * size, Readers: 2, Slots: be.(backend.SlotPool), Direct: DirectOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	m, err := engine.Load(ck, engine.Options{Backend: be, Experts: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, m, prompts[0], 4); err != nil { // some experts in slots
+		t.Fatal(err)
+	}
+	// Every record on disk that no slot holds changed: the slots' experts
+	// still bind (hits), each read fails its digest.
+	files, bad := map[string][]byte{}, map[string][]byte{}
+	for l := range ck.Config().Layers {
+		for e := range ck.Config().Experts {
+			h.mu.Lock()
+			held := h.devl != nil && h.devl.cache.Contains(weights.ExpertID{Layer: l, Expert: e})
+			h.mu.Unlock()
+			if held {
+				continue
+			}
+			r, _ := ck.ExpertRef(l, e)
+			if _, ok := files[r.Path()]; !ok {
+				b, err := os.ReadFile(r.Path())
+				if err != nil {
+					t.Fatal(err)
+				}
+				files[r.Path()], bad[r.Path()] = b, append([]byte(nil), b...)
+			}
+			bad[r.Path()][r.Offset()+r.Length()/3] ^= 1
+		}
+	}
+	for p, b := range bad {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mm *jnf.MismatchError
+	if _, err := run(t, m, prompts[0], 8); !errors.As(err, &mm) { // its first layer's experts: hits
+
+		t.Fatalf("records changed on disk: %v, want a digest mismatch", err)
+	}
+	if st := h.Stats(); st.Device.Hits == 0 {
+		t.Fatalf("no device hits before the failure: nothing was held (%+v)", st.Device)
+	}
+	if n := backendtest.BoundSlots(be); n != 0 {
+		t.Errorf("after the failed step %d slots are still bound", n)
+	}
+	for p, b := range files {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := run(t, m, prompts[0], 8)
+	if err != nil || !same(got, want) {
+		t.Fatalf("after the mend: %v, identical %v", err, same(got, want))
 	}
 }

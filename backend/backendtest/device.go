@@ -749,3 +749,19 @@ func (q *devQueue) MatMuls(ops []backend.MatMulOp) {
 // GroupedMatMuls counts the MatMuls calls of be's queues (a NewDevice
 // backend).
 func GroupedMatMuls(be backend.Backend) int64 { return be.(*device).grouped.Load() }
+
+// BoundSlots counts the slots of be (a NewDevice backend) that a queue
+// still binds (BindSlot without its ReleaseExpert): none once every step
+// has ended.
+func BoundSlots(be backend.Backend) int {
+	d := be.(*device)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, s := range d.slots {
+		if s.users > 0 {
+			n++
+		}
+	}
+	return n
+}
