@@ -179,16 +179,10 @@ var _ expertstream.HostPlacer = (*moeUse)(nil)
 
 // PreferHost implements expertstream.HostPlacer: the placement's choice
 // for expert e, whose verified copy the source keeps in RAM, against a
-// copy into a device slot. The auto placement never takes one from the
-// device level: on the H200 the split computed on the host lost to the
-// copy into a slot (0.021 against 0.0146 s/token, BENCHMARKS.md "Experts
-// in RAM at the copy-and-hash limit"), and its cost model counts neither
-// the device's idle time nor the per-layer read of the activations.
+// copy into a device slot (never, for a placement that leaves RAM copies
+// to the device level).
 func (u *moeUse) PreferHost(e int, bytes int64) bool {
-	if _, auto := u.w.m.place.(*autoPlacer); auto {
-		return false
-	}
-	return u.onHost(e, bytes)
+	return u.w.m.place.takesRAMCopies() && u.onHost(e, bytes)
 }
 
 // onHost decides, once a step, whether expert e of bytes is computed on

@@ -66,15 +66,20 @@ func (p Placement) placer() (placer, error) {
 }
 
 // placer decides, for one delivered expert of bytes bytes evaluated for n
-// rows, whether the host computes it.
+// rows, whether the host computes it. takesRAMCopies says whether it may
+// also take an expert the RAM tier holds from the device level below it
+// (expertstream.HostPlacer) rather than decide only for what the device
+// level does not place.
 type placer interface {
 	mayUseHost() bool
+	takesRAMCopies() bool
 	onHost(st *placeState, bytes int64, n int) bool
 }
 
 type fixedPlacer bool
 
 func (f fixedPlacer) mayUseHost() bool                    { return bool(f) }
+func (f fixedPlacer) takesRAMCopies() bool                { return bool(f) }
 func (f fixedPlacer) onHost(*placeState, int64, int) bool { return bool(f) }
 
 type randomPlacer struct {
@@ -82,7 +87,8 @@ type randomPlacer struct {
 	r  *rand.Rand
 }
 
-func (p *randomPlacer) mayUseHost() bool { return true }
+func (p *randomPlacer) mayUseHost() bool     { return true }
+func (p *randomPlacer) takesRAMCopies() bool { return true }
 func (p *randomPlacer) onHost(*placeState, int64, int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -94,6 +100,12 @@ func (p *randomPlacer) onHost(*placeState, int64, int) bool {
 type autoPlacer struct{}
 
 func (autoPlacer) mayUseHost() bool { return true }
+
+// takesRAMCopies is false: on the H200 the split computed on the host
+// lost to the copy into a slot (0.021 against 0.0146 s/token, BENCHMARKS.md
+// "Experts in RAM at the copy-and-hash limit"), and the cost model counts
+// neither the device's idle time nor the per-layer read of the activations.
+func (autoPlacer) takesRAMCopies() bool { return false }
 
 func (autoPlacer) onHost(st *placeState, bytes int64, n int) bool {
 	return st.hostCost(bytes, n) < st.deviceCost(bytes, n)
