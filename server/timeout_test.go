@@ -84,12 +84,15 @@ func TestHeaderTimeout(t *testing.T) {
 	hs := s.HTTPServer(nil)
 	go hs.Serve(ln)
 	defer hs.Close()
+	// The server's deadline starts when it reads the accepted
+	// connection, which may be before Dial returns here: the clock
+	// starts before Dial, so it cannot read less than the timeout.
+	start := time.Now()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
 	fmt.Fprint(c, "GET /health HTTP/1.1\r\nHost: x\r\n")
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	io.ReadAll(c)
