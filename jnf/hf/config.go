@@ -77,6 +77,24 @@ type Config struct {
 	MaxPositions int   `json:"max_position_embeddings"`
 	BOS          []int `json:"bos_token_id,omitempty"`
 	EOS          []int `json:"eos_token_id,omitempty"`
+
+	// Quant is the checkpoint's quantization_config, nil for an
+	// unquantised checkpoint.
+	Quant *Quant `json:"quantization,omitempty"`
+}
+
+// Quant is a block-FP8 checkpoint's quantization_config ("fine-grained
+// FP8": quant_method fp8, fmt e4m3, dynamic activation scales): each
+// quantised matrix is F8_E4M3 with a companion weight_scale_inv tensor of
+// one scale per BlockN×BlockK block. Which matrices are quantised is what
+// the checkpoint stores; NotConverted is modules_to_not_convert as given.
+type Quant struct {
+	Method       string   `json:"quant_method"`      // "fp8"
+	Format       string   `json:"fmt"`               // "e4m3"
+	Activation   string   `json:"activation_scheme"` // "dynamic"
+	BlockN       int      `json:"block_n"`           // weight_block_size[0]: rows (outputs) per block
+	BlockK       int      `json:"block_k"`           // weight_block_size[1]: columns (inputs) per block
+	NotConverted []string `json:"modules_to_not_convert,omitempty"`
 }
 
 // ExpertParams is the number of parameters of one routed expert (3·I·H);
