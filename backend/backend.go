@@ -28,6 +28,7 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -53,7 +54,7 @@ type Backend interface {
 	// resident copy), and records in w where it resides. use says how the
 	// model uses it, so that a backend short of device memory can choose
 	// what stays on the host.
-	Upload(w *Weight, key Key, v weights.View, rows, cols int, use Use) error
+	Upload(w *Weight, key Key, l weights.Linear, rows, cols int, use Use) error
 	// Drop releases what Upload made for w (once no queue uses it).
 	Drop(w *Weight)
 
@@ -161,7 +162,7 @@ type Queue interface {
 	// before LoadExpert returns (the caller may recycle them). It keeps no
 	// copy beyond ReleaseExpert: residency between uses is the expert
 	// hierarchy's (package tier), through a SlotPool's slots.
-	LoadExpert(x *Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error
+	LoadExpert(x *Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error
 	// ReleaseExpert ends x's use by the operations enqueued so far.
 	ReleaseExpert(x *Expert)
 
@@ -223,12 +224,20 @@ func (b Buf) Slice(lo, hi int) Buf {
 // Rows returns rows [r0, r1) of b seen as rows of rowLen values.
 func (b Buf) Rows(r0, r1, rowLen int) Buf { return b.Slice(r0*rowLen, r1*rowLen) }
 
+// ErrUnsupported marks an operation or a weight a backend does not
+// implement (a block-FP8 matrix on a backend without its kernel): an
+// error, never another computation.
+var ErrUnsupported = errors.New("not supported by this backend")
+
 // Key identifies a weight by the verified bytes it was made from: the
 // manifest digest of its record and which matrix of the record it is (0
 // for a tensor; 0, 1, 2 for an expert's gate, up and down projections).
 type Key struct {
 	Digest jnf.Digest
 	Part   int
+	// Scale is the digest of a block-FP8 tensor's weight_scale_inv record
+	// (zero otherwise): the codes alone do not make the matrix.
+	Scale jnf.Digest
 }
 
 // Weight is a weight matrix a backend computes with. Host views the
@@ -244,10 +253,14 @@ type Weight struct {
 func (w *Weight) Rows() int { return w.Host.Rows }
 func (w *Weight) Cols() int { return w.Host.Cols }
 
-// Bytes is the size of the weight's values as stored (BF16 or F32).
+// Bytes is the size of the weight's values as a backend holds them: BF16
+// or F32 values, or E4M3 codes and their float32 block scales.
 func (w *Weight) Bytes() int64 {
 	n := int64(w.Host.Rows) * int64(w.Host.Cols)
-	if w.Host.F32 != nil {
+	switch {
+	case w.Host.Quantized():
+		return n + 4*int64(len(w.Host.Scale))
+	case w.Host.F32 != nil:
 		return 4 * n
 	}
 	return 2 * n
@@ -278,16 +291,16 @@ type Expert struct {
 
 // ViewExpert makes x view an expert's verified bytes in place, as host
 // matrices: the CPU's LoadExpert, and the host side of other backends.
-func ViewExpert(x *Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func ViewExpert(x *Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
 	x.ID, x.Digest, x.Slot = id, digest, nil
 	parts := [3]struct {
 		w          *Weight
-		v          weights.View
+		l          weights.Linear
 		rows, cols int
 	}{{&x.Gate, gate, I, H}, {&x.Up, up, I, H}, {&x.Down, down, H, I}}
 	for i, p := range parts {
 		p.w.Key, p.w.Dev = Key{Digest: digest, Part: i}, nil
-		if err := p.w.Host.Init(p.v, p.rows, p.cols); err != nil {
+		if err := p.w.Host.InitLinear(p.l, p.rows, p.cols); err != nil {
 			*x = Expert{}
 			return err
 		}
@@ -391,7 +404,7 @@ type SlotQueue interface {
 	// error naming the expert and matching jnf.ErrVerification, and s then
 	// holds nothing (SlotHolds is false and BindSlot refuses it until it is
 	// filled again).
-	FillSlot(s Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error
+	FillSlot(s Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error
 	// BindSlot makes x use the expert s holds for this queue's MatMuls
 	// until ReleaseExpert, after the copy that filled it (on whichever
 	// queue). It refuses a slot that does not hold the expert with this

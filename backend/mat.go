@@ -10,16 +10,32 @@ import (
 )
 
 // Mat is a weight matrix of Rows×Cols exact values, row-major, stored as
-// BF16 bit patterns or F32 (exactly one of the two is set). It views the
-// verified bytes it was made from in place whenever their alignment allows:
-// those bytes are immutable (weights.View), so nothing may write through
-// BF16 or F32.
+// BF16 bit patterns, F32, or block-FP8 (exactly one of BF16, F32 and F8 is
+// set). It views the verified bytes it was made from in place whenever
+// their alignment allows: those bytes are immutable (weights.View), so
+// nothing may write through BF16, F32 or F8.
+//
+// A block-FP8 matrix (a fine-grained FP8 checkpoint's) holds E4M3 codes in
+// F8 and, in Scale, the float32 value of each BlockN×BlockK block's scale
+// (weight_scale_inv, widened exactly from F32 or BF16), row-major over
+// ScaleCols() = ceil(Cols/BlockK) blocks a row of blocks; it is multiplied
+// by the canonical block-FP8 product (EXACTNESS.md), never widened.
 type Mat struct {
 	Name       string
 	Rows, Cols int
 	BF16       []uint16
 	F32        []float32
+
+	F8             []byte
+	Scale          []float32
+	BlockN, BlockK int
 }
+
+// Quantized reports whether m is block-FP8.
+func (m *Mat) Quantized() bool { return m.BlockN > 0 }
+
+// ScaleCols is the number of blocks along a row of a block-FP8 matrix.
+func (m *Mat) ScaleCols() int { return (m.Cols + m.BlockK - 1) / m.BlockK }
 
 // Init makes m view t as a Rows×Cols matrix (t may be 2-D [rows, cols] or
 // 3-D [rows, 1, cols]-like with the same element count; the caller checks
@@ -45,8 +61,40 @@ func (m *Mat) Init(t weights.View, rows, cols int) error {
 	return err
 }
 
-// Row widens row r of m to float32 (exact) into dst.
+// InitLinear makes m the matrix l as a Rows×Cols matrix: Init for a plain
+// one; for a block-FP8 one, its codes viewed in place and its scales
+// widened to float32.
+func (m *Mat) InitLinear(l weights.Linear, rows, cols int) error {
+	if !l.Quantized() {
+		return m.Init(l.Values(), rows, cols)
+	}
+	t := l.Values()
+	if rows <= 0 || cols <= 0 || rows > math.MaxInt/cols || t.Dims() != 2 || t.Dim(0) != int64(rows) || t.Dim(1) != int64(cols) {
+		return fmt.Errorf("tensor %s: shape %v, want [%d %d]", t.Name(), t.Shape(), rows, cols)
+	}
+	sv, bn, bk := l.Scales()
+	sc, err := Vector(sv)
+	if err != nil {
+		return err
+	}
+	if want := ((rows + bn - 1) / bn) * ((cols + bk - 1) / bk); len(sc) != want {
+		return fmt.Errorf("tensor %s: %d scales, want %d", sv.Name(), len(sc), want)
+	}
+	d := t.Data()
+	if len(d) != rows*cols {
+		return fmt.Errorf("tensor %s: %d bytes, want %d", t.Name(), len(d), rows*cols)
+	}
+	*m = Mat{Name: t.Name(), Rows: rows, Cols: cols, F8: unsafe.Slice(unsafe.StringData(d), len(d)), Scale: sc, BlockN: bn, BlockK: bk}
+	return nil
+}
+
+// Row widens row r of m to float32 (exact) into dst. A block-FP8 matrix
+// has no exact float32 rows: Row panics on one (the engine refuses an
+// FP8 embedding table before it gets here).
 func (m *Mat) Row(r int, dst []float32) {
+	if m.Quantized() {
+		panic("backend: Row of the block-FP8 matrix " + m.Name)
+	}
 	dst = dst[:m.Cols]
 	if m.F32 != nil {
 		copy(dst, m.F32[r*m.Cols:(r+1)*m.Cols])

@@ -209,7 +209,7 @@ func TestScrubFindsAFlippedResidentBit(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	up := ve.Up().Data()
+	up := ve.Up().Values().Data()
 	page := unix.Getpagesize()
 	mid := unsafe.Add(unsafe.Pointer(unsafe.StringData(up)), len(up)/2)
 	mem := unsafe.Slice((*byte)(unsafe.Add(mid, -int(uintptr(mid)%uintptr(page)))), page)

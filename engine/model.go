@@ -387,8 +387,8 @@ func (m *Model) upload(ld *loader) error {
 			if err := ld.ctx.Err(); err != nil {
 				return err
 			}
-			if err := m.be.Upload(p.w, p.key, p.v, p.rows, p.cols, p.use); err != nil {
-				return fmt.Errorf("engine: tensor %s: %w", p.v.Name(), err)
+			if err := m.be.Upload(p.w, p.key, p.lin, p.rows, p.cols, p.use); err != nil {
+				return fmt.Errorf("engine: tensor %s: %w", p.lin.Name(), err)
 			}
 			m.weights = append(m.weights, p.w)
 		}
@@ -513,7 +513,7 @@ type contextSource interface {
 type pendingMat struct {
 	w          *backend.Weight
 	key        backend.Key
-	v          weights.View
+	lin        weights.Linear
 	rows, cols int
 	use        backend.Use
 }
@@ -525,12 +525,23 @@ type pendingVec struct {
 }
 
 func (l *loader) fetch(name string, shape ...int) (weights.View, jnf.Digest, bool) {
-	if l.err != nil {
+	vt, ok := l.tensor(name, shape, false)
+	if !ok {
 		return weights.View{}, jnf.Digest{}, false
+	}
+	return vt.View(), vt.Digest(), true
+}
+
+// tensor fetches a verified tensor of this model and checks its shape
+// (shape nil: not checked here) and dtype (BF16 or F32, or F8_E4M3 where
+// f8 allows it).
+func (l *loader) tensor(name string, shape []int, f8 bool) (weights.VerifiedTensor, bool) {
+	if l.err != nil {
+		return weights.VerifiedTensor{}, false
 	}
 	if err := l.ctx.Err(); err != nil {
 		l.err = err
-		return weights.View{}, jnf.Digest{}, false
+		return weights.VerifiedTensor{}, false
 	}
 	var vt weights.VerifiedTensor
 	var err error
@@ -541,26 +552,27 @@ func (l *loader) fetch(name string, shape ...int) (weights.View, jnf.Digest, boo
 	}
 	if err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
-		return weights.View{}, jnf.Digest{}, false
+		return weights.VerifiedTensor{}, false
 	}
 	if got := vt.Name(); got != name {
 		l.err = fmt.Errorf("engine: asked for tensor %s, got %s", name, got)
-		return weights.View{}, jnf.Digest{}, false
+		return weights.VerifiedTensor{}, false
 	}
 	if r := vt.Root(); !r.Equal(l.root) {
 		l.err = fmt.Errorf("engine: tensor %s comes from the checkpoint with root %s, the model is %s", name, r.Hex(), l.root.Hex())
-		return weights.View{}, jnf.Digest{}, false
+		return weights.VerifiedTensor{}, false
 	}
-	v := vt.View()
-	if err := checkShape(v, shape); err != nil {
-		l.err = fmt.Errorf("engine: %w", err)
-		return weights.View{}, jnf.Digest{}, false
+	if shape != nil {
+		if err := checkShape(vt.View(), shape, f8); err != nil {
+			l.err = fmt.Errorf("engine: %w", err)
+			return weights.VerifiedTensor{}, false
+		}
 	}
 	l.kept = append(l.kept, vt)
-	return v, vt.Digest(), true
+	return vt, true
 }
 
-func checkShape(v weights.View, want []int) error {
+func checkShape(v weights.View, want []int, f8 bool) error {
 	ok := v.Dims() == len(want)
 	for i := 0; ok && i < len(want); i++ {
 		ok = v.Dim(i) == int64(want[i])
@@ -568,26 +580,49 @@ func checkShape(v weights.View, want []int) error {
 	if !ok {
 		return fmt.Errorf("tensor %s: shape %v, want %v", v.Name(), v.Shape(), slices.Clone(want))
 	}
-	if v.DType() != jnf.BF16 && v.DType() != jnf.F32 {
-		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", v.Name(), v.DType())
+	switch d := v.DType(); {
+	case d == jnf.BF16 || d == jnf.F32:
+	case d == jnf.F8E4 && f8:
+	case d == jnf.F8E4:
+		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32 (only matrices the model multiplies may be block-FP8)", v.Name(), d)
+	default:
+		return fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", v.Name(), d)
 	}
 	return nil
 }
 
-// mat fetches a matrix; the backend receives it in Model.upload.
+// mat fetches a matrix — with its weight_scale_inv when it is block-FP8 —
+// for the backend to receive in Model.upload.
 func (l *loader) mat(name string, rows, cols int, use backend.Use) *backend.Weight {
-	v, d, ok := l.fetch(name, rows, cols)
+	vt, ok := l.tensor(name, []int{rows, cols}, use != backend.UseGather)
 	if !ok {
+		return nil
+	}
+	key := backend.Key{Digest: vt.Digest()}
+	var lin weights.Linear
+	var err error
+	if vt.View().DType() == jnf.F8E4 {
+		st, ok := l.tensor(weights.ScaleName(name), nil, false)
+		if !ok {
+			return nil
+		}
+		lin, err = weights.BlockLinear(vt, st)
+		key.Scale = st.Digest()
+	} else {
+		lin, err = weights.PlainLinear(vt.View())
+	}
+	if err != nil {
+		l.err = fmt.Errorf("engine: %w", err)
 		return nil
 	}
 	w := new(backend.Weight)
 	// The shape and element count are checked now, so that a bad tensor is
 	// reported in load order whatever the upload order.
-	if err := w.Host.Init(v, rows, cols); err != nil {
+	if err := w.Host.InitLinear(lin, rows, cols); err != nil {
 		l.err = fmt.Errorf("engine: %w", err)
 		return nil
 	}
-	l.mats = append(l.mats, pendingMat{w: w, key: backend.Key{Digest: d}, v: v, rows: rows, cols: cols, use: use})
+	l.mats = append(l.mats, pendingMat{w: w, key: key, lin: lin, rows: rows, cols: cols, use: use})
 	return w
 }
 
@@ -693,12 +728,12 @@ func (m *Model) checkExpert(l, e int, ve weights.VerifiedExpert) error {
 	}
 	I, H := m.cfg.MoEIntermediate, m.cfg.Hidden
 	parts := [3]struct {
-		v          weights.View
+		l          weights.Linear
 		what       string
 		rows, cols int
 	}{{ve.Gate(), "gate", I, H}, {ve.Up(), "up", I, H}, {ve.Down(), "down", H, I}}
 	for _, p := range parts {
-		if err := checkShape(p.v, []int{p.rows, p.cols}); err != nil {
+		if err := checkShape(p.l.Values(), []int{p.rows, p.cols}, p.l.Quantized()); err != nil {
 			return fmt.Errorf("engine: layer %d expert %d %s: %w", l, e, p.what, err)
 		}
 	}

@@ -342,7 +342,7 @@ func (r *ref64) moe(l int, x []float64) []float64 {
 		if err != nil {
 			panic(err)
 		}
-		y := r.mlpWith(decode64(ve.Gate()), decode64(ve.Up()), decode64(ve.Down()), c.MoEIntermediate, x)
+		y := r.mlpWith(decode64(ve.Gate().Values()), decode64(ve.Up().Values()), decode64(ve.Down().Values()), c.MoEIntermediate, x)
 		for i := range out {
 			out[i] += w * y[i]
 		}

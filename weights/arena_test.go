@@ -80,7 +80,7 @@ func TestVerifyInArena(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.ID() != (ExpertID{2, 3}) || e.Down().Data() != want.Down().Data() || !e.Digest().Equal(ref.Digest()) || !b.Sealed() {
+	if e.ID() != (ExpertID{2, 3}) || e.Down().Values().Data() != want.Down().Values().Data() || !e.Digest().Equal(ref.Digest()) || !b.Sealed() {
 		t.Fatalf("arena expert %v differs from the checkpoint's", e.ID())
 	}
 	if err := e.Recheck(); err != nil {
@@ -234,9 +234,9 @@ func TestViewAfterRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ownDown := own.Down()
+	ownDown := own.Down().Values()
 	b, e := verify(refA)
-	down := e.Down()
+	down := e.Down().Values()
 	if down.Data() != ownDown.Data() {
 		t.Fatal("the arena view differs from the checkpoint's")
 	}
@@ -263,7 +263,7 @@ func TestViewAfterRelease(t *testing.T) {
 	if down.Name() != "model.layers.2.mlp.experts.3.down_proj" || down.Dims() != 2 {
 		t.Errorf("the view's metadata: %s, %d dims", down.Name(), down.Dims())
 	}
-	if e2.Gate().Data() == "" || ownDown.Data() == "" {
+	if e2.Gate().Values().Data() == "" || ownDown.Data() == "" {
 		t.Error("live views lost their data")
 	}
 	b2.Release()

@@ -26,6 +26,11 @@ type Check struct {
 	plan  plan
 	nodes []guts.Node
 	left  atomic.Int64 // parts not hashed yet
+	// codes is the end of a block-FP8 record's E4M3 codes (0: none), which
+	// Hash searches for NaN in the part it hashes, while the bytes are in
+	// cache; nan is the lowest offset of one found (−1: none).
+	codes int64
+	nan   atomic.Int64
 }
 
 // Check seals b, which holds ref's record (its first Length bytes; as for
@@ -44,12 +49,16 @@ func (r ExpertRef) Check(b *Buffer, part int64) (*Check, error) {
 	if err := b.seal(); err != nil {
 		return nil, err
 	}
-	rec, err := newRecord(r.ck.root, r.ref.file.Name, &r.ref.rec, r.ref.want, b.mem[:n:n])
+	rec, err := newRecord(r.ck.root, r.ck.blk, r.ref.file.Name, &r.ref.rec, r.ref.want, b.mem[:n:n])
 	if err != nil {
 		b.unseal()
 		return nil, err
 	}
 	c := &Check{ref: r, b: b, rec: rec, plan: newPlan(n, part)}
+	if e := &r.ref.rec; len(e.Parts) == 6 {
+		c.codes = codesEnd(e)
+	}
+	c.nan.Store(-1)
 	c.data = unsafe.Slice(unsafe.StringData(rec.data), len(rec.data)) // only read: the hashing code takes slices
 	c.nodes = make([]guts.Node, c.plan.parts())
 	c.left.Store(int64(len(c.nodes)))
@@ -65,6 +74,17 @@ func (c *Check) Parts() int { return len(c.nodes) }
 // calls Verify.
 func (c *Check) Hash(i int) (last bool) {
 	c.nodes[i] = c.plan.hash(c.data, i)
+	if lo := int64(i) * c.plan.part; lo < c.codes {
+		hi := min(lo+c.plan.part, c.codes)
+		if j := nanCode(c.rec.data[lo:hi]); j >= 0 {
+			for at := lo + int64(j); ; {
+				old := c.nan.Load()
+				if old >= 0 && old <= at || c.nan.CompareAndSwap(old, at) {
+					break
+				}
+			}
+		}
+	}
 	return c.left.Add(-1) == 0
 }
 
@@ -76,7 +96,12 @@ func (c *Check) Verify() (VerifiedExpert, error) {
 	if n := c.left.Load(); n != 0 {
 		return VerifiedExpert{}, fmt.Errorf("%s: verified with %d of %d parts not hashed", c.ref.ref.rec.Name, n, len(c.nodes))
 	}
-	rec, err := c.rec.checked(&c.ref.ref.rec, c.plan.sum(c.nodes))
+	rec, err := c.rec.checked(&c.ref.ref.rec, c.plan.sum(c.nodes), true)
+	if err == nil {
+		if at := c.nan.Load(); at >= 0 {
+			err = nanError(&c.ref.ref.rec, c.rec.file, int(at), c.rec.data[at])
+		}
+	}
 	if err != nil {
 		c.b.unseal()
 		return VerifiedExpert{}, err

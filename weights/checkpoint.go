@@ -27,6 +27,7 @@ type Checkpoint struct {
 	root  jnf.Digest
 	wroot jnf.Digest
 	cfg   hf.Config
+	blk   [2]int // block size of a block-FP8 checkpoint (cfg.Quant)
 
 	// records are private copies of what the manifest entries say, made at
 	// Open: nothing a caller does to the manifest it is shown changes what
@@ -80,6 +81,9 @@ func Open(ctx context.Context, dir string) (*Checkpoint, error) {
 		return nil, &IncompleteError{Dir: dir, LayersPresent: m.LayersHeld, Layers: m.Layers}
 	}
 	c := &Checkpoint{dir: d, cfg: *d.Config, records: make(map[string]*recordRef, len(m.Entries)), aux: map[string]auxRef{}}
+	if q := d.Config.Quant; q != nil {
+		c.blk = [2]int{q.BlockN, q.BlockK}
+	}
 	if c.root, err = m.RootDigest(); err == nil {
 		c.wroot, err = jnf.ParseHex(jnf.SHA256, m.WeightsRoot)
 	}
@@ -170,6 +174,11 @@ func (c *Checkpoint) Config() *hf.Config {
 	cfg.Sparse = slices.Clone(cfg.Sparse)
 	cfg.BOS = slices.Clone(cfg.BOS)
 	cfg.EOS = slices.Clone(cfg.EOS)
+	if q := cfg.Quant; q != nil {
+		q := *q
+		q.NotConverted = slices.Clone(q.NotConverted)
+		cfg.Quant = &q
+	}
 	return &cfg
 }
 
@@ -193,7 +202,7 @@ func (c *Checkpoint) read(name, kind string) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := mint(c.root, ref.file.Name, &ref.rec, ref.want, rb.Data)
+	r, err := mint(c.root, c.blk, ref.file.Name, &ref.rec, ref.want, rb.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +235,7 @@ func (c *Checkpoint) TensorContext(ctx context.Context, name string, progress fu
 		return VerifiedTensor{}, fmt.Errorf("model %s: no %s %q in the manifest", c.dir.Path, jnf.KindTensor, name)
 	}
 	tr := &ref.file.Table.Records[ref.index]
-	r, err := mintFrom(ctx, c.root, ref.file.Name, &ref.rec, ref.want, ref.file, tr.Offset, progress)
+	r, err := mintFrom(ctx, c.root, c.blk, ref.file.Name, &ref.rec, ref.want, ref.file, tr.Offset, progress)
 	if err != nil {
 		return VerifiedTensor{}, err
 	}
@@ -328,6 +337,7 @@ func (r ExpertRef) minted(rec *record, b *Buffer) VerifiedExpert {
 	for i := range rec.views {
 		rec.views[i].buf, rec.views[i].gen = b, rec.gen
 	}
+	rec.linkViews()
 	r.ck.mu.Lock()
 	r.ck.served[1]++
 	r.ck.mu.Unlock()

@@ -53,7 +53,7 @@ func TestCheckpointServesVerifiedBytes(t *testing.T) {
 	}
 	cfg := m.Config()
 	I, H := int64(cfg.MoEIntermediate), int64(cfg.Hidden)
-	if g, d := e.Gate(), e.Down(); g.Dim(0) != I || g.Dim(1) != H || d.Dim(0) != H || int64(len(d.Data())) != 2*H*I {
+	if g, d := e.Gate().Values(), e.Down().Values(); g.Dim(0) != I || g.Dim(1) != H || d.Dim(0) != H || int64(len(d.Data())) != 2*H*I {
 		t.Errorf("expert views %v %v", g.Shape(), d.Shape())
 	}
 	if id := e.ID(); id != (ExpertID{3, 7}) || e.Bytes() != 3*2*H*I {
@@ -153,7 +153,7 @@ func TestRecheckFindsAFlippedResidentBit(t *testing.T) {
 		t.Fatal("fresh values do not re-check")
 	}
 	flip := func(s string, at int) { unsafeBytes(s)[at] ^= 4 }
-	flip(e.Down().Data(), 17)
+	flip(e.Down().Values().Data(), 17)
 	flip(tt.View().Data(), 1)
 	for what, err := range map[string]error{"expert": e.Recheck(), "tensor": tt.Recheck()} {
 		var mm *jnf.MismatchError
@@ -227,7 +227,7 @@ func BenchmarkVerifyExpert(b *testing.B) {
 	want := jnf.BLAKE3Bytes(data)
 	b.SetBytes(rec.Length)
 	for range b.N {
-		if _, err := mint(jnf.Digest{}, "f", rec, want, data); err != nil {
+		if _, err := mint(jnf.Digest{}, [2]int{}, "f", rec, want, data); err != nil {
 			b.Fatal(err)
 		}
 	}

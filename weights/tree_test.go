@@ -124,7 +124,7 @@ func TestCheckInParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.ID() != (ExpertID{1, 2}) || e.Gate().Data() != want.Gate().Data() || e.Down().Data() != want.Down().Data() || !e.Digest().Equal(ref.Digest()) {
+	if e.ID() != (ExpertID{1, 2}) || e.Gate().Values().Data() != want.Gate().Values().Data() || e.Down().Values().Data() != want.Down().Values().Data() || !e.Digest().Equal(ref.Digest()) {
 		t.Fatal("the expert checked in parts differs from the checkpoint's")
 	}
 	b.Release()

@@ -100,8 +100,12 @@ type record struct {
 	off   int64
 	want  jnf.Digest // BLAKE3, from the manifest entry
 	data  string
-	views []View // one for a tensor; gate, up, down for an expert
+	views []View    // one for a tensor; the parts of an expert (jnf/SPEC.md)
+	lins  [3]Linear // an expert's gate, up and down matrices
 	id    ExpertID
+	// blk is the checkpoint's block size (BlockN, BlockK) for block-FP8
+	// records, zero for an unquantised checkpoint.
+	blk [2]int
 	// buf is the arena buffer the bytes live in (nil: memory of their
 	// own), valid while its generation is gen.
 	buf *Buffer
@@ -185,10 +189,11 @@ func (e VerifiedExpert) Root() jnf.Digest { return e.rec().root }
 // Bytes is the record's length.
 func (e VerifiedExpert) Bytes() int64 { return int64(len(e.rec().data)) }
 
-// Gate, Up and Down are the three projections ([I,H], [I,H], [H,I]).
-func (e VerifiedExpert) Gate() View { return e.rec().views[0] }
-func (e VerifiedExpert) Up() View   { return e.rec().views[1] }
-func (e VerifiedExpert) Down() View { return e.rec().views[2] }
+// Gate, Up and Down are the three projections ([I,H], [I,H], [H,I]), with
+// their scales in a block-FP8 checkpoint.
+func (e VerifiedExpert) Gate() Linear { return e.rec().lins[0] }
+func (e VerifiedExpert) Up() Linear   { return e.rec().lins[1] }
+func (e VerifiedExpert) Down() Linear { return e.rec().lins[2] }
 
 // Recheck re-hashes the record against the manifest digest.
 func (e VerifiedExpert) Recheck() error { return e.rec().recheck() }
@@ -201,43 +206,78 @@ func blake3String(s string) jnf.Digest { return jnf.BLAKE3String(s) }
 // the record views it in place as an immutable string, so after mint no
 // code can reach it as a writable slice. It is hashed after the view is
 // taken, so the bytes checked are the bytes served.
-func mint(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
-	r, err := newRecord(root, file, e, want, data)
+func mint(root jnf.Digest, blk [2]int, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
+	r, err := newRecord(root, blk, file, e, want, data)
 	if err != nil {
 		return nil, err
 	}
-	return r.checked(e, blake3String(r.data))
+	return r.checked(e, blake3String(r.data), false)
 }
 
 // newRecord views data, a buffer for entry e of file that nothing else
 // references, as the immutable bytes of a record not yet checked.
-func newRecord(root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
+func newRecord(root jnf.Digest, blk [2]int, file string, e *jnf.Record, want jnf.Digest, data []byte) (*record, error) {
 	if int64(len(data)) != e.Length || len(data) == 0 {
 		return nil, fmt.Errorf("%s: %d bytes, the manifest records %d", e.Name, len(data), e.Length)
 	}
-	return &record{root: root, name: e.Name, file: file, off: e.Offset, want: want, id: ExpertID{e.Layer, e.Expert},
+	return &record{root: root, blk: blk, name: e.Name, file: file, off: e.Offset, want: want, id: ExpertID{e.Layer, e.Expert},
 		data: unsafe.String(unsafe.SliceData(data), len(data))}, nil
 }
 
 // checked compares got, the BLAKE3 digest of r.data, with the entry's and
-// returns r with its views.
-func (r *record) checked(e *jnf.Record, got jnf.Digest) (*record, error) {
+// returns r with its views. A block-FP8 record's codes are searched for
+// NaN (unless scanned says a Check did it while hashing) and its scales
+// checked: a record holding either is refused even though it matches its
+// digest.
+func (r *record) checked(e *jnf.Record, got jnf.Digest, scanned bool) (*record, error) {
 	if !got.Equal(r.want) {
 		return nil, &jnf.MismatchError{What: fmt.Sprintf("%s (%s@%d)", e.Name, r.file, e.Offset), Got: got, Want: r.want}
 	}
 	switch e.Kind {
 	case jnf.KindTensor:
 		r.views = []View{{name: e.Name, dtype: e.DType, shape: append([]int64(nil), e.Shape...), data: r.data, r: r}}
+		if e.DType == jnf.F8E4 {
+			if i := nanCode(r.data); i >= 0 {
+				return nil, fmt.Errorf("%s (%s@%d): element %d is the E4M3 NaN code %#x: %w", e.Name, r.file, e.Offset, i, r.data[i], ErrNonFinite)
+			}
+		}
 	case jnf.KindExpert:
 		r.views = make([]View, len(e.Parts))
 		for i, p := range e.Parts {
 			r.views[i] = View{name: e.Name + "." + p.Name, dtype: p.DType, shape: append([]int64(nil), p.Shape...),
 				data: r.data[p.Offset : p.Offset+p.Length], r: r}
 		}
+		lins, err := expertLinears(e.Name, r.views, r.blk)
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s@%d): %w", e.Name, r.file, e.Offset, err)
+		}
+		if len(e.Parts) == 6 && !scanned {
+			if i := nanCode(r.data[:codesEnd(e)]); i >= 0 {
+				return nil, nanError(e, r.file, i, r.data[i])
+			}
+		}
+		r.lins = lins
 	default:
 		return nil, fmt.Errorf("%s: kind %q is not a tensor or an expert", e.Name, e.Kind)
 	}
 	return r, nil
+}
+
+// codesEnd is the end of a block-FP8 expert record's E4M3 codes (its first
+// three parts; the scales follow them).
+func codesEnd(e *jnf.Record) int64 {
+	p := e.Parts[2]
+	return p.Offset + p.Length
+}
+
+func nanError(e *jnf.Record, file string, i int, b byte) error {
+	part := e.Parts[0]
+	for _, p := range e.Parts[:3] {
+		if int64(i) >= p.Offset {
+			part = p
+		}
+	}
+	return fmt.Errorf("%s (%s@%d): %s element %d is the E4M3 NaN code %#x: %w", e.Name, file, e.Offset, part.Name, int64(i)-part.Offset, b, ErrNonFinite)
 }
 
 // readChunk is how many bytes mintFrom reads and hashes between two checks
@@ -250,9 +290,9 @@ var readChunk int64 = 32 << 20
 // a large tensor (a 1.5 GiB embedding) can be abandoned within a chunk's
 // time when ctx is done, and each chunk's bytes are reported to progress
 // (nil: not reported). The bytes hashed are the bytes served, as in mint.
-func mintFrom(ctx context.Context, root jnf.Digest, file string, e *jnf.Record, want jnf.Digest, ra io.ReaderAt, off int64,
+func mintFrom(ctx context.Context, root jnf.Digest, blk [2]int, file string, e *jnf.Record, want jnf.Digest, ra io.ReaderAt, off int64,
 	progress func(int64)) (*record, error) {
-	r, err := newRecord(root, file, e, want, make([]byte, max(e.Length, 0)))
+	r, err := newRecord(root, blk, file, e, want, make([]byte, max(e.Length, 0)))
 	if err != nil {
 		return nil, err
 	}
@@ -274,5 +314,5 @@ func mintFrom(ctx context.Context, root jnf.Digest, file string, e *jnf.Record, 
 	}
 	got := jnf.Digest{Alg: jnf.BLAKE3}
 	h.Sum(got.Sum[:0])
-	return r.checked(e, got)
+	return r.checked(e, got, false)
 }

@@ -282,11 +282,15 @@ func (s *suite) weight(name string, use backend.Use) (got, want *backend.Weight)
 	}
 	got, want = new(backend.Weight), new(backend.Weight)
 	key := backend.Key{Digest: vt.Digest()}
-	if err := s.be.Upload(got, key, vt.View(), ms.rows, ms.cols, use); err != nil {
+	lin, err := weights.PlainLinear(vt.View())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.be.Upload(got, key, lin, ms.rows, ms.cols, use); err != nil {
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() { s.be.Drop(got) })
-	if err := s.ref.Upload(want, key, vt.View(), ms.rows, ms.cols, use); err != nil {
+	if err := s.ref.Upload(want, key, lin, ms.rows, ms.cols, use); err != nil {
 		s.t.Fatal(err)
 	}
 	return got, want

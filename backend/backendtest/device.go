@@ -187,12 +187,12 @@ func (d *device) Alloc(n int) (backend.Buf, error) {
 // devWeight marks a weight as uploaded to the device.
 type devWeight struct{}
 
-func (d *device) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, _ backend.Use) error {
+func (d *device) Upload(w *backend.Weight, key backend.Key, l weights.Linear, rows, cols int, _ backend.Use) error {
 	if err := d.live("Upload"); err != nil {
 		return err
 	}
 	*w = backend.Weight{Key: key, Dev: devWeight{}}
-	if err := w.Host.Init(v, rows, cols); err != nil {
+	if err := w.Host.InitLinear(l, rows, cols); err != nil {
 		return err
 	}
 	d.upload.Add(w.Bytes())
@@ -416,7 +416,7 @@ func (q *devQueue) GateAdd(y, x, g backend.Buf, T, n int) {
 // LoadExpert copies the expert's bytes (they may be recycled once it
 // returns) for this use only: the device keeps nothing beyond
 // ReleaseExpert (residency is the SlotPool's slots').
-func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
 	if err := q.d.live("LoadExpert"); err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func (q *devQueue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf
 
 // copyIn makes the device's copy of an expert's bytes, counting it (and
 // flipping a byte of it for CorruptCopies).
-func (q *devQueue) copyIn(id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) (*devExpert, error) {
+func (q *devQueue) copyIn(id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) (*devExpert, error) {
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
 		return nil, err
@@ -444,7 +444,7 @@ func (q *devQueue) copyIn(id weights.ExpertID, digest jnf.Digest, gate, up, down
 	d.toDevice(int(n))
 	d.expertH2D.Add(n)
 	d.loaded.Add(1)
-	if d.isPinned(gate.Data()) && d.isPinned(up.Data()) && d.isPinned(down.Data()) {
+	if d.isPinned(gate.Values().Data()) && d.isPinned(up.Values().Data()) && d.isPinned(down.Values().Data()) {
 		d.direct.Add(1)
 	}
 	d.mu.Lock()
@@ -622,7 +622,7 @@ func (q *devQueue) slot(op string, s backend.Slot) (*devSlot, error) {
 // FillSlot copies the expert into s; filling a slot that a queue still
 // binds (no ReleaseExpert yet) is an error, as its reads would see the new
 // bytes on a real device.
-func (q *devQueue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func (q *devQueue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
 	sl, err := q.slot("FillSlot", s)
 	if err != nil {
 		return err
@@ -706,12 +706,14 @@ func (d *device) ScrubDevice() (int64, error) {
 
 func copyMat(m backend.Mat) backend.Mat {
 	c := m
-	c.BF16 = append([]uint16(nil), m.BF16...)
-	c.F32 = append([]float32(nil), m.F32...)
-	if m.BF16 == nil {
-		c.BF16 = nil
-	} else {
-		c.F32 = nil
+	switch {
+	case m.Quantized():
+		c.F8 = append([]byte(nil), m.F8...)
+		c.Scale = append([]float32(nil), m.Scale...)
+	case m.BF16 != nil:
+		c.BF16 = append([]uint16(nil), m.BF16...)
+	default:
+		c.F32 = append([]float32(nil), m.F32...)
 	}
 	return c
 }

@@ -51,9 +51,9 @@ func (c *CPU) Alloc(n int) (backend.Buf, error) {
 func (c *CPU) Free(backend.Buf) {}
 
 // Upload makes w view the verified bytes v in place (no copy).
-func (c *CPU) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, _ backend.Use) error {
+func (c *CPU) Upload(w *backend.Weight, key backend.Key, l weights.Linear, rows, cols int, _ backend.Use) error {
 	*w = backend.Weight{Key: key}
-	return w.Host.Init(v, rows, cols)
+	return w.Host.InitLinear(l, rows, cols)
 }
 
 // Drop forgets w's view.
@@ -421,7 +421,7 @@ func (q *Queue) GateAdd(y, x, g backend.Buf, T, n int) {
 }
 
 // LoadExpert makes x view the verified bytes in place.
-func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
 	if err := backend.ViewExpert(x, id, digest, gate, up, down, I, H); err != nil {
 		return err
 	}

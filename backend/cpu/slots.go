@@ -31,6 +31,8 @@ type hostSlot struct {
 	mats   [3]backend.Mat // views of the copies below
 	u16    [3][]uint16    // the copies (reused by the next fill)
 	f32    [3][]float32
+	f8     [3][]byte // block-FP8 codes and scales
+	scale  [3][]float32
 }
 
 func (s *hostSlot) Bytes() int64 { return s.bytes }
@@ -92,7 +94,7 @@ func (q *Queue) slot(op string, s backend.Slot) (*hostSlot, error) {
 }
 
 // FillSlot copies the expert's bytes into s.
-func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
 	hs, err := q.slot("FillSlot", s)
 	if err != nil {
 		return err
@@ -109,10 +111,15 @@ func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest,
 	defer q.c.slotMu.Unlock()
 	for j, w := range [3]*backend.Weight{&v.Gate, &v.Up, &v.Down} {
 		m := w.Host
-		if m.F32 != nil {
+		switch {
+		case m.Quantized():
+			hs.f8[j] = append(hs.f8[j][:0], m.F8...)
+			hs.scale[j] = append(hs.scale[j][:0], m.Scale...)
+			m.F8, m.Scale = hs.f8[j], hs.scale[j]
+		case m.F32 != nil:
 			hs.f32[j] = append(hs.f32[j][:0], m.F32...)
 			m.F32 = hs.f32[j]
-		} else {
+		default:
 			hs.u16[j] = append(hs.u16[j][:0], m.BF16...)
 			m.BF16 = hs.u16[j]
 		}

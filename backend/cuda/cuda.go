@@ -412,9 +412,12 @@ func (b *Backend) Free(buf backend.Buf) {
 // for sessions), else on the host: the embedding table (UseGather) always
 // stays on the host under a budget (its rows are gathered there and cost
 // nothing to move). Uploads of the same key share one copy.
-func (b *Backend) Upload(w *backend.Weight, key backend.Key, v weights.View, rows, cols int, use backend.Use) error {
+func (b *Backend) Upload(w *backend.Weight, key backend.Key, l weights.Linear, rows, cols int, use backend.Use) error {
 	*w = backend.Weight{Key: key}
-	if err := w.Host.Init(v, rows, cols); err != nil {
+	if l.Quantized() {
+		return errNoFP8(l.Name())
+	}
+	if err := w.Host.InitLinear(l, rows, cols); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -770,4 +773,11 @@ func (b *Backend) SlotHolds(s backend.Slot, digest jnf.Digest) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return sl.digest == digest
+}
+
+// errNoFP8 is the refusal of a block-FP8 matrix: the canonical block-FP8
+// product (EXACTNESS.md) has no kernel here yet, and a run must not
+// silently compute something else.
+func errNoFP8(name string) error {
+	return fmt.Errorf("cuda: %s is block-FP8, which the cuda backend does not compute yet (run it with --backend cpu): %w", name, backend.ErrUnsupported)
 }

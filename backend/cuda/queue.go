@@ -799,7 +799,10 @@ func matBytes(m *backend.Mat) []byte {
 // device slots for this use (residency between uses is the pool's slots,
 // which the expert hierarchy fills: FillSlot); with no device memory to be
 // had, the expert is computed on the host.
-func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
+	if gate.Quantized() {
+		return errNoFP8(gate.Name())
+	}
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
 		return err
@@ -837,10 +840,13 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 // queue's last use of it (its free events) and the device hash of its
 // last copy; with Options.VerifyCopies the copy is hashed on the device
 // and checked at this queue's next Sync (a copy that differs empties s).
-func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.View, I, H int) error {
+func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
 	sl, ok := s.(*slot)
 	if !ok || sl == nil || sl.b != q.b || !sl.pool {
 		return fmt.Errorf("cuda: FillSlot of %v: %T is not a slot of this backend's pool", id, s)
+	}
+	if gate.Quantized() {
+		return errNoFP8(gate.Name())
 	}
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
