@@ -118,6 +118,7 @@ func TestRunClaimsOffline(t *testing.T) {
 		{"length short of max_tokens", func(p *RunPredicate) { p.Prompts[1].MaxTokens++ }, nil, "with 3 of max_tokens 4 generated"},
 		{"more than max_tokens", func(p *RunPredicate) { p.Prompts[1].MaxTokens = 2 }, nil, "3 generated tokens with max_tokens 2"},
 		{"mode outside the set", func(p *RunPredicate) { p.Mode = "turbo" }, nil, `mode "turbo"`},
+		{"an fp8 mode for a bf16 checkpoint", func(p *RunPredicate) { p.Mode = ledger.ModeExactFP8 }, nil, `mode "exact, fp8 checkpoint", but the model's config.json makes an exact run "exact"`},
 		{"signature status outside the set", func(p *RunPredicate) { p.Model.Signature.Status = "trusted" }, nil, `manifest_signature.status "trusted"`},
 		{"signature verified by no key's keyid", func(p *RunPredicate) {
 			d := jnf.SHA256Bytes([]byte("sig"))

@@ -30,7 +30,7 @@ const PredicateRun = "https://tarfa.dev/attestation/run/v1"
 type RunPredicate struct {
 	Model      RunModel           `json:"model"`
 	Build      RunBuild           `json:"build"`
-	Mode       string             `json:"mode"` // ledger.ModeExact today
+	Mode       string             `json:"mode"` // ledger.ModeExact, or ledger.ModeExactFP8 for a block-FP8 checkpoint
 	Host       RunHost            `json:"host"`
 	Load       RunLoad            `json:"load"`
 	Prompts    []RunPrompt        `json:"prompts"`
@@ -375,8 +375,8 @@ func predicateErr(format string, a ...any) error {
 // checkSelf checks what a run predicate says about itself: subjects'
 // inputs, per-prompt counts, the union of k per layer.
 func (p *RunPredicate) checkSelf() error {
-	if p.Mode != ledger.ModeExact && p.Mode != ledger.ModeFast {
-		return predicateErr("mode %q, want %q or %q", p.Mode, ledger.ModeExact, ledger.ModeFast)
+	if p.Mode != ledger.ModeExact && p.Mode != ledger.ModeExactFP8 && p.Mode != ledger.ModeFast {
+		return predicateErr("mode %q, want %q, %q or %q", p.Mode, ledger.ModeExact, ledger.ModeExactFP8, ledger.ModeFast)
 	}
 	if p.Model.Root.Alg != jnf.SHA256 || p.Model.WeightsRoot.Alg != jnf.SHA256 {
 		return predicateErr("model root and weights_root must be sha256 digests")
@@ -453,6 +453,12 @@ func (p *RunPredicate) checkManifest(man *verify.Manifest) (*hf.Config, int64, e
 	if cfg.TopK != p.Model.TopK || cfg.Layers != p.Model.Layers || cfg.Experts != p.Model.Experts || string(cfg.Arch) != p.Model.Arch {
 		return nil, 0, predicateErr("model says arch %s, %d layers, %d experts, top-k %d; its config.json says %s, %d, %d, %d",
 			p.Model.Arch, p.Model.Layers, p.Model.Experts, p.Model.TopK, cfg.Arch, cfg.Layers, cfg.Experts, cfg.TopK)
+	}
+	// The mode names the checkpoint's precision: an exact run of a
+	// block-FP8 checkpoint is never reported as plain "exact", nor a BF16
+	// one as FP8.
+	if want := ledger.ModeOf(cfg.Quant != nil); p.Mode != want && p.Mode != ledger.ModeFast {
+		return nil, 0, predicateErr("mode %q, but the model's config.json makes an exact run %q", p.Mode, want)
 	}
 	entries := map[string]*verify.Entry{}
 	files := 0

@@ -144,12 +144,25 @@ type pendingLayer struct {
 	w        []float32
 }
 
-// Mode names: exact is the only mode today; the int4 fast mode will be
-// labelled "fast" everywhere it shows.
+// Mode names. A run is exact with respect to the checkpoint it ran, and
+// says which precision that checkpoint is: "exact" is a BF16 (or F32)
+// checkpoint, "exact, fp8 checkpoint" the publisher's own block-FP8 one
+// computed by the canonical block-FP8 product — never just "exact". The
+// int4 fast mode will be labelled "fast" everywhere it shows.
 const (
-	ModeExact = "exact"
-	ModeFast  = "fast"
+	ModeExact    = "exact"
+	ModeExactFP8 = "exact, fp8 checkpoint"
+	ModeFast     = "fast"
 )
+
+// ModeOf is the mode of an exact run of a checkpoint: ModeExactFP8 for a
+// block-FP8 one, else ModeExact.
+func ModeOf(blockFP8 bool) string {
+	if blockFP8 {
+		return ModeExactFP8
+	}
+	return ModeExact
+}
 
 // New starts a ledger for a model with the given manifest root, number of
 // layers and configured top-k, in the given mode.

@@ -78,7 +78,7 @@ func (r *Runner) AttestRun(ctx context.Context, prompts []golden.Prompt, opt Att
 	if err != nil {
 		return nil, nil, err
 	}
-	p.Build, p.Host, p.Mode = opt.Build, opt.Host, ledger.ModeExact
+	p.Build, p.Host, p.Mode = opt.Build, opt.Host, r.Mode()
 	p.StartedAt = time.Now().UTC()
 	tensors, bytes := r.Engine.Loaded()
 	p.Load = attest.RunLoad{Tensors: tensors, Bytes: bytes, Seconds: opt.LoadSeconds}

@@ -251,11 +251,15 @@ func (r *Runner) Close() error {
 	return err
 }
 
+// Mode is the label of what the runner computes: ledger.ModeExactFP8 for
+// a block-FP8 checkpoint, ledger.ModeExact otherwise.
+func (r *Runner) Mode() string { return ledger.ModeOf(r.Config.Quant != nil) }
+
 // NewSession starts a session with its own ledger (recording the routing
 // into the trace when the runner keeps one).
 func (r *Runner) NewSession() (*engine.Session, *ledger.Ledger) {
 	sess := r.Engine.NewSession()
-	l := ledger.New(r.Checkpoint.Root(), r.Config.Layers, r.Config.TopK, ledger.ModeExact)
+	l := ledger.New(r.Checkpoint.Root(), r.Config.Layers, r.Config.TopK, r.Mode())
 	sess.SetLedger(l)
 	if r.trace != nil {
 		r.trace.observe(l)

@@ -17,7 +17,6 @@ import (
 	"github.com/tarfa-ai/tarfa/attest"
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/openai"
 	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/tokenizer"
@@ -423,7 +422,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, st *state, cha
 		return
 	}
 	h := w.Header()
-	h.Set(HeaderMode, ledger.ModeExact)
+	h.Set(HeaderMode, st.r.Mode())
 	h.Set(HeaderManifestRoot, st.root)
 	h.Set(HeaderAttestation, id)
 	out := newTextOut(st.r.Tok, p.Stop)

@@ -17,6 +17,7 @@ import (
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/reports"
 	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/tier"
@@ -152,11 +153,12 @@ func chainPostRun(prev func(*cobra.Command, []string) error, f func() error) fun
 	}
 }
 
-// banner states what runs: the mode (always exact here), the model root,
-// the backend and what is resident where.
+// banner states what runs: the mode (always exact here, with the
+// checkpoint's precision when it is block-FP8), the model root, the
+// backend and what is resident where.
 func banner(cmd *cobra.Command, r *runner.Runner) {
-	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · EXACT mode · model %s root %s · backend %s (%s)\n",
-		r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), plural(r.Threads, "thread", "threads"))
+	fmt.Fprintf(cmd.ErrOrStderr(), "tarfa · %s · model %s root %s · backend %s (%s)\n",
+		modeBanner(r.Config.Quant), r.Config.Arch, r.Checkpoint.Root().Short(), r.Engine.Backend().Name(), plural(r.Threads, "thread", "threads"))
 	if be := r.Engine.Backend(); be.Name() != "cpu" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", describeResidency(be.Residency()))
 	}
@@ -166,6 +168,15 @@ func banner(cmd *cobra.Command, r *runner.Runner) {
 			fmt.Fprintf(cmd.ErrOrStderr(), "  warning: %s\n", w)
 		}
 	}
+}
+
+// modeBanner is the banner's mode: "EXACT mode", and for a block-FP8
+// checkpoint the precision it is exact with respect to.
+func modeBanner(q *hf.Quant) string {
+	if q == nil {
+		return "EXACT mode"
+	}
+	return fmt.Sprintf("EXACT mode, FP8 CHECKPOINT (%s, %d×%d blocks, %s activation scales)", q.Format, q.BlockN, q.BlockK, q.Activation)
 }
 
 // ramBudgetWarning says when a RAM-tier budget is more than the machine's
@@ -492,7 +503,7 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 		return writeJSON(out, runResult{
 			ExpertLevels: levels,
 			Placement:    placementCounts{Host: est.ExpertsOnHost, Device: est.ExpertsOnDevice},
-			Mode:         "exact", Backend: r.Engine.Backend().Name(), Threads: r.Threads, ModelRoot: r.Checkpoint.Root().Hex(),
+			Mode:         r.Mode(), Backend: r.Engine.Backend().Name(), Threads: r.Threads, ModelRoot: r.Checkpoint.Root().Hex(),
 			Prompt: rendered, PromptTokens: ids, Tokens: run.Generated, Text: text, StopReason: reason,
 			MaxTokens: maxTokens, ContextLimit: limit,
 			Sampling: samplingJSON{Greedy: s.Temperature == 0, Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed},
