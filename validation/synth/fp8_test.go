@@ -73,7 +73,9 @@ func readCheckpoint(t *testing.T, dir string) (map[string]ckTensor, map[string]a
 	return out, cfg
 }
 
-func f32At(b []byte, i int64) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) }
+func f32At(b []byte, i int64) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+}
 func bf16At(b []byte, i int64) float32 {
 	return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
 }
