@@ -36,6 +36,7 @@ type synthResult struct {
 	Preset  string  `json:"preset"`
 	Layout  string  `json:"layout"`
 	Routing string  `json:"routing"`
+	DType   string  `json:"dtype"` // bf16 or fp8
 	Layers  int     `json:"layers"`
 	Experts int     `json:"experts"`
 	TopK    int     `json:"top_k"`
@@ -63,6 +64,12 @@ shapes of Qwen3.5-122B-A10B (qwen3_5_moe) or Qwen3-30B-A3B (qwen3_moe): use
 with its embedding and LM head is 7.5 GiB). --layout fused writes the official
 Qwen3.5 release layout (text_config, model.language_model. prefix, fused 3D
 experts, F32 A_log and norm, mtp.* and visual.* tensors to be ignored).
+--dtype fp8 writes the same model in the layout of Qwen's official FP8 releases
+(per-expert experts only): the attention, linear-attention (but in_proj_a/b),
+shared-expert, dense-MLP and expert matrices as F8_E4M3 codes of the BF16 values,
+each with a float32 weight_scale_inv per 128×128 block (scale 448/amax of the
+block), and the quantization_config in config.json; every other tensor is the
+BF16 checkpoint's.
 
 Before writing, synth checks every option and that DIR's file system has room.
 DIR must be new or empty; config.json is written last. Interrupted (Ctrl-C), synth
@@ -91,6 +98,12 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			}
 			if s.o.Routing != synth.RoutingUniform && s.o.Routing != synth.RoutingLocal {
 				return fmt.Errorf("--routing %q: want %s or %s", s.o.Routing, synth.RoutingUniform, synth.RoutingLocal)
+			}
+			if s.o.DType != synth.DTypeBF16 && s.o.DType != synth.DTypeFP8 {
+				return fmt.Errorf("--dtype %q: want %s or %s", s.o.DType, synth.DTypeBF16, synth.DTypeFP8)
+			}
+			if s.o.DType == synth.DTypeFP8 && s.o.Layout == hf.LayoutFused {
+				return fmt.Errorf("--dtype %s with --layout %s: the FP8 releases store experts per expert; use --layout %s", synth.DTypeFP8, hf.LayoutFused, hf.LayoutPerExpert)
 			}
 			if f.Changed("experts") {
 				if err := intFlag("experts", int64(s.experts), 1, hf.MaxExperts, "routed experts a layer; default: the preset's"); err != nil {
@@ -171,13 +184,13 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 				return interrupted(err, fmt.Sprintf("what was written to %s is removed; run the same command again", s.out))
 			}
 			_, cfg, _ := synth.Config(o)
-			res := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Routing: o.Routing, Layers: cfg.Layers,
+			res := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Routing: o.Routing, DType: o.DType, Layers: cfg.Layers,
 				Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds(), Format: "hf"}
 			if s.asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s, %d layers, %d experts top-%d, vocab %d, layout %s, %s routing; %s in %d shards (%s)\n",
-				s.out, res.Arch, res.Preset, res.Layers, res.Experts, res.TopK, res.Vocab, res.Layout, res.Routing, reports.Bytes(size), shards, reports.Rate(size, res.Seconds))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s%s, %d layers, %d experts top-%d, vocab %d, layout %s, %s routing; %s in %d shards (%s)\n",
+				s.out, res.Arch, res.Preset, fp8Note(o.DType), res.Layers, res.Experts, res.TopK, res.Vocab, res.Layout, res.Routing, reports.Bytes(size), shards, reports.Rate(size, res.Seconds))
 			return nil
 		},
 	}
@@ -186,6 +199,7 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 	f.StringVar(&s.o.Preset, "preset", "tiny", "tiny, or real (the real per-layer shapes)")
 	f.Uint64Var(&s.o.Seed, "seed", 1, "weight seed")
 	f.StringVar(&s.o.Layout, "layout", hf.LayoutPerExpert, "expert layout: per-expert or fused")
+	f.StringVar(&s.o.DType, "dtype", synth.DTypeBF16, "bf16, or fp8: the same model with its attention, linear-attention, shared-expert and expert matrices in block FP8 (F8_E4M3 and a float32 weight_scale_inv per 128×128 block, quantization_config in config.json), the layout of Qwen's official FP8 releases")
 	f.StringVar(&s.o.Routing, "routing", synth.RoutingUniform, "uniform (random routers), or local: weights that give routing the locality of real models (a stable half of each layer's experts for every token; the next layer's router on this layer's input predicts the rest)")
 	real35, _ := maxSynthLayers(synth.Options{Arch: hf.Qwen35MoE, Preset: "real", Layout: hf.LayoutPerExpert})
 	real3, _ := maxSynthLayers(synth.Options{Arch: hf.Qwen3MoE, Preset: "real", Layout: hf.LayoutPerExpert})
@@ -238,15 +252,23 @@ func synthJNF(cmd *cobra.Command, s synthOptions, o synth.Options, size int64, s
 		return interrupted(err, fmt.Sprintf("the files finished in %s are kept; run the same command again to resume", s.out))
 	}
 	_, cfg, _ := synth.Config(o)
-	r := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, Layers: cfg.Layers,
+	r := synthResult{Out: s.out, Arch: string(cfg.Arch), Preset: o.Preset, Layout: o.Layout, DType: o.DType, Layers: cfg.Layers,
 		Experts: cfg.Experts, TopK: cfg.TopK, Vocab: cfg.Vocab, Bytes: size, Shards: shards, Seconds: time.Since(start).Seconds(),
 		Format: "jnf", Root: res.Manifest.Root}
 	if s.asJSON {
 		return writeJSON(cmd.OutOrStdout(), r)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: JNF of %s %s, %d layers, %d experts top-%d, vocab %d; %s (%s), root %s\n",
-		s.out, r.Arch, r.Preset, r.Layers, r.Experts, r.TopK, r.Vocab, reports.Bytes(size), reports.Rate(size, r.Seconds), r.Root)
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: JNF of %s %s%s, %d layers, %d experts top-%d, vocab %d; %s (%s), root %s\n",
+		s.out, r.Arch, r.Preset, fp8Note(o.DType), r.Layers, r.Experts, r.TopK, r.Vocab, reports.Bytes(size), reports.Rate(size, r.Seconds), r.Root)
 	return nil
+}
+
+// fp8Note is what the summary line says of the dtype ("" for BF16).
+func fp8Note(dtype string) string {
+	if dtype == synth.DTypeFP8 {
+		return " (block FP8)"
+	}
+	return ""
 }
 
 // maxSynthLayers is the most layers the preset of o can have (at most

@@ -10,13 +10,22 @@ import (
 // The committed checkpoints are exactly what WriteAll produces today, so the
 // committed HF references still describe them.
 func TestCommittedCheckpointsAreReproducible(t *testing.T) {
+	checkCommitted(t, WriteAll, Variants, "synthref")
+}
+
+// The same for the FP8 checkpoints (validation/testdata/synthref-fp8).
+func TestCommittedFP8CheckpointsAreReproducible(t *testing.T) {
+	checkCommitted(t, WriteFP8, FP8Variants, "synthref-fp8")
+}
+
+func checkCommitted(t *testing.T, write func(string) error, vs []Variant, under string) {
 	dir := t.TempDir()
-	if err := WriteAll(dir); err != nil {
+	if err := write(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range Variants {
+	for _, v := range vs {
 		got := filepath.Join(dir, v.Name, "checkpoint")
-		want := filepath.Join("..", "testdata", "synthref", v.Name, "checkpoint")
+		want := filepath.Join("..", "testdata", under, v.Name, "checkpoint")
 		ents, err := os.ReadDir(got)
 		if err != nil {
 			t.Fatal(err)

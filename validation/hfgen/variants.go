@@ -39,13 +39,32 @@ var Variants = []Variant{
 		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.25}}}},
 }
 
+// FP8Variants are the block-FP8 checkpoints (synth.DTypeFP8: the layout
+// of Qwen's FP8 releases) whose references come from transformers' own
+// FP8 path (reference.py: FineGrainedFP8, or its dequantising fallback,
+// as recorded in each reference.json). Their blocks divide every matrix
+// (transformers' FP8 activation kernel wants K a multiple of bk) and
+// are small, so that the tiny matrices have several blocks each way;
+// q3-fp8's are not square, and it has a dense layer.
+var FP8Variants = []Variant{
+	{"q3-fp8", synth.Options{Arch: hf.Qwen3MoE, Preset: "tiny", Seed: 111, DType: synth.DTypeFP8, FP8Block: [2]int{32, 16},
+		Set: map[string]any{"vocab_size": 320, "mlp_only_layers": []int{1}}}},
+	{"q35-fp8", synth.Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: 112, DType: synth.DTypeFP8, FP8Block: [2]int{16, 16},
+		Set: map[string]any{"vocab_size": 320}}},
+}
+
 // PromptLengths are the prompt lengths of every reference (80 crosses HF's
 // 64-token DeltaNet chunk).
 var PromptLengths = []int{1, 7, 19, 80}
 
 // WriteAll writes every variant's checkpoint to dir/NAME/checkpoint.
-func WriteAll(dir string) error {
-	for _, v := range Variants {
+func WriteAll(dir string) error { return write(dir, Variants) }
+
+// WriteFP8 writes every FP8 variant's checkpoint to dir/NAME/checkpoint.
+func WriteFP8(dir string) error { return write(dir, FP8Variants) }
+
+func write(dir string, vs []Variant) error {
+	for _, v := range vs {
 		if err := synth.Write(filepath.Join(dir, v.Name, "checkpoint"), v.Options); err != nil {
 			return fmt.Errorf("%s: %w", v.Name, err)
 		}

@@ -70,6 +70,17 @@ type Options struct {
 	// routing with the locality of real models (see RoutingLocal). The
 	// checkpoint is an ordinary one either way; only values differ.
 	Routing string
+	// DType is "" or DTypeBF16 (the BF16 checkpoint), or DTypeFP8: the
+	// same checkpoint with its quantised matrices (fp8Quantised) in
+	// block FP8 as Qwen's FP8 releases store them, each F8_E4M3 code the
+	// publisher's quantisation of the BF16 value it replaces. FP8 needs
+	// the per-expert layout (the layout of the FP8 releases).
+	DType string
+	// FP8Block is the weight_block_size [bn, bk] (zero: DefaultFP8Block).
+	FP8Block [2]int
+	// FP8ScaleDType is the dtype of the weight_scale_inv tensors: "" (F32)
+	// or jnf.F32 or jnf.BF16.
+	FP8ScaleDType jnf.DType
 }
 
 // The routings of Options.Routing.
@@ -148,6 +159,9 @@ func preset(o Options) (map[string]any, int64, error) {
 	if o.ShardBytes > 0 {
 		shard = o.ShardBytes
 	}
+	if o.DType == DTypeFP8 {
+		c["quantization_config"] = quantizationConfig(o.fp8Block())
+	}
 	for k, v := range o.Set {
 		c[k] = v
 	}
@@ -162,6 +176,10 @@ type tensorSpec struct {
 	scale float32
 	// shared, if set, is added to the rows it names (RoutingLocal).
 	shared *sharedDir
+	// fp8, if set, makes this the F8_E4M3 weight (or, with fp8Scale,
+	// the weight_scale_inv) of a quantised matrix (DTypeFP8).
+	fp8      *fp8Quant
+	fp8Scale bool
 }
 
 // sharedDir is a direction added to some rows of a matrix: row r gets
@@ -246,6 +264,14 @@ type plan struct {
 	bytes   int64 // tensor data
 }
 
+// fp8Block is the FP8 block size of o.
+func (o Options) fp8Block() [2]int {
+	if o.FP8Block == [2]int{} {
+		return DefaultFP8Block
+	}
+	return o.FP8Block
+}
+
 // check refuses options that are out of range, naming the option.
 func (o Options) check() error {
 	switch {
@@ -259,6 +285,16 @@ func (o Options) check() error {
 		return fmt.Errorf("shard size %d bytes: want more than 0 (0: the preset's)", o.ShardBytes)
 	case o.Routing != "" && o.Routing != RoutingUniform && o.Routing != RoutingLocal:
 		return fmt.Errorf("routing %q: want %s or %s", o.Routing, RoutingUniform, RoutingLocal)
+	case o.DType != "" && o.DType != DTypeBF16 && o.DType != DTypeFP8:
+		return fmt.Errorf("dtype %q: want %s or %s", o.DType, DTypeBF16, DTypeFP8)
+	case o.DType == DTypeFP8 && o.Layout == hf.LayoutFused:
+		return fmt.Errorf("dtype %s with layout %s: the FP8 releases store experts per expert; use layout %s", DTypeFP8, hf.LayoutFused, hf.LayoutPerExpert)
+	case o.DType != DTypeFP8 && (o.FP8Block != [2]int{} || o.FP8ScaleDType != ""):
+		return fmt.Errorf("an FP8 block size or scale dtype without dtype %s", DTypeFP8)
+	case o.FP8Block != [2]int{} && (o.FP8Block[0] < 1 || o.FP8Block[1] < 1 || o.FP8Block[0] > 1<<16 || o.FP8Block[1] > 1<<16):
+		return fmt.Errorf("FP8 block size %dx%d: want 1 to 65536 each", o.FP8Block[0], o.FP8Block[1])
+	case o.FP8ScaleDType != "" && o.FP8ScaleDType != jnf.F32 && o.FP8ScaleDType != jnf.BF16:
+		return fmt.Errorf("FP8 scale dtype %s: want %s or %s", o.FP8ScaleDType, jnf.F32, jnf.BF16)
 	}
 	return nil
 }
@@ -284,6 +320,13 @@ func newPlan(o Options) (*plan, error) {
 	specs := tensorSpecs(cfg, fused, o.AttnStd)
 	if o.Routing == RoutingLocal {
 		localize(specs, cfg, o.Seed)
+	}
+	if o.DType == DTypeFP8 {
+		dt := o.FP8ScaleDType
+		if dt == "" {
+			dt = jnf.F32
+		}
+		specs = quantize(specs, o.fp8Block(), dt)
 	}
 	for _, s := range specs {
 		n := numel(s.shape) * s.dtype.Size()
@@ -636,6 +679,9 @@ func fill(w io.Writer, s tensorSpec, seed uint64) error {
 // state after i outputs is its seed plus i times the increment, so any
 // range can be made without the elements before it.
 func tensorBytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
+	if s.fp8 != nil {
+		return fp8Bytes(s, seed, off, dst)
+	}
 	esz := s.dtype.Size()
 	if s.dtype != jnf.BF16 && s.dtype != jnf.F32 {
 		return fmt.Errorf("synth cannot fill dtype %s", s.dtype)
@@ -649,24 +695,7 @@ func tensorBytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 	st := splitmix{seed ^ h.Sum64() + uint64(first)*splitmixGamma}
 	var el [4]byte
 	for i := first; len(dst) > 0; i++ {
-		var v float32
-		switch s.init {
-		case initConst:
-			v = s.scale
-		case initNormal:
-			// Uniform on [-√3σ, √3σ): standard deviation σ.
-			v = (st.float() - 0.5) * 2 * 1.7320508 * s.scale
-		case initNormOff:
-			v = (st.float() - 0.5) * 2 * s.scale
-		case initALog:
-			v = canon.Log(1 + float32(15*st.float()))
-		}
-		if d := s.shared; d != nil {
-			cols := int64(len(d.u))
-			if r := i / cols; d.rows == nil || d.rows[r] {
-				v = float32(v + float32(d.scale*d.u[i%cols]))
-			}
-		}
+		v := s.value(&st, i)
 		if s.dtype == jnf.BF16 {
 			binary.LittleEndian.PutUint16(el[:], bf16(v))
 		} else {
@@ -679,6 +708,30 @@ func tensorBytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 		dst = dst[copy(dst, el[skip:esz]):]
 	}
 	return nil
+}
+
+// value is element i of s, made from st (the state after i outputs of
+// s's stream), before rounding to s's dtype.
+func (s tensorSpec) value(st *splitmix, i int64) float32 {
+	var v float32
+	switch s.init {
+	case initConst:
+		v = s.scale
+	case initNormal:
+		// Uniform on [-√3σ, √3σ): standard deviation σ.
+		v = (st.float() - 0.5) * 2 * 1.7320508 * s.scale
+	case initNormOff:
+		v = (st.float() - 0.5) * 2 * s.scale
+	case initALog:
+		v = canon.Log(1 + float32(15*st.float()))
+	}
+	if d := s.shared; d != nil {
+		cols := int64(len(d.u))
+		if r := i / cols; d.rows == nil || d.rows[r] {
+			v = float32(v + float32(d.scale*d.u[i%cols]))
+		}
+	}
+	return v
 }
 
 // bf16 rounds to nearest even.
