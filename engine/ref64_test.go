@@ -45,7 +45,102 @@ func (r *ref64) t(name string) []float64 {
 	return decode64(vt.View())
 }
 
-func mv(W []float64, rows, cols int, x []float64) []float64 {
+// mat64 is a matrix as ref64 multiplies by it: its values in float64
+// (a block-FP8 matrix's code×scale, exact in float64), and for a block-FP8
+// one the activation group width bk (0: plain).
+type mat64 struct {
+	w  []float64
+	bk int
+}
+
+// m reads a matrix: a float one, or a block-FP8 one with its
+// weight_scale_inv.
+func (r *ref64) m(name string) mat64 {
+	vt, err := r.w.Tensor(name)
+	if err != nil {
+		panic(err)
+	}
+	if vt.View().DType() != jnf.F8E4 {
+		return mat64{w: decode64(vt.View())}
+	}
+	st, err := r.w.Tensor(weights.ScaleName(name))
+	if err != nil {
+		panic(err)
+	}
+	q := r.cfg.Quant
+	return mat64{w: dequant64(vt.View(), decode64(st.View()), q.BlockN, q.BlockK), bk: q.BlockK}
+}
+
+// lin64 is m for an expert's matrix.
+func (r *ref64) lin64(l weights.Linear) mat64 {
+	if !l.Quantized() {
+		return mat64{w: decode64(l.Values())}
+	}
+	s, bn, bk := l.Scales()
+	return mat64{w: dequant64(l.Values(), decode64(s), bn, bk), bk: bk}
+}
+
+// e4m3Value64 is the value of an E4M3 code, from the format's definition.
+func e4m3Value64(b byte) float64 {
+	e, m := int(b>>3&15), float64(b&7)
+	v := math.Ldexp(1+m/8, e-7)
+	if e == 0 {
+		v = math.Ldexp(m/8, -6)
+	}
+	if b&0x80 != 0 {
+		v = -v
+	}
+	return v
+}
+
+func dequant64(v weights.View, scale []float64, bn, bk int) []float64 {
+	rows, cols := int(v.Dim(0)), int(v.Dim(1))
+	sc := (cols + bk - 1) / bk
+	d := v.Data()
+	out := make([]float64, rows*cols)
+	for i := range rows {
+		for j := range cols {
+			out[i*cols+j] = e4m3Value64(d[i*cols+j]) * scale[(i/bn)*sc+j/bk]
+		}
+	}
+	return out
+}
+
+// quantAct64 is the dynamic activation quantisation of transformers'
+// FP8Linear, in float64: per group of bk values, s = max|x|/448 and each
+// value becomes s times the E4M3 value nearest x/s (ties to the even code,
+// found by search over the finite codes).
+func quantAct64(x []float64, bk int) []float64 {
+	out := make([]float64, len(x))
+	for g := 0; g < len(x); g += bk {
+		grp := x[g:min(g+bk, len(x))]
+		a := 0.0
+		for _, v := range grp {
+			a = math.Max(a, math.Abs(v))
+		}
+		if a == 0 {
+			continue
+		}
+		s := a / 448
+		for i, v := range grp {
+			best, bd := 0.0, math.Inf(1)
+			for b := range 0x7F {
+				c := e4m3Value64(byte(b))
+				if d := math.Abs(c - math.Abs(v/s)); d < bd || d == bd && b&1 == 0 {
+					best, bd = c, d
+				}
+			}
+			out[g+i] = math.Copysign(best, v) * s
+		}
+	}
+	return out
+}
+
+func mv(m mat64, rows, cols int, x []float64) []float64 {
+	W := m.w
+	if m.bk > 0 {
+		x = quantAct64(x, m.bk)
+	}
 	y := make([]float64, rows)
 	for i := range y {
 		s := 0.0
@@ -114,9 +209,9 @@ func (r *ref64) forward(ids []int) [][]float64 {
 			}
 		}
 	}
-	head := emb
+	head := mat64{w: emb}
 	if !c.Tied {
-		head = r.t("lm_head.weight")
+		head = r.m("lm_head.weight")
 	}
 	fn := r.t("model.norm.weight")
 	out := make([][]float64, len(ids))
@@ -145,7 +240,7 @@ func (r *ref64) attention(p string, a [][]float64) [][]float64 {
 	if gated {
 		qRows *= 2
 	}
-	Wq, Wk, Wv, Wo := r.t(p+"q_proj.weight"), r.t(p+"k_proj.weight"), r.t(p+"v_proj.weight"), r.t(p+"o_proj.weight")
+	Wq, Wk, Wv, Wo := r.m(p+"q_proj.weight"), r.m(p+"k_proj.weight"), r.m(p+"v_proj.weight"), r.m(p+"o_proj.weight")
 	qn, kn := r.t(p+"q_norm.weight"), r.t(p+"k_norm.weight")
 	T := len(a)
 	q, g, k, v := make([][]float64, T), make([][]float64, T), make([][]float64, T), make([][]float64, T)
@@ -208,7 +303,7 @@ func (r *ref64) deltaNet(p string, a [][]float64) [][]float64 {
 	c := r.cfg
 	H, nk, nv, dk, dv, Kc := c.Hidden, c.LinearKeyHeads, c.LinearValueHeads, c.LinearKeyDim, c.LinearValueDim, c.ConvKernel
 	C := c.ConvDim()
-	Wqkv, Wz, Wb, Wa, Wout := r.t(p+"in_proj_qkv.weight"), r.t(p+"in_proj_z.weight"), r.t(p+"in_proj_b.weight"), r.t(p+"in_proj_a.weight"), r.t(p+"out_proj.weight")
+	Wqkv, Wz, Wb, Wa, Wout := r.m(p+"in_proj_qkv.weight"), r.m(p+"in_proj_z.weight"), r.m(p+"in_proj_b.weight"), r.m(p+"in_proj_a.weight"), r.m(p+"out_proj.weight")
 	conv, dt, Alog, nw := r.t(p+"conv1d.weight"), r.t(p+"dt_bias"), r.t(p+"A_log"), r.t(p+"norm.weight")
 	T := len(a)
 	raw := make([][]float64, T)
@@ -293,7 +388,7 @@ func (r *ref64) deltaNet(p string, a [][]float64) [][]float64 {
 	return out
 }
 
-func (r *ref64) mlpWith(g, u, d []float64, I int, x []float64) []float64 {
+func (r *ref64) mlpWith(g, u, d mat64, I int, x []float64) []float64 {
 	H := r.cfg.Hidden
 	gg, uu := mv(g, I, H, x), mv(u, I, H, x)
 	for i := range gg {
@@ -303,14 +398,14 @@ func (r *ref64) mlpWith(g, u, d []float64, I int, x []float64) []float64 {
 }
 
 func (r *ref64) mlp(p string, I int, x []float64) []float64 {
-	return r.mlpWith(r.t(p+"gate_proj.weight"), r.t(p+"up_proj.weight"), r.t(p+"down_proj.weight"), I, x)
+	return r.mlpWith(r.m(p+"gate_proj.weight"), r.m(p+"up_proj.weight"), r.m(p+"down_proj.weight"), I, x)
 }
 
 func (r *ref64) moe(l int, x []float64) []float64 {
 	c := r.cfg
 	H, E := c.Hidden, c.Experts
 	p := fmt.Sprintf("model.layers.%d.mlp.", l)
-	lg := mv(r.t(p+"gate.weight"), E, H, x)
+	lg := mv(r.m(p+"gate.weight"), E, H, x)
 	mx := math.Inf(-1)
 	for _, v := range lg {
 		mx = math.Max(mx, v)
@@ -342,14 +437,14 @@ func (r *ref64) moe(l int, x []float64) []float64 {
 		if err != nil {
 			panic(err)
 		}
-		y := r.mlpWith(decode64(ve.Gate().Values()), decode64(ve.Up().Values()), decode64(ve.Down().Values()), c.MoEIntermediate, x)
+		y := r.mlpWith(r.lin64(ve.Gate()), r.lin64(ve.Up()), r.lin64(ve.Down()), c.MoEIntermediate, x)
 		for i := range out {
 			out[i] += w * y[i]
 		}
 	}
 	if c.SharedIntermediate > 0 {
 		s := r.mlp(p+"shared_expert.", c.SharedIntermediate, x)
-		g := sigmoid64(mv(r.t(p+"shared_expert_gate.weight"), 1, H, x)[0])
+		g := sigmoid64(mv(r.m(p+"shared_expert_gate.weight"), 1, H, x)[0])
 		for i := range out {
 			out[i] += g * s[i]
 		}

@@ -105,7 +105,11 @@ func TestCUDAResidency(t *testing.T) {
 		}
 		w := new(backend.Weight)
 		sh := vt.View().Shape()
-		if err := be.Upload(w, backend.Key{Digest: vt.Digest()}, vt.View(), int(sh[0]), int(sh[1]), c.use); err != nil {
+		lin, err := weights.PlainLinear(vt.View())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := be.Upload(w, backend.Key{Digest: vt.Digest()}, lin, int(sh[0]), int(sh[1]), c.use); err != nil {
 			t.Fatal(err)
 		}
 		defer be.Drop(w)
