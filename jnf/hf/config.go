@@ -339,11 +339,11 @@ func sameQuant(a, b *Quant) bool {
 }
 
 // Precision describes the checkpoint's weights in words, for inspect and
-// reports: "bf16" for an unquantised checkpoint (whatever float dtype its
-// tensors have), "fp8 (e4m3, 128×128 blocks, dynamic activation scales)".
+// reports: "unquantised" for a checkpoint of float weights (BF16, F32),
+// or "fp8 (e4m3, 128×128 blocks, dynamic activation scales)".
 func (c *Config) Precision() string {
 	if c.Quant == nil {
-		return "bf16"
+		return "unquantised"
 	}
 	return c.Quant.String()
 }
