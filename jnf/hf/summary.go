@@ -14,13 +14,13 @@ type Category struct {
 
 // Summary is the arithmetic users want before converting a checkpoint.
 type Summary struct {
-	Arch             Arch       `json:"arch"`
-	ModelType        string     `json:"model_type"`
-	Layout           string     `json:"expert_layout"`
-	Precision        string     `json:"precision"` // Config.Precision
+	Arch      Arch   `json:"arch"`
+	ModelType string `json:"model_type"`
+	Layout    string `json:"expert_layout"`
+	Precision string `json:"precision"` // Config.Precision
 	// ExpertScaleBytes is the part of ExpertBytes that is block-FP8
 	// scales (0 for an unquantised checkpoint).
-	ExpertScaleBytes int64 `json:"scale_bytes_per_expert"`
+	ExpertScaleBytes int64      `json:"scale_bytes_per_expert"`
 	Layers           int        `json:"layers"`
 	FullAttention    int        `json:"full_attention_layers"`
 	LinearAttention  int        `json:"linear_attention_layers"`
