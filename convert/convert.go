@@ -561,11 +561,14 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 	for i := kept; i < len(t.Records); i++ {
 		r := &t.Records[i]
 		h := jnf.NewHasher()
-		w := io.MultiWriter(&offsetWriter{f: tmp, off: r.Offset}, h)
-		for _, s := range r.SourceRanges() {
+		for k, s := range r.SourceRanges() {
 			f, ok := ck.ShardFile(s.File)
 			if !ok {
 				return unitResult{}, fmt.Errorf("no shard %s", s.File)
+			}
+			var w io.Writer = io.MultiWriter(&offsetWriter{f: tmp, off: r.Offset + partOffset(r, k)}, h)
+			if vc := rangeCheck(r, k, s.File); vc != nil {
+				w = io.MultiWriter(vc, w) // refused before a byte of it is written
 			}
 			if _, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, s.Offset, s.Length), progress: progress}, buf); err != nil {
 				return unitResult{}, fmt.Errorf("%s: record %s from %s@%d: %w", u.file, r.Name, s.File, s.Offset, err)
@@ -604,6 +607,23 @@ func writeUnit(ctx context.Context, ck *hf.Checkpoint, dst string, u *unit, cfgS
 		return unitResult{}, err
 	}
 	return res, removePartial(path)
+}
+
+// partOffset is where source range k of r starts in the record.
+func partOffset(r *jnf.Record, k int) int64 {
+	if r.Kind == jnf.KindExpert {
+		return r.Parts[k].Offset
+	}
+	return 0
+}
+
+// rangeCheck is the value check of source range k of r (nil: none).
+func rangeCheck(r *jnf.Record, k int, shard string) *valueCheck {
+	if r.Kind == jnf.KindExpert {
+		p := r.Parts[k]
+		return newValueCheck(fmt.Sprintf("expert %s part %s (%s)", r.Name, p.Name, shard), p.DType, "x."+p.Name)
+	}
+	return newValueCheck(fmt.Sprintf("tensor %s (%s)", r.Name, shard), r.DType, r.Name)
 }
 
 type offsetWriter struct {

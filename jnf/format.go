@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // Format constants; see SPEC.md.
@@ -32,6 +33,23 @@ const (
 	KindExpert = "expert"
 	KindFile   = "file" // used in manifests for copied auxiliary files
 )
+
+// ScaleSuffix ends the name of a block-FP8 weight's scale tensor: the
+// scales of X.weight (F8_E4M3, [N, K]) are X.weight_scale_inv (F32 or BF16,
+// [ceil(N/bn), ceil(K/bk)]), a tensor record of its own.
+const ScaleSuffix = "_scale_inv"
+
+// ExpertParts are the parts of an expert record, in order.
+var ExpertParts = []string{"gate_proj", "up_proj", "down_proj"}
+
+// FP8ExpertParts are the parts of a block-FP8 expert record, in order: the
+// three F8_E4M3 projections, then their scales (one digest covers them all).
+var FP8ExpertParts = []string{"gate_proj", "up_proj", "down_proj",
+	"gate_proj.weight" + ScaleSuffix, "up_proj.weight" + ScaleSuffix, "down_proj.weight" + ScaleSuffix}
+
+// ScaleDType reports whether d may hold block-FP8 scales: F32 or BF16,
+// both of which widen exactly to float32.
+func ScaleDType(d DType) bool { return d == F32 || d == BF16 }
 
 // SourceRange is where bytes came from in the source checkpoint.
 type SourceRange struct {
@@ -478,6 +496,12 @@ func (r *Record) Validate(layer int) error {
 		if n != r.Length {
 			return fmt.Errorf("shape %v × %s = %d bytes, length is %d", r.Shape, r.DType, n, r.Length)
 		}
+		if r.DType == F8E4 && len(r.Shape) != 2 {
+			return fmt.Errorf("an F8_E4M3 tensor is a block-FP8 matrix: shape %v, want 2 dimensions", r.Shape)
+		}
+		if strings.HasSuffix(r.Name, ".weight"+ScaleSuffix) && (!ScaleDType(r.DType) || len(r.Shape) != 2) {
+			return fmt.Errorf("block-FP8 scales: %s%v, want F32 or BF16 with 2 dimensions", r.DType, r.Shape)
+		}
 		if len(r.Source) != 1 || r.Source[0].Length != r.Length {
 			return fmt.Errorf("a tensor record has one source range of its length, got %v", r.Source)
 		}
@@ -488,16 +512,28 @@ func (r *Record) Validate(layer int) error {
 		if r.DType != "" || len(r.Shape) != 0 || len(r.Source) != 0 {
 			return fmt.Errorf("expert record with tensor fields")
 		}
-		if len(r.Parts) != 3 {
-			return fmt.Errorf("expert record has %d parts, want 3 (gate_proj, up_proj, down_proj)", len(r.Parts))
+		names, fp8 := ExpertParts, false
+		switch {
+		case len(r.Parts) == 6:
+			names, fp8 = FP8ExpertParts, true
+		case len(r.Parts) != 3:
+			return fmt.Errorf("expert record has %d parts, want 3 (gate_proj, up_proj, down_proj) or, block FP8, 6 (those and their weight_scale_inv)", len(r.Parts))
 		}
 		pos := int64(0)
 		for i, p := range r.Parts {
-			if want := [3]string{"gate_proj", "up_proj", "down_proj"}[i]; p.Name != want {
+			if want := names[i]; p.Name != want {
 				return fmt.Errorf("part %d is %q, want %q", i, p.Name, want)
 			}
 			if len(p.Shape) != 2 {
 				return fmt.Errorf("part %s: shape %v, want 2 dimensions", p.Name, p.Shape)
+			}
+			switch {
+			case !fp8 && p.DType != BF16 && p.DType != F32 && p.DType != F16:
+				return fmt.Errorf("part %s: dtype %s, want BF16, F32 or F16", p.Name, p.DType)
+			case fp8 && i < 3 && p.DType != F8E4:
+				return fmt.Errorf("part %s: dtype %s, want F8_E4M3 (a six-part expert is block FP8)", p.Name, p.DType)
+			case fp8 && i >= 3 && !ScaleDType(p.DType):
+				return fmt.Errorf("part %s: dtype %s, want F32 or BF16", p.Name, p.DType)
 			}
 			n, err := ByteSize(p.DType, p.Shape)
 			if err != nil {
@@ -508,6 +544,11 @@ func (r *Record) Validate(layer int) error {
 			}
 			pos += p.Length
 		}
+		if fp8 {
+			if err := checkFP8Expert(r.Parts); err != nil {
+				return err
+			}
+		}
 		if pos != r.Length {
 			return fmt.Errorf("parts cover %d bytes, record length %d", pos, r.Length)
 		}
@@ -515,6 +556,39 @@ func (r *Record) Validate(layer int) error {
 		return fmt.Errorf("unknown kind %q", r.Kind)
 	}
 	return nil
+}
+
+// checkFP8Expert checks what the record alone can say of a six-part
+// expert's shapes (the block size is config.json's): gate and up are
+// [I, H], down [H, I]; each scale has, in each dimension, at least one and
+// at most as many entries as its weight; gate's and up's scales agree.
+func checkFP8Expert(p []Part) error {
+	g, u, d := p[0].Shape, p[1].Shape, p[2].Shape
+	if !equalShape(g, u) || d[0] != g[1] || d[1] != g[0] {
+		return fmt.Errorf("parts gate_proj %v, up_proj %v, down_proj %v: want [I,H], [I,H], [H,I]", g, u, d)
+	}
+	for i := range 3 {
+		w, s := p[i].Shape, p[3+i].Shape
+		if s[0] < 1 || s[1] < 1 || s[0] > w[0] || s[1] > w[1] {
+			return fmt.Errorf("part %s: shape %v, want 1 to %v scales per dimension (weight %s %v)", p[3+i].Name, s, w, p[i].Name, w)
+		}
+	}
+	if !equalShape(p[3].Shape, p[4].Shape) {
+		return fmt.Errorf("parts %s %v and %s %v: gate_proj and up_proj have one shape, so one scale shape", p[3].Name, p[3].Shape, p[4].Name, p[4].Shape)
+	}
+	return nil
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // RecordBytes is a record's data together with its expected digests. The
@@ -547,8 +621,9 @@ func (f *File) ReadRecord(i int, buf []byte) (RecordBytes, error) {
 	return RecordBytes{Record: r, Want: want, Data: buf}, nil
 }
 
-// Views returns the tensor views of a record's data: one for a tensor, three
-// (gate, up, down) for an expert.
+// Views returns the tensor views of a record's data: one for a tensor, one
+// per part (gate, up, down, and for block FP8 their three scales) for an
+// expert.
 func (rb RecordBytes) Views() []TensorView {
 	r := rb.Record
 	if r.Kind == KindTensor {

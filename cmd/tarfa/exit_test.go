@@ -223,7 +223,7 @@ func TestExitStatusContract(t *testing.T) {
 		{name: "inspect ok", args: []string{"inspect", hfDir}, want: 0},
 		{name: "inspect usage", args: []string{"inspect"}, want: 1},
 		{name: "inspect missing", args: []string{"inspect", missing}, want: 1},
-		{name: "inspect JNF dir", args: []string{"inspect", model}, want: 1, msg: "is a JNF directory"},
+		{name: "inspect JNF dir", args: []string{"inspect", model}, want: 0},
 		// golden record
 		{name: "golden record ok", args: []string{"golden", "record", "--model", model, "--prompts", prompts, "--out", filepath.Join(tmp, "g-ok")}, want: 0},
 		{name: "golden record usage", args: []string{"golden", "record", "--model", model, "--out", filepath.Join(tmp, "g-u")}, want: 1},

@@ -31,28 +31,38 @@ type TensorRef struct {
 	Source Source
 }
 
-// Part is one projection of a routed expert.
+// Part is one projection of a routed expert, or (block FP8) the scales of one.
 type Part struct {
-	Name   string // gate_proj, up_proj, down_proj
+	Name   string // gate_proj, up_proj, down_proj; FP8 scales: gate_proj.weight_scale_inv, …
 	Orig   string // checkpoint tensor it comes from (a fused tensor for the fused layout)
 	DType  jnf.DType
-	Shape  []int64 // [I,H] for gate/up, [H,I] for down
+	Shape  []int64 // [I,H] for gate/up, [H,I] for down; scales [ceil(rows/bn), ceil(cols/bk)]
 	Source Source
 }
 
-// ExpertRef is one routed expert: its gate, up and down bytes in that order.
+// ExpertRef is one routed expert: its gate, up and down bytes in that
+// order (three parts) or, for a block-FP8 checkpoint, its F8_E4M3 gate, up
+// and down followed by their three weight_scale_inv tensors (six parts, the
+// order of jnf.FP8ExpertParts).
 type ExpertRef struct {
 	Layer, Expert int
-	Parts         [3]Part
+	Parts         []Part
 }
 
 // Name is the canonical record name "model.layers.L.mlp.experts.E".
 func (e ExpertRef) Name() string { return ExpertName(e.Layer, e.Expert) }
 
-// Length is the total byte length of the three parts.
+// Length is the total byte length of the parts.
 func (e ExpertRef) Length() int64 {
-	return e.Parts[0].Source.Length + e.Parts[1].Source.Length + e.Parts[2].Source.Length
+	var n int64
+	for _, p := range e.Parts {
+		n += p.Source.Length
+	}
+	return n
 }
+
+// FP8 reports whether the expert is block FP8 (six parts).
+func (e ExpertRef) FP8() bool { return len(e.Parts) == 6 }
 
 // ExpertName is the canonical name of a routed expert record.
 func ExpertName(layer, expert int) string {
@@ -495,6 +505,46 @@ func (cfg *Config) ExpectedTensors() []struct {
 
 func floatDType(d jnf.DType) bool { return d == jnf.BF16 || d == jnf.F32 || d == jnf.F16 }
 
+// fp8Matrices are the canonical names (after "model.layers.N.") of the
+// non-expert matrices the engine multiplies, the only tensors besides the
+// routed experts' projections and lm_head.weight that may be F8_E4M3.
+var fp8Matrices = []string{
+	"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+	"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_a.weight",
+	"linear_attn.in_proj_b.weight", "linear_attn.out_proj.weight",
+	"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+	"mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight", "mlp.shared_expert.down_proj.weight",
+	"mlp.gate.weight", "mlp.shared_expert_gate.weight",
+}
+
+// fp8Allowed reports whether canonical non-expert tensor name may be F8_E4M3.
+func fp8Allowed(name string) bool {
+	if name == "lm_head.weight" {
+		return true
+	}
+	m := reLayer.FindStringSubmatch(name)
+	return m != nil && slices.Contains(fp8Matrices, m[2])
+}
+
+// ScaleShape is the shape of the weight_scale_inv tensor of an F8_E4M3
+// matrix [N, K] under q: [ceil(N/bn), ceil(K/bk)].
+func ScaleShape(q *Quant, shape []int64) []int64 {
+	if len(shape) != 2 {
+		return nil
+	}
+	bn, bk := int64(q.BlockN), int64(q.BlockK)
+	return []int64{(shape[0] + bn - 1) / bn, (shape[1] + bk - 1) / bk}
+}
+
+// scaleRef is a weight_scale_inv tensor met while mapping, checked against
+// its weight once every tensor has been seen.
+type scaleRef struct {
+	orig   string
+	dtype  jnf.DType
+	shape  []int64
+	source Source
+}
+
 func (c *Checkpoint) mapTensors(where map[string]string) error {
 	cfg := c.Config
 	E, I, H := cfg.Experts, int64(cfg.MoEIntermediate), int64(cfg.Hidden)
@@ -502,6 +552,18 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 	type partKey struct{ l, e, p int }
 	parts := map[partKey]Part{}
 	fusedSeen, perSeen := false, false
+	// Block FP8: the scale tensors by the name of their weight, the F8_E4M3
+	// weights (checkpoint name → shard), and what was ignored (a scale of
+	// an ignored weight is ignored with it).
+	scales := map[string]scaleRef{}
+	f8 := map[string]string{}
+	ignoredSet := map[string]bool{}
+	fp8Reason := func(orig string) error {
+		if cfg.Quant == nil {
+			return fmt.Errorf("tensor %s (%s) is F8_E4M3, but config.json has no quantization_config: a block-FP8 checkpoint says so (quant_method fp8)", orig, where[orig])
+		}
+		return nil
+	}
 
 	names := make([]string, 0, len(where))
 	for n := range where {
@@ -523,13 +585,24 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 		if ignored {
 			continue
 		}
+		if w, ok := strings.CutSuffix(orig, ".weight"+jnf.ScaleSuffix); ok {
+			scales[w+".weight"] = scaleRef{orig: orig, dtype: t.DType, shape: t.Shape, source: src}
+			continue
+		}
 		name := canonical(orig)
 		if name == "lm_head.weight" && cfg.Tied {
 			c.Ignored = append(c.Ignored, Ignored{Name: orig, Reason: "tie_word_embeddings is true: the embedding is used", Bytes: t.Len()})
+			ignoredSet[orig] = true
 			continue
 		}
-		if !floatDType(t.DType) {
-			return fmt.Errorf("tensor %s (%s): dtype %s is not a float type (BF16, F16, F32)", orig, where[orig], t.DType)
+		isF8 := t.DType == jnf.F8E4
+		if isF8 {
+			if err := fp8Reason(orig); err != nil {
+				return err
+			}
+			f8[orig] = where[orig]
+		} else if !floatDType(t.DType) {
+			return fmt.Errorf("tensor %s (%s): dtype %s is not a float type (BF16, F16, F32) nor the F8_E4M3 of a block-FP8 matrix", orig, where[orig], t.DType)
 		}
 		if m := reLayer.FindStringSubmatch(name); m != nil {
 			l, err := strconv.Atoi(m[1])
@@ -561,6 +634,9 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 				continue
 			}
 			if fm := reExpert3D.FindStringSubmatch(m[2]); fm != nil {
+				if isF8 {
+					return fmt.Errorf("tensor %s (%s): fused F8_E4M3 experts are not supported; Qwen's FP8 releases store experts per expert (mlp.experts.E.gate_proj.weight + .weight_scale_inv)", orig, where[orig])
+				}
 				if !cfg.Sparse[l] {
 					return fmt.Errorf("tensor %s (%s): layer %d is a dense layer and has no experts", orig, where[orig], l)
 				}
@@ -599,10 +675,76 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 				continue
 			}
 		}
+		if isF8 && !fp8Allowed(name) {
+			return fmt.Errorf("tensor %s (%s): F8_E4M3 is allowed only for a matrix the engine multiplies (attention and Gated DeltaNet projections, MLPs, routers, lm_head, routed experts), not for %s: it must stay float", orig, where[orig], name)
+		}
 		if _, dup := byCanon[name]; dup {
 			return fmt.Errorf("tensor %s: canonical name %s given twice", orig, name)
 		}
 		byCanon[name] = TensorRef{Name: name, Orig: orig, DType: t.DType, Shape: t.Shape, Source: src}
+	}
+
+	// Block FP8: every F8_E4M3 weight has its scales, every scale its F8
+	// weight, each scale of the shape the block size implies.
+	if cfg.Quant != nil && len(f8) == 0 {
+		return fmt.Errorf("config.json has a quantization_config (%s), but no tensor is F8_E4M3", cfg.Quant)
+	}
+	shapeOf := map[string][]int64{} // checkpoint name → shape, of the used tensors
+	for _, t := range byCanon {
+		shapeOf[t.Orig] = t.Shape
+	}
+	for _, p := range parts {
+		if !fusedSeen {
+			shapeOf[p.Orig] = p.Shape
+		}
+	}
+	scaleNames := make([]string, 0, len(scales))
+	for w := range scales {
+		scaleNames = append(scaleNames, w)
+	}
+	sort.Strings(scaleNames)
+	scaleOf := map[string]Part{} // F8 weight's checkpoint name → its scale, as a part
+	for _, w := range scaleNames {
+		sr := scales[w]
+		if ignoredSet[w] {
+			c.Ignored = append(c.Ignored, Ignored{Name: sr.orig, Reason: "the scales of an ignored weight", Bytes: sr.source.Length})
+			continue
+		}
+		if _, ok := f8[w]; !ok {
+			what := "no such tensor"
+			if sh, ok := where[w]; ok {
+				what = "it is not F8_E4M3 (in " + sh + ")"
+			}
+			return fmt.Errorf("tensor %s (%s): a scale without its F8_E4M3 weight %s (%s)", sr.orig, sr.source.File, w, what)
+		}
+		if !jnf.ScaleDType(sr.dtype) {
+			return fmt.Errorf("tensor %s (%s): dtype %s, want F32 or BF16 (the scales of a block-FP8 weight)", sr.orig, sr.source.File, sr.dtype)
+		}
+		ws := shapeOf[w]
+		if len(ws) != 2 {
+			return fmt.Errorf("tensor %s (%s): shape %v, want 2 dimensions (an F8_E4M3 weight is a matrix)", w, f8[w], ws)
+		}
+		if want := ScaleShape(cfg.Quant, ws); !slices.Equal(sr.shape, want) {
+			return fmt.Errorf("tensor %s (%s): shape %v, want %v = [ceil(%d/%d), ceil(%d/%d)] for weight %s %v with weight_block_size [%d, %d]",
+				sr.orig, sr.source.File, sr.shape, want, ws[0], cfg.Quant.BlockN, ws[1], cfg.Quant.BlockK, w, ws, cfg.Quant.BlockN, cfg.Quant.BlockK)
+		}
+		scaleOf[w] = Part{Orig: sr.orig, DType: sr.dtype, Shape: sr.shape, Source: sr.source}
+	}
+	f8Names := make([]string, 0, len(f8))
+	for w := range f8 {
+		f8Names = append(f8Names, w)
+	}
+	sort.Strings(f8Names)
+	for _, w := range f8Names {
+		if _, ok := scaleOf[w]; !ok {
+			return fmt.Errorf("tensor %s (%s) is F8_E4M3 but has no %s%s: a block-FP8 weight needs its scales", w, f8[w], w, jnf.ScaleSuffix)
+		}
+	}
+	scaleTensors := map[string]TensorRef{} // canonical weight name → its scale tensor
+	for _, t := range byCanon {
+		if p, ok := scaleOf[t.Orig]; ok {
+			scaleTensors[t.Name] = TensorRef{Name: t.Name + jnf.ScaleSuffix, Orig: p.Orig, DType: p.DType, Shape: p.Shape, Source: p.Source}
+		}
 	}
 
 	// Every expected tensor present with the right shape; nothing unexpected.
@@ -616,8 +758,21 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 		}
 		t.Layer = e.Layer
 		c.Tensors = append(c.Tensors, t)
+		if st, ok := scaleTensors[e.Name]; ok {
+			st.Layer = e.Layer
+			c.Tensors = append(c.Tensors, st)
+		}
 		delete(byCanon, e.Name)
 	}
+	// Canonical order with the scales in: by layer, then by name
+	// (X.weight sorts just before X.weight_scale_inv).
+	sort.SliceStable(c.Tensors, func(i, j int) bool {
+		a, b := c.Tensors[i], c.Tensors[j]
+		if a.Layer != b.Layer {
+			return a.Layer < b.Layer
+		}
+		return a.Name < b.Name
+	})
 	if len(byCanon) > 0 {
 		var extra []string
 		for n, t := range byCanon {
@@ -627,21 +782,47 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 		return fmt.Errorf("%d unexpected tensor(s) for %s with this config, e.g. %s", len(extra), cfg.Arch, strings.Join(extra[:min(5, len(extra))], ", "))
 	}
 	c.Experts = make([][]ExpertRef, cfg.Layers)
+	var first *ExpertRef // all experts share its precision
 	for l := range cfg.Layers {
 		if !cfg.Sparse[l] {
 			continue
 		}
 		c.Experts[l] = make([]ExpertRef, E)
 		for e := range E {
-			r := ExpertRef{Layer: l, Expert: e}
+			r := ExpertRef{Layer: l, Expert: e, Parts: make([]Part, 3, 6)}
+			nf8 := 0
 			for pi := range 3 {
 				p, ok := parts[partKey{l, e, pi}]
 				if !ok {
-					return fmt.Errorf("layer %d expert %d: missing %s", l, e, []string{"gate_proj", "up_proj", "down_proj"}[pi])
+					return fmt.Errorf("layer %d expert %d: missing %s", l, e, jnf.ExpertParts[pi])
 				}
 				r.Parts[pi] = p
+				if p.DType == jnf.F8E4 {
+					nf8++
+				}
 			}
-			c.Experts[l][e] = r
+			switch nf8 {
+			case 0:
+			case 3:
+				for pi := range 3 {
+					sp := scaleOf[r.Parts[pi].Orig] // present: checked above
+					sp.Name = jnf.FP8ExpertParts[3+pi]
+					r.Parts = append(r.Parts, sp)
+				}
+			default:
+				return fmt.Errorf("layer %d expert %d: gate_proj, up_proj, down_proj are %s, %s, %s: an expert's projections share one precision",
+					l, e, r.Parts[0].DType, r.Parts[1].DType, r.Parts[2].DType)
+			}
+			if first == nil {
+				first = &c.Experts[l][e]
+				c.Experts[l][e] = r
+			} else {
+				c.Experts[l][e] = r
+				if r.FP8() != first.FP8() {
+					return fmt.Errorf("layer %d expert %d is %s, but layer %d expert %d is %s: all routed experts of a model share one precision",
+						l, e, r.Parts[0].DType, first.Layer, first.Expert, first.Parts[0].DType)
+				}
+			}
 		}
 	}
 	switch {

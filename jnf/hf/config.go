@@ -10,6 +10,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -161,6 +164,7 @@ type rawConfig struct {
 	UseSlidingWindow    *bool           `json:"use_sliding_window"`
 	BOS                 json.RawMessage `json:"bos_token_id"`
 	EOS                 json.RawMessage `json:"eos_token_id"`
+	QuantizationConfig  json.RawMessage `json:"quantization_config"`
 }
 
 // ReadConfig reads and normalises DIR/config.json: a regular file (not a
@@ -216,7 +220,137 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := c.fill(&raw); err != nil {
 		return nil, err
 	}
+	// quantization_config sits at the top level (transformers saves it on
+	// the outer config of a multimodal model); inside text_config it is
+	// accepted too, and given in both places it must say the same.
+	q, err := parseQuant("quantization_config", top.QuantizationConfig)
+	if err != nil {
+		return nil, err
+	}
+	if c.Nested {
+		qt, err := parseQuant("text_config.quantization_config", raw.QuantizationConfig)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case q != nil && qt != nil && !sameQuant(q, qt):
+			return nil, fmt.Errorf("quantization_config and text_config.quantization_config differ")
+		case q == nil:
+			q = qt
+		}
+	}
+	c.Quant = q
 	return c, nil
+}
+
+// Quantization fields Tarfa reads; any other key of a quantization_config
+// could change what the stored bytes mean (e.g. scale_fmt), so it is
+// refused rather than skipped.
+var quantKeys = []string{"quant_method", "fmt", "activation_scheme", "weight_block_size", "modules_to_not_convert"}
+
+// MaxQuantBlock bounds each weight_block_size dimension.
+const MaxQuantBlock = 4096
+
+// parseQuant reads a quantization_config object (nil for an absent or null
+// one). Only block FP8 is accepted: quant_method "fp8" (transformers'
+// fine-grained FP8), fmt "e4m3" (absent: e4m3, the only format that
+// quant_method stores, as in Qwen3-30B-A3B-FP8 whose config has no fmt),
+// activation_scheme "dynamic" (absent: dynamic, transformers' default) and
+// weight_block_size [bn, bk], two integers in [1, MaxQuantBlock].
+func parseQuant(where string, raw json.RawMessage) (*Quant, error) {
+	s := bytes.TrimSpace(raw)
+	if len(s) == 0 || string(s) == "null" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := jnf.DecodeForeignJSON(s, &m); err != nil {
+		return nil, fmt.Errorf("%s: want an object: %v", where, err)
+	}
+	str := func(key string) (string, bool, error) {
+		v, ok := m[key]
+		if !ok || string(bytes.TrimSpace(v)) == "null" {
+			return "", false, nil
+		}
+		var x string
+		if err := json.Unmarshal(v, &x); err != nil {
+			return "", false, fmt.Errorf("%s.%s = %s: want a string", where, key, v)
+		}
+		return x, true, nil
+	}
+	const only = "Tarfa runs block-FP8 (fp8, e4m3) checkpoints only"
+	method, ok, err := str("quant_method")
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%s.quant_method is missing: %s", where, only)
+	case method != "fp8":
+		return nil, fmt.Errorf("%s.quant_method = %q: %s", where, method, only)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(quantKeys, k) {
+			return nil, fmt.Errorf("%s.%s: a field Tarfa does not know (it reads %s); refusing rather than guess what it changes", where, k, strings.Join(quantKeys, ", "))
+		}
+	}
+	q := &Quant{Method: method, Format: "e4m3", Activation: "dynamic"}
+	if f, ok, err := str("fmt"); err != nil {
+		return nil, err
+	} else if ok && f != "e4m3" {
+		return nil, fmt.Errorf("%s.fmt = %q: %s", where, f, only)
+	}
+	if a, ok, err := str("activation_scheme"); err != nil {
+		return nil, err
+	} else if ok && a != "dynamic" {
+		return nil, fmt.Errorf("%s.activation_scheme = %q: Tarfa runs dynamic activation scales only", where, a)
+	}
+	bs, ok := m["weight_block_size"]
+	if !ok || string(bytes.TrimSpace(bs)) == "null" {
+		return nil, fmt.Errorf("%s.weight_block_size is missing: Tarfa runs block-FP8 checkpoints, with one scale per [bn, bk] block", where)
+	}
+	var blk []json.Number
+	dec := json.NewDecoder(bytes.NewReader(bs))
+	dec.UseNumber()
+	if err := dec.Decode(&blk); err != nil || len(blk) != 2 {
+		return nil, fmt.Errorf("%s.weight_block_size = %s: want two integers [bn, bk]", where, bytes.TrimSpace(bs))
+	}
+	for i, dst := range []*int{&q.BlockN, &q.BlockK} {
+		v, err := strconv.ParseInt(blk[i].String(), 10, 64)
+		if err != nil || v < 1 || v > MaxQuantBlock {
+			return nil, fmt.Errorf("%s.weight_block_size[%d] = %s: want an integer in [1, %d]", where, i, blk[i], MaxQuantBlock)
+		}
+		*dst = int(v)
+	}
+	if v, ok := m["modules_to_not_convert"]; ok && string(bytes.TrimSpace(v)) != "null" {
+		if err := json.Unmarshal(v, &q.NotConverted); err != nil {
+			return nil, fmt.Errorf("%s.modules_to_not_convert: want a list of strings: %v", where, err)
+		}
+	}
+	return q, nil
+}
+
+func sameQuant(a, b *Quant) bool {
+	return a.Method == b.Method && a.Format == b.Format && a.Activation == b.Activation &&
+		a.BlockN == b.BlockN && a.BlockK == b.BlockK && slices.Equal(a.NotConverted, b.NotConverted)
+}
+
+// Precision describes the checkpoint's weights in words, for inspect and
+// reports: "unquantised" for a checkpoint of float weights (BF16, F32),
+// or "fp8 (e4m3, 128×128 blocks, dynamic activation scales)".
+func (c *Config) Precision() string {
+	if c.Quant == nil {
+		return "unquantised"
+	}
+	return c.Quant.String()
+}
+
+// String is the block-FP8 scheme in words.
+func (q *Quant) String() string {
+	return fmt.Sprintf("%s (%s, %d×%d blocks, %s activation scales)", q.Method, q.Format, q.BlockN, q.BlockK, q.Activation)
 }
 
 // fields reads the integer fields of one config object; prefix is

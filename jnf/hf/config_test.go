@@ -3,6 +3,7 @@ package hf
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -327,6 +328,88 @@ func TestConfigStrictJSON(t *testing.T) {
 	} {
 		if _, err := ParseConfig([]byte(c.json)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.json, err, c.want)
+		}
+	}
+}
+
+func TestQuantConfig(t *testing.T) {
+	text := `"model_type":"qwen3_5_moe_text","hidden_size":64,"num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":256,"num_experts_per_tok":2,"moe_intermediate_size":32,"num_experts":8,"shared_expert_intermediate_size":48,"linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":16,"linear_value_head_dim":16`
+	top := func(q string) string {
+		return `{"model_type":"qwen3_5_moe","text_config":{` + text + `},"quantization_config":` + q + `}`
+	}
+	inText := func(q string) string {
+		return `{"model_type":"qwen3_5_moe","text_config":{` + text + `,"quantization_config":` + q + `}}`
+	}
+	flat := func(q string) string {
+		return `{"model_type":"qwen3_moe","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":256,"num_experts_per_tok":2,"moe_intermediate_size":32,"num_experts":8,"quantization_config":` + q + `}`
+	}
+	official := `{"activation_scheme":"dynamic","fmt":"e4m3","quant_method":"fp8","weight_block_size":[128,128],"modules_to_not_convert":["lm_head","model.layers.0.mlp.gate"]}`
+	want := Quant{Method: "fp8", Format: "e4m3", Activation: "dynamic", BlockN: 128, BlockK: 128, NotConverted: []string{"lm_head", "model.layers.0.mlp.gate"}}
+	for i, tc := range []struct{ json, wantErr string }{
+		{top(official), ""},
+		{inText(official), ""},
+		{flat(official), ""},
+		{`{"model_type":"qwen3_5_moe","text_config":{` + text + `,"quantization_config":` + official + `},"quantization_config":` + official + `}`, ""},
+		// Qwen3-30B-A3B-FP8 has no fmt: e4m3 is the only format of quant_method fp8.
+		{flat(`{"activation_scheme":"dynamic","quant_method":"fp8","weight_block_size":[128,128],"modules_to_not_convert":["lm_head","model.layers.0.mlp.gate"]}`), ""},
+		{flat(`{"quant_method":"awq","bits":4}`), `quantization_config.quant_method = "awq": Tarfa runs block-FP8 (fp8, e4m3) checkpoints only`},
+		{flat(`{"quant_method":"gptq"}`), `quant_method = "gptq"`},
+		{flat(`{"quant_method":"mxfp4"}`), `quant_method = "mxfp4"`},
+		{flat(`{"quant_method":"compressed-tensors","format":"float-quantized"}`), `quant_method = "compressed-tensors": Tarfa runs block-FP8`},
+		{flat(`{"fmt":"e4m3","weight_block_size":[128,128]}`), "quantization_config.quant_method is missing"},
+		{flat(`{"quant_method":"fp8","fmt":"e5m2","weight_block_size":[128,128]}`), `quantization_config.fmt = "e5m2"`},
+		{flat(`{"quant_method":"fp8","activation_scheme":"static","weight_block_size":[128,128]}`), `quantization_config.activation_scheme = "static": Tarfa runs dynamic activation scales only`},
+		{flat(`{"quant_method":"fp8"}`), "quantization_config.weight_block_size is missing"},
+		{flat(`{"quant_method":"fp8","weight_block_size":null}`), "quantization_config.weight_block_size is missing"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[128]}`), "quantization_config.weight_block_size = [128]: want two integers"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[128,128,1]}`), "want two integers"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[0,128]}`), "quantization_config.weight_block_size[0] = 0: want an integer in [1, 4096]"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[128,4097]}`), "weight_block_size[1] = 4097"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[128,1.5]}`), "weight_block_size[1] = 1.5"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[128,128],"scale_fmt":"ue8m0"}`), "quantization_config.scale_fmt: a field Tarfa does not know"},
+		{flat(`{"quant_method":"fp8","weight_block_size":[128,128],"modules_to_not_convert":"lm_head"}`), "modules_to_not_convert: want a list of strings"},
+		{flat(`"fp8"`), "quantization_config: want an object"},
+		{inText(`{"quant_method":"awq"}`), `text_config.quantization_config.quant_method = "awq"`},
+		{`{"model_type":"qwen3_5_moe","text_config":{` + text + `,"quantization_config":` + official + `},"quantization_config":{"quant_method":"fp8","weight_block_size":[64,128]}}`, "quantization_config and text_config.quantization_config differ"},
+	} {
+		c, err := ParseConfig([]byte(tc.json))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("case %d: error %v, want one containing %q", i, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("case %d: %v", i, err)
+			continue
+		}
+		if c.Quant == nil || !sameQuant(c.Quant, &want) {
+			t.Errorf("case %d: quant %+v, want %+v", i, c.Quant, want)
+		}
+	}
+}
+
+// TestUnquantisedConfigUnchanged: a config without quantization_config (or
+// with a null one) parses to what it did before there was one to read.
+func TestUnquantisedConfigUnchanged(t *testing.T) {
+	for _, d := range []string{"qwen3moe-dev-a/checkpoint", "qwen35moe-dev-c/checkpoint", "qwen35moe-dev-c/checkpoint-official"} {
+		c, err := ReadConfig(fixtures + d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Quant != nil || c.Precision() != "unquantised" {
+			t.Errorf("%s: quant %+v, precision %q", d, c.Quant, c.Precision())
+		}
+		var m map[string]any
+		b, _ := os.ReadFile(fixtures + d + "/config.json")
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["quantization_config"] = nil
+		b, _ = json.Marshal(m)
+		n, err := ParseConfig(b)
+		if err != nil || !reflect.DeepEqual(c, n) {
+			t.Errorf("%s: with quantization_config null: %v, %+v vs %+v", d, err, n, c)
 		}
 	}
 }

@@ -14,9 +14,13 @@ type Category struct {
 
 // Summary is the arithmetic users want before converting a checkpoint.
 type Summary struct {
-	Arch             Arch       `json:"arch"`
-	ModelType        string     `json:"model_type"`
-	Layout           string     `json:"expert_layout"`
+	Arch      Arch   `json:"arch"`
+	ModelType string `json:"model_type"`
+	Layout    string `json:"expert_layout"`
+	Precision string `json:"precision"` // Config.Precision
+	// ExpertScaleBytes is the part of ExpertBytes that is block-FP8
+	// scales (0 for an unquantised checkpoint).
+	ExpertScaleBytes int64      `json:"scale_bytes_per_expert"`
 	Layers           int        `json:"layers"`
 	FullAttention    int        `json:"full_attention_layers"`
 	LinearAttention  int        `json:"linear_attention_layers"`
@@ -40,6 +44,8 @@ type Summary struct {
 // categoryOf classifies a canonical non-expert tensor name.
 func categoryOf(name string) string {
 	switch {
+	case strings.HasSuffix(name, ".weight_scale_inv"):
+		return "block-FP8 scales"
 	case strings.Contains(name, ".mlp.shared_expert"):
 		return "shared experts"
 	case strings.HasSuffix(name, ".mlp.gate.weight"):
@@ -63,7 +69,7 @@ func categoryOf(name string) string {
 // Summarize computes the summary of an opened checkpoint.
 func (c *Checkpoint) Summarize() Summary {
 	cfg := c.Config
-	s := Summary{Arch: cfg.Arch, ModelType: cfg.ModelType, Layout: c.Layout, Layers: cfg.Layers,
+	s := Summary{Arch: cfg.Arch, ModelType: cfg.ModelType, Layout: c.Layout, Precision: cfg.Precision(), Layers: cfg.Layers,
 		SparseLayers: cfg.NumSparseLayers(), Experts: cfg.Experts, TopK: cfg.TopK, Shards: len(c.Shards)}
 	for _, t := range cfg.LayerTypes {
 		if t == FullAttention {
@@ -99,6 +105,9 @@ func (c *Checkpoint) Summarize() Summary {
 			s.Total += e.Length()
 			if s.ExpertBytes == 0 {
 				s.ExpertBytes = e.Length()
+				for _, p := range e.Parts[min(3, len(e.Parts)):] {
+					s.ExpertScaleBytes += p.Source.Length
+				}
 			}
 		}
 	}
