@@ -181,6 +181,37 @@ func Vector(t weights.View) ([]float32, error) {
 			out[i] = bf16(x)
 		}
 		return out, nil
+	case jnf.F16:
+		n, err := elements(t, jnf.F16)
+		if err != nil {
+			return nil, err
+		}
+		d, out := t.Data(), make([]float32, n)
+		for i := range out {
+			out[i] = F16(uint16(d[2*i]) | uint16(d[2*i+1])<<8)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("tensor %s: dtype %s, want BF16 or F32", t.Name(), t.DType())
+}
+
+// F16 is the exact float32 value of an IEEE binary16 bit pattern (every
+// half-precision value, subnormals included, is a float32).
+func F16(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	e, m := uint32(h>>10)&0x1F, uint32(h)&0x3FF
+	switch {
+	case e == 0x1F: // Inf, NaN
+		return math.Float32frombits(sign | 0x7F800000 | m<<13)
+	case e == 0 && m == 0:
+		return math.Float32frombits(sign)
+	case e == 0: // subnormal: m·2^-24, normalised for float32
+		for m&0x400 == 0 {
+			m <<= 1
+			e--
+		}
+		e++
+		m &= 0x3FF
+	}
+	return math.Float32frombits(sign | (e+127-15)<<23 | m<<13)
 }

@@ -47,9 +47,9 @@ var ExpertParts = []string{"gate_proj", "up_proj", "down_proj"}
 var FP8ExpertParts = []string{"gate_proj", "up_proj", "down_proj",
 	"gate_proj.weight" + ScaleSuffix, "up_proj.weight" + ScaleSuffix, "down_proj.weight" + ScaleSuffix}
 
-// ScaleDType reports whether d may hold block-FP8 scales: F32 or BF16,
-// both of which widen exactly to float32.
-func ScaleDType(d DType) bool { return d == F32 || d == BF16 }
+// ScaleDType reports whether d may hold block-FP8 scales: F32, BF16 or
+// F16 (the releases use each), all of which widen exactly to float32.
+func ScaleDType(d DType) bool { return d == F32 || d == BF16 || d == F16 }
 
 // SourceRange is where bytes came from in the source checkpoint.
 type SourceRange struct {
@@ -500,7 +500,7 @@ func (r *Record) Validate(layer int) error {
 			return fmt.Errorf("an F8_E4M3 tensor is a block-FP8 matrix: shape %v, want 2 dimensions", r.Shape)
 		}
 		if strings.HasSuffix(r.Name, ".weight"+ScaleSuffix) && (!ScaleDType(r.DType) || len(r.Shape) != 2) {
-			return fmt.Errorf("block-FP8 scales: %s%v, want F32 or BF16 with 2 dimensions", r.DType, r.Shape)
+			return fmt.Errorf("block-FP8 scales: %s%v, want F32, BF16 or F16 with 2 dimensions", r.DType, r.Shape)
 		}
 		if len(r.Source) != 1 || r.Source[0].Length != r.Length {
 			return fmt.Errorf("a tensor record has one source range of its length, got %v", r.Source)
@@ -533,7 +533,7 @@ func (r *Record) Validate(layer int) error {
 			case fp8 && i < 3 && p.DType != F8E4:
 				return fmt.Errorf("part %s: dtype %s, want F8_E4M3 (a six-part expert is block FP8)", p.Name, p.DType)
 			case fp8 && i >= 3 && !ScaleDType(p.DType):
-				return fmt.Errorf("part %s: dtype %s, want F32 or BF16", p.Name, p.DType)
+				return fmt.Errorf("part %s: dtype %s, want F32, BF16 or F16", p.Name, p.DType)
 			}
 			n, err := ByteSize(p.DType, p.Shape)
 			if err != nil {

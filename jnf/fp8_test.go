@@ -58,7 +58,7 @@ func TestValidateFP8Expert(t *testing.T) {
 		{"scales first", func(r *Record) { r.Parts[0], r.Parts[3] = r.Parts[3], r.Parts[0] }, `part 0 is "gate_proj.weight_scale_inv", want "gate_proj"`},
 		{"misnamed scale", func(r *Record) { r.Parts[5].Name = "down_proj.scale" }, `part 5 is "down_proj.scale", want "down_proj.weight_scale_inv"`},
 		{"BF16 weight", func(r *Record) { r.Parts[1].DType = BF16 }, "part up_proj: dtype BF16, want F8_E4M3"},
-		{"F16 scale", func(r *Record) { r.Parts[4].DType = F16 }, "part up_proj.weight_scale_inv: dtype F16, want F32 or BF16"},
+		{"F64 scale", func(r *Record) { r.Parts[4].DType = F64 }, "part up_proj.weight_scale_inv: dtype F64, want F32, BF16 or F16"},
 		{"1-D scale", func(r *Record) { r.Parts[5].Shape = []int64{3} }, "part down_proj.weight_scale_inv: shape [3], want 2 dimensions"},
 		{"zero scales", func(r *Record) { r.Parts[3].Shape = []int64{0, 2} }, "part gate_proj.weight_scale_inv"},
 		{"more scales than weights", func(r *Record) { r.Parts[5].Shape = []int64{3, 33} }, "part down_proj.weight_scale_inv: shape [3 33], want 1 to [64 32] scales per dimension"},
@@ -110,8 +110,8 @@ func TestValidateFP8Tensors(t *testing.T) {
 		want string
 	}{
 		{rec("model.layers.1.x.weight", F8E4, []int64{256}), "an F8_E4M3 tensor is a block-FP8 matrix: shape [256], want 2 dimensions"},
-		{rec("model.layers.1.x.weight_scale_inv", F16, []int64{1, 1}), "block-FP8 scales: F16[1 1], want F32 or BF16 with 2 dimensions"},
-		{rec("model.layers.1.x.weight_scale_inv", F32, []int64{4}), "want F32 or BF16 with 2 dimensions"},
+		{rec("model.layers.1.x.weight_scale_inv", F64, []int64{1, 1}), "block-FP8 scales: F64[1 1], want F32, BF16 or F16 with 2 dimensions"},
+		{rec("model.layers.1.x.weight_scale_inv", F32, []int64{4}), "want F32, BF16 or F16 with 2 dimensions"},
 	} {
 		if err := c.r.Validate(1); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.r.Name, err, c.want)

@@ -3,7 +3,6 @@ package weights
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -90,23 +89,24 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 func checkScales(s View) error {
 	d := s.data
 	var size int
+	var exp uint32 // the exponent bits: all set is NaN or ±Inf
 	switch s.dtype {
 	case jnf.F32:
-		size = 4
+		size, exp = 4, 0x7F800000
 	case jnf.BF16:
-		size = 2
+		size, exp = 2, 0x7F80
+	case jnf.F16:
+		size, exp = 2, 0x7C00
 	default:
-		return fmt.Errorf("%s: dtype %s, want F32 or BF16", s.name, s.dtype)
+		return fmt.Errorf("%s: dtype %s, want F32, BF16 or F16", s.name, s.dtype)
 	}
 	for i := 0; i+size <= len(d); i += size {
-		var u uint32
+		u := uint32(d[i]) | uint32(d[i+1])<<8
 		if size == 4 {
-			u = uint32(d[i]) | uint32(d[i+1])<<8 | uint32(d[i+2])<<16 | uint32(d[i+3])<<24
-		} else {
-			u = (uint32(d[i]) | uint32(d[i+1])<<8) << 16
+			u |= uint32(d[i+2])<<16 | uint32(d[i+3])<<24
 		}
-		if f := math.Float32frombits(u); math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return fmt.Errorf("%s: scale %d (byte %d) is %v: %w", s.name, i/size, i, f, ErrNonFinite)
+		if u&exp == exp {
+			return fmt.Errorf("%s: scale %d (byte %d, bits %#x) is not finite: %w", s.name, i/size, i, u, ErrNonFinite)
 		}
 	}
 	return nil

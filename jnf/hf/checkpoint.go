@@ -718,7 +718,7 @@ func (c *Checkpoint) mapTensors(where map[string]string) error {
 			return fmt.Errorf("tensor %s (%s): a scale without its F8_E4M3 weight %s (%s)", sr.orig, sr.source.File, w, what)
 		}
 		if !jnf.ScaleDType(sr.dtype) {
-			return fmt.Errorf("tensor %s (%s): dtype %s, want F32 or BF16 (the scales of a block-FP8 weight)", sr.orig, sr.source.File, sr.dtype)
+			return fmt.Errorf("tensor %s (%s): dtype %s, want F32, BF16 or F16 (the scales of a block-FP8 weight)", sr.orig, sr.source.File, sr.dtype)
 		}
 		ws := shapeOf[w]
 		if len(ws) != 2 {

@@ -119,8 +119,8 @@ func TestFP8CheckpointRejections(t *testing.T) {
 		{"missing expert scale", drop(down + "_scale_inv"), []string{down, "has no " + down + "_scale_inv"}},
 		{"misshapen scale", reshape(qs, []int64{10, 2}), []string{qs, "model.safetensors", "shape [10 2], want [11 2] = [ceil(256/24), ceil(64/40)]", "weight_block_size [24, 40]"}},
 		{"misshapen expert scale", reshape(down+"_scale_inv", []int64{2, 1}), []string{down + "_scale_inv", "shape [2 1], want [3 1]"}},
-		{"F16 scale", retype(qs, jnf.F16), []string{qs, "dtype F16, want F32 or BF16"}},
-		{"F8 scale", retype(qs, jnf.F8E4), []string{qs, "dtype F8_E4M3, want F32 or BF16"}},
+		{"F64 scale", retype(qs, jnf.F64), []string{qs, "dtype F64, want F32, BF16 or F16"}},
+		{"F8 scale", retype(qs, jnf.F8E4), []string{qs, "dtype F8_E4M3, want F32, BF16 or F16"}},
 		{"orphan scale of a BF16 weight", retype(q, jnf.BF16), []string{qs, "a scale without its F8_E4M3 weight " + q, "it is not F8_E4M3 (in model.safetensors)"}},
 		{"orphan scale", edit(func(ts []hftest.Tensor) []hftest.Tensor {
 			return append(ts, hftest.Tensor{Name: "model.language_model.layers.0.linear_attn.in_proj_b.weight_scale_inv", DType: jnf.F32, Shape: []int64{1, 1}, Data: make([]byte, 4)})
