@@ -131,42 +131,76 @@ func DotFP8(w []byte, ws []float32, xi []int32, s []float32, bk int) float32 {
 		k0, k1 := g*bk, min((g+1)*bk, K)
 		wg, xg := w[k0:k1], xi[k0:k1]
 		xg = xg[:len(wg)]
-		var P int64
-		for i, b := range wg {
-			P += int64(e4m3Int[b]) * int64(xg[i])
-		}
-		acc = acc + fp8Term(P, s[g], ws[g])
+		acc = acc + fp8Term(groupFP8(wg, xg), s[g], ws[g])
 	}
 	return acc
 }
 
-// DotFP8x4 is DotFP8 of one weight row against four activation rows (the
-// weight codes are read once for all four): the same bits as four DotFP8
-// calls.
-func DotFP8x4(w []byte, ws []float32, x0, x1, x2, x3 []int32, s0, s1, s2, s3 []float32, bk int) (y0, y1, y2, y3 float32) {
+// FP8Ints4 writes the FP8Ints of four code rows of equal length to dst
+// interleaved, dst[4k+j] = E4M3Int(qj[k]): the form DotFP8x4 takes.
+func FP8Ints4(dst []int32, q0, q1, q2, q3 []byte) {
+	K := len(q0)
+	dst = dst[:4*K]
+	q1, q2, q3 = q1[:K], q2[:K], q3[:K]
+	for k, b := range q0 {
+		d := dst[4*k : 4*k+4 : 4*k+4]
+		d[0], d[1], d[2], d[3] = e4m3Int[b], e4m3Int[q1[k]], e4m3Int[q2[k]], e4m3Int[q3[k]]
+	}
+}
+
+// DotFP8x4 is DotFP8 of one weight row against four activation rows, their
+// integer values interleaved by FP8Ints4 (x4, len 4K) and their group scales
+// s0…s3: the weight codes are read once for all four, and the results are
+// the bits of four DotFP8 calls.
+func DotFP8x4(w []byte, ws []float32, x4 []int32, s0, s1, s2, s3 []float32, bk int) (y0, y1, y2, y3 float32) {
 	K := len(w)
-	x0, x1, x2, x3 = x0[:K], x1[:K], x2[:K], x3[:K]
+	x4 = x4[:4*K]
 	G := FP8Groups(K, bk)
 	ws = ws[:G]
 	s0, s1, s2, s3 = s0[:G], s1[:G], s2[:G], s3[:G]
 	for g := range G {
 		k0, k1 := g*bk, min((g+1)*bk, K)
 		wg := w[k0:k1]
-		n := len(wg)
-		a0, a1, a2, a3 := x0[k0:k0+n], x1[k0:k0+n], x2[k0:k0+n], x3[k0:k0+n]
-		var P0, P1, P2, P3 int64
-		for i, b := range wg {
-			v := int64(e4m3Int[b])
-			P0 += v * int64(a0[i])
-			P1 += v * int64(a1[i])
-			P2 += v * int64(a2[i])
-			P3 += v * int64(a3[i])
-		}
+		xg := x4[4*k0 : 4*k1]
+		P0, P1, P2, P3 := groupFP8x4(wg, xg)
 		sw := ws[g]
 		y0 = y0 + fp8Term(P0, s0[g], sw)
 		y1 = y1 + fp8Term(P1, s1[g], sw)
 		y2 = y2 + fp8Term(P2, s2[g], sw)
 		y3 = y3 + fp8Term(P3, s3[g], sw)
+	}
+	return
+}
+
+// groupFP8 and groupFP8x4 are the exact group sums P. They are not inlined
+// so that their accumulators stay in registers (inlined into the loop over
+// groups, the compiler spilled them to the stack on every term).
+
+//go:noinline
+func groupFP8(w []byte, x []int32) int64 {
+	x = x[:len(w)]
+	var P, Q int64 // two chains; integer addition is exact in any order
+	i := 0
+	for ; i+2 <= len(w); i += 2 {
+		P += int64(e4m3Int[w[i]]) * int64(x[i])
+		Q += int64(e4m3Int[w[i+1]]) * int64(x[i+1])
+	}
+	if i < len(w) {
+		P += int64(e4m3Int[w[i]]) * int64(x[i])
+	}
+	return P + Q
+}
+
+//go:noinline
+func groupFP8x4(w []byte, x4 []int32) (P0, P1, P2, P3 int64) {
+	x4 = x4[:4*len(w)]
+	for i, b := range w {
+		v := int64(e4m3Int[b])
+		x := x4[4*i : 4*i+4 : 4*i+4]
+		P0 += v * int64(x[0])
+		P1 += v * int64(x[1])
+		P2 += v * int64(x[2])
+		P3 += v * int64(x[3])
 	}
 	return
 }

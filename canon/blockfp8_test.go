@@ -357,7 +357,9 @@ func TestDotFP8(t *testing.T) {
 					xi[j] = make([]int32, K)
 					FP8Ints(xi[j], qs[j])
 				}
-				y0, y1, y2, y3 := DotFP8x4(w, ws, xi[0], xi[1], xi[2], xi[3], ss[0], ss[1], ss[2], ss[3], bk)
+				x4 := make([]int32, 4*K)
+				FP8Ints4(x4, qs[0], qs[1], qs[2], qs[3])
+				y0, y1, y2, y3 := DotFP8x4(w, ws, x4, ss[0], ss[1], ss[2], ss[3], bk)
 				for j, y4 := range []float32{y0, y1, y2, y3} {
 					want := refDotFP8(w, ws, qs[j], ss[j], bk)
 					got := DotFP8(w, ws, xi[j], ss[j], bk)

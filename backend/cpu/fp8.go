@@ -15,7 +15,8 @@ import (
 // codes (canon.FP8Ints), its group scales, and whether it was finite.
 type fp8Act struct {
 	q      []byte
-	xi     []int32
+	xi     []int32 // row t at [t·K, (t+1)·K)
+	x4     []int32 // rows 4b…4b+3 interleaved (canon.FP8Ints4) at [4b·K, (4b+4)·K)
 	s      []float32
 	finite []bool
 }
@@ -55,11 +56,15 @@ func (c *CPU) matMulFP8(y []float32, w *backend.Mat, x []float32, T int) {
 	need("MatMul scales", len(w.Scale), canon.FP8Groups(N, w.BlockN)*G)
 	a := fp8Acts.Get().(*fp8Act)
 	defer fp8Acts.Put(a)
-	a.q, a.xi = grow(a.q, K), grow(a.xi, T*K)
+	a.q, a.xi, a.x4 = grow(a.q, T*K), grow(a.xi, T*K), grow(a.x4, T/4*4*K)
 	a.s, a.finite = grow(a.s, T*G), grow(a.finite, T)
 	for t := range T {
-		a.finite[t] = canon.QuantizeFP8(a.q, a.s[t*G:(t+1)*G], x[t*K:(t+1)*K], bk)
-		canon.FP8Ints(a.xi[t*K:(t+1)*K], a.q)
+		a.finite[t] = canon.QuantizeFP8(a.q[t*K:(t+1)*K], a.s[t*G:(t+1)*G], x[t*K:(t+1)*K], bk)
+		canon.FP8Ints(a.xi[t*K:(t+1)*K], a.q[t*K:(t+1)*K])
+	}
+	q := func(t int) []byte { return a.q[t*K : (t+1)*K] }
+	for t := 0; t+4 <= T; t += 4 {
+		canon.FP8Ints4(a.x4[t*K:(t+4)*K], q(t), q(t+1), q(t+2), q(t+3))
 	}
 	if T == 1 || N >= 2*c.threads {
 		exec(c, &fp8Jobs, N, T*K, fp8Job{y: y, a: a, w: w, T: T})
@@ -93,13 +98,15 @@ func (j *fp8Job) rows(n0, n1, t0, t1 int) {
 			for n := nb; n < ne; n++ {
 				row := w.F8[n*K : (n+1)*K]
 				ws := w.Scale[(n/w.BlockN)*G : (n/w.BlockN+1)*G]
-				t := tb
-				for ; t+4 <= te; t += 4 {
+				for t := tb; t < te; {
+					if t%4 != 0 || t+4 > te {
+						y[t*N+n] = canon.DotFP8(row, ws, xi(t), s(t), bk)
+						t++
+						continue
+					}
 					y[t*N+n], y[(t+1)*N+n], y[(t+2)*N+n], y[(t+3)*N+n] = canon.DotFP8x4(row, ws,
-						xi(t), xi(t+1), xi(t+2), xi(t+3), s(t), s(t+1), s(t+2), s(t+3), bk)
-				}
-				for ; t < te; t++ {
-					y[t*N+n] = canon.DotFP8(row, ws, xi(t), s(t), bk)
+						a.x4[t*K:(t+4)*K], s(t), s(t+1), s(t+2), s(t+3), bk)
+					t += 4
 				}
 				for t := tb; t < te; t++ {
 					if !a.finite[t] {
