@@ -45,6 +45,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"Embed", (*suite).embed},
 		{"MatMul", (*suite).matMul},
 		{"MatMuls", (*suite).matMuls},
+		{"MatMulFP8", (*suite).matMulFP8},
 		{"Norms", (*suite).norms},
 		{"RoPE", (*suite).rope},
 		{"Attention", (*suite).attention},

@@ -35,3 +35,38 @@ func BenchmarkMatMul(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulFP8: the block-FP8 product (128×128 blocks) of the shape
+// of BenchmarkMatMul, beside the BF16 one; MB/s counts weight bytes (codes
+// and scales), GFLOP/s 2·N·K·T.
+func BenchmarkMatMulFP8(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	N, K := 2048, 2048
+	w8 := fp8Mat(r, N, K, 128, 128)
+	w16 := bf16Mat(r, N, K)
+	for _, T := range []int{1, 4, 64} {
+		for _, th := range []int{1, runtime.GOMAXPROCS(0)} {
+			for _, m := range []struct {
+				name  string
+				w     *backend.Mat
+				bytes int64
+			}{{"fp8", w8, int64(N*K + 4*len(w8.Scale))}, {"bf16", w16, int64(2 * N * K)}} {
+				b.Run(fmt.Sprintf("%s/T=%d/threads=%d", m.name, T, th), func(b *testing.B) {
+					c := New(th)
+					x := rnd(r, T*K, 1)
+					y := make([]float32, T*N)
+					q, yb, xb, wt := c.NewHostQueue(), Wrap(y), Wrap(x), &backend.Weight{Host: *m.w}
+					b.SetBytes(m.bytes)
+					b.ReportAllocs()
+					for range b.N {
+						q.MatMul(yb, wt, xb, T)
+					}
+					if err := q.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(2*N*K*T*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}

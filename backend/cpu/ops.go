@@ -23,6 +23,10 @@ type matmulJob struct {
 var matmulJobs sync.Pool
 
 func (c *CPU) matMul(y []float32, w *backend.Mat, x []float32, T int) {
+	if w.Quantized() {
+		c.matMulFP8(y, w, x, T)
+		return
+	}
 	N, K := w.Rows, w.Cols
 	need("MatMul y", len(y), T*N)
 	need("MatMul x", len(x), T*K)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/weights"
 )
@@ -217,6 +218,9 @@ func (q *Queue) Scatter(dst, src backend.Buf, idx []int32, n int) {
 
 func (q *Queue) Embed(dst backend.Buf, table *backend.Weight, ids []int32) {
 	H := table.Cols()
+	if table.Host.Quantized() {
+		q.fail("Embed: table %s is block-FP8 (its rows have no exact float32 values)", table.Host.Name)
+	}
 	d := q.f("Embed", "dst", dst, len(ids)*H)
 	if !q.ok() || !q.rowIndex("Embed", ids, table.Rows()) {
 		return
@@ -228,11 +232,18 @@ func (q *Queue) Embed(dst backend.Buf, table *backend.Weight, ids []int32) {
 
 // host checks that w has host values to compute with.
 func (q *Queue) host(op string, w *backend.Weight) *backend.Mat {
-	if w.Host.BF16 == nil && w.Host.F32 == nil && w.Rows()*w.Cols() != 0 {
+	m := &w.Host
+	switch {
+	case m.Quantized():
+		if m.BlockK > canon.FP8MaxGroup || m.F8 == nil || m.Scale == nil {
+			q.fail("%s: block-FP8 weight %s: block %d×%d, %d codes, %d scales", op, m.Name, m.BlockN, m.BlockK, len(m.F8), len(m.Scale))
+			return nil
+		}
+	case m.BF16 == nil && m.F32 == nil && w.Rows()*w.Cols() != 0:
 		q.fail("%s: weight %s has no host values", op, w.Host.Name)
 		return nil
 	}
-	return &w.Host
+	return m
 }
 
 func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {

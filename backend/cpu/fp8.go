@@ -1,0 +1,119 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/canon"
+)
+
+// ---- MatMul of a block-FP8 matrix (EXACTNESS.md, "Block-FP8 linear layers") ----
+
+// fp8Act is the activations of one block-FP8 MatMul, quantised once per
+// call and shared by every weight row: the integer values of each row's
+// codes (canon.FP8Ints), its group scales, and whether it was finite.
+type fp8Act struct {
+	q      []byte
+	xi     []int32 // row t at [t·K, (t+1)·K)
+	x4     []int32 // rows 4b…4b+3 interleaved (canon.FP8Ints4) at [4b·K, (4b+4)·K)
+	s      []float32
+	finite []bool
+}
+
+var fp8Acts = sync.Pool{New: func() any { return new(fp8Act) }}
+
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
+type fp8Job struct {
+	y   []float32
+	a   *fp8Act
+	w   *backend.Mat
+	T   int
+	tok bool // items are tokens (few rows) instead of rows
+}
+
+func (j *fp8Job) run(lo, hi int) {
+	if j.tok {
+		j.rows(0, j.w.Rows, lo, hi)
+	} else {
+		j.rows(lo, hi, 0, j.T)
+	}
+}
+
+var fp8Jobs sync.Pool
+
+func (c *CPU) matMulFP8(y []float32, w *backend.Mat, x []float32, T int) {
+	N, K, bk := w.Rows, w.Cols, w.BlockK
+	need("MatMul y", len(y), T*N)
+	need("MatMul x", len(x), T*K)
+	G := canon.FP8Groups(K, bk)
+	need("MatMul scales", len(w.Scale), canon.FP8Groups(N, w.BlockN)*G)
+	a := fp8Acts.Get().(*fp8Act)
+	defer fp8Acts.Put(a)
+	a.q, a.xi, a.x4 = grow(a.q, T*K), grow(a.xi, T*K), grow(a.x4, T/4*4*K)
+	a.s, a.finite = grow(a.s, T*G), grow(a.finite, T)
+	for t := range T {
+		a.finite[t] = canon.QuantizeFP8(a.q[t*K:(t+1)*K], a.s[t*G:(t+1)*G], x[t*K:(t+1)*K], bk)
+		canon.FP8Ints(a.xi[t*K:(t+1)*K], a.q[t*K:(t+1)*K])
+	}
+	q := func(t int) []byte { return a.q[t*K : (t+1)*K] }
+	for t := 0; t+4 <= T; t += 4 {
+		canon.FP8Ints4(a.x4[t*K:(t+4)*K], q(t), q(t+1), q(t+2), q(t+3))
+	}
+	if T == 1 || N >= 2*c.threads {
+		exec(c, &fp8Jobs, N, T*K, fp8Job{y: y, a: a, w: w, T: T})
+	} else {
+		exec(c, &fp8Jobs, T, N*K, fp8Job{y: y, a: a, w: w, T: T, tok: true})
+	}
+}
+
+// fp8TokenBlock is how many tokens' activations a run of weight rows is
+// multiplied with before moving on to the next tokens: a run of weight rows
+// stays in the cache while it is reused (the bits do not depend on it).
+const fp8TokenBlock = 16
+
+// fp8RowBlock is the number of weight rows in such a run.
+const fp8RowBlock = 8
+
+// rows computes outputs for weight rows [n0, n1) and tokens [t0, t1). Each
+// output element is canon.DotFP8 (DotFP8x4 gives the same bits), or NaN for
+// a row whose activations were not finite.
+func (j *fp8Job) rows(n0, n1, t0, t1 int) {
+	w, a, y := j.w, j.a, j.y
+	N, K, bk := w.Rows, w.Cols, w.BlockK
+	G := canon.FP8Groups(K, bk)
+	xi := func(t int) []int32 { return a.xi[t*K : (t+1)*K] }
+	s := func(t int) []float32 { return a.s[t*G : (t+1)*G] }
+	nan := float32(math.NaN())
+	for nb := n0; nb < n1; nb += fp8RowBlock {
+		ne := min(nb+fp8RowBlock, n1)
+		for tb := t0; tb < t1; tb += fp8TokenBlock {
+			te := min(tb+fp8TokenBlock, t1)
+			for n := nb; n < ne; n++ {
+				row := w.F8[n*K : (n+1)*K]
+				ws := w.Scale[(n/w.BlockN)*G : (n/w.BlockN+1)*G]
+				for t := tb; t < te; {
+					if t%4 != 0 || t+4 > te {
+						y[t*N+n] = canon.DotFP8(row, ws, xi(t), s(t), bk)
+						t++
+						continue
+					}
+					y[t*N+n], y[(t+1)*N+n], y[(t+2)*N+n], y[(t+3)*N+n] = canon.DotFP8x4(row, ws,
+						a.x4[t*K:(t+4)*K], s(t), s(t+1), s(t+2), s(t+3), bk)
+					t += 4
+				}
+				for t := tb; t < te; t++ {
+					if !a.finite[t] {
+						y[t*N+n] = nan
+					}
+				}
+			}
+		}
+	}
+}
