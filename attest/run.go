@@ -333,6 +333,7 @@ func VerifyRunWith(env Envelope, trusted []ed25519.PublicKey, man *verify.Manife
 	res.Checked = append(res.Checked,
 		"model root and weights_root: the manifest's",
 		"config.json in the report: the manifest's config_sha256 (arch, layers, experts, top-k as it says); auxiliary files: exactly the manifest's, with its digests",
+		fmt.Sprintf("mode %q: the precision of the model's config.json (%s)", p.Mode, cfg.Precision()),
 		fmt.Sprintf("experts: %s, sorted and unique, each the manifest's record (layer, index, BLAKE3); in every MoE layer %s = top-k %d × %s, none over %d",
 			plural(len(p.Experts), "routed expert"), plural(int(positions)*cfg.TopK, "token slot"), cfg.TopK, plural(int(positions), "position"), positions),
 		fmt.Sprintf("k_per_layer: every MoE layer, k = top-k %d in all %s; each prompt's routing_entries = its positions × MoE layers", cfg.TopK, plural(int(positions), "entry")))

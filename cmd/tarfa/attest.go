@@ -370,7 +370,7 @@ named by its field and first differing item); 130 interrupted.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(w, "report %s: model root %s, signed by keyid %s\n", args[0], man.Root, res.KeyID)
+				fmt.Fprintf(w, "report %s: %s mode, model root %s, signed by keyid %s\n", args[0], strings.ToUpper(res.Predicate.Mode), man.Root, res.KeyID)
 				for _, p := range out.Proves {
 					fmt.Fprintf(w, "%s\n", p)
 				}

@@ -6,101 +6,54 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tarfa-ai/tarfa/jnf"
-	"github.com/tarfa-ai/tarfa/jnf/hf/hftest"
-	"github.com/tarfa-ai/tarfa/verify"
 )
 
-// TestInspectFP8 runs a block-FP8 checkpoint through inspect, convert
-// --verify, verify, manifest sign / verify and inspect of the JNF model;
-// a changed scale byte is then caught like any other (exit 3).
-func TestInspectFP8(t *testing.T) {
-	src := hftest.FP8Checkpoint(t, hftest.FP8{})
-	// Per expert: 3·32·64 F8 bytes + (2·2 + 2·2 + 3·1) F32 scales = 6144 + 44; top-2 of 2 MoE layers.
-	const prec = "fp8 (e4m3, 24×40 blocks, dynamic activation scales)"
-	out, err := runCLI(t, "", "inspect", src)
+// fp8Checkpoint is a block-FP8 checkpoint in the official layout
+// (validation/testdata/synthref-fp8/PROVENANCE.md).
+const fp8Checkpoint = "../../validation/testdata/synthref-fp8/q35-fp8/checkpoint"
+
+// TestFP8EndToEnd: a block-FP8 checkpoint goes through every command a
+// user relies on, and every place the mode shows says which precision ran
+// ("exact, fp8 checkpoint"), never just "exact": run's banner and --json,
+// the signed run report and its verification (with a replay), and a golden
+// record replayed at another thread count, exact.
+func TestFP8EndToEnd(t *testing.T) {
+	tmp := t.TempDir()
+	model := filepath.Join(tmp, "m")
+	mustCLI(t, "convert", fp8Checkpoint, "--out", model, "--verify")
+	out, stderr, err := runCLIErr(t, "", "run", "--model", model, "--tokens", "1,2,3", "--max-tokens", "4", "--json")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("run: %v\n%s", err, stderr)
 	}
-	for _, w := range []string{prec, "(6188 bytes): 6144 weights + 44 scales", "(24752 bytes): 24576 weights + 176 scales", "block-FP8 scales"} {
-		if !strings.Contains(out, w) {
-			t.Errorf("inspect of the checkpoint lacks %q:\n%s", w, out)
-		}
+	var res struct {
+		Mode   string `json:"mode"`
+		Tokens []int  `json:"tokens"`
 	}
-	js, err := runCLI(t, "", "inspect", src, "--json")
-	var s struct {
-		Precision   string `json:"precision"`
-		ScaleBytes  int64  `json:"scale_bytes_per_expert"`
-		RoutedBytes int64  `json:"routed_expert_bytes_per_token"`
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Mode != "exact, fp8 checkpoint" || len(res.Tokens) != 4 {
+		t.Errorf("run --json: mode %q, %d tokens (%v)\n%s", res.Mode, len(res.Tokens), err, out)
 	}
-	if err != nil || json.Unmarshal([]byte(js), &s) != nil || s.Precision != prec || s.ScaleBytes != 44 || s.RoutedBytes != 4*6188 {
-		t.Errorf("inspect --json: %v %+v", err, s)
+	if !strings.Contains(stderr, "EXACT mode, FP8 CHECKPOINT (e4m3, 16×16 blocks, dynamic activation scales)") {
+		t.Errorf("run's banner does not name the precision:\n%s", stderr)
 	}
 
-	dir := filepath.Join(t.TempDir(), "m")
-	if out, err := runCLI(t, "", "convert", src, "--out", dir, "--verify"); err != nil || !strings.Contains(out, "compared byte for byte") {
-		t.Fatalf("convert: %v\n%s", err, out)
-	}
-	if out, err := runCLI(t, "", "verify", dir); err != nil || !strings.Contains(out, "ok: root") {
-		t.Fatalf("verify: %v\n%s", err, out)
-	}
-	key := filepath.Join(t.TempDir(), "k")
-	if _, err := runCLI(t, "", "keys", "generate", "--out", key); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runCLI(t, "", "manifest", "sign", dir, "--key", key); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub"); err != nil || !strings.Contains(out, "ok:") {
-		t.Fatalf("manifest verify: %v %s", err, out)
-	}
-	m, _, err := verify.LoadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err = runCLI(t, "", "inspect", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{prec, "(6188 bytes): 6144 weights + 44 scales", "(24752 bytes): 24576 weights + 176 scales", "(13 F8_E4M3), 16 experts", m.Root, m.WeightsRoot} {
-		if !strings.Contains(out, w) {
-			t.Errorf("inspect of the JNF model lacks %q:\n%s", w, out)
-		}
+	prompts := filepath.Join(tmp, "p.jsonl")
+	os.WriteFile(prompts, []byte(`{"tokens": [5, 9, 200], "max_tokens": 5}
+{"tokens": [17, 3], "max_tokens": 4, "temperature": 0.8, "seed": 42}
+`), 0o644)
+	g := filepath.Join(tmp, "g")
+	mustCLI(t, "golden", "record", "--model", model, "--prompts", prompts, "--out", g, "--threads", "1")
+	if out, err := runCLI(t, "", "replay", "--model", model, "--golden", g, "--threads", "3", "--ram-budget", "0"); err != nil || !strings.Contains(out, "exact=true") {
+		t.Fatalf("replay: %v\n%s", err, out)
 	}
 
-	// One byte of one expert's down_proj scales (its last 12 bytes), changed.
-	var ex verify.Entry
-	for _, e := range m.Entries {
-		if e.Kind == jnf.KindExpert && e.Name == "model.layers.1.mlp.experts.6" {
-			ex = e
-		}
+	key := filepath.Join(tmp, "k")
+	mustCLI(t, "keys", "generate", "--out", key)
+	report := filepath.Join(tmp, "r.json")
+	if out, err := runCLI(t, "", "attest", "run", "--model", model, "--prompts", prompts, "--key", key, "--out", report, "--golden", g); err != nil || !strings.Contains(out, "exact=true") {
+		t.Fatalf("attest run: %v\n%s", err, out)
 	}
-	p := filepath.Join(dir, ex.File)
-	b, _ := os.ReadFile(p)
-	b[ex.Offset+ex.Length-5] ^= 0x01
-	os.WriteFile(p, b, 0o644)
-	if _, err := runCLI(t, "", "verify", dir); exitCode(err) != exitNotExact || !strings.Contains(err.Error(), "layer 1 expert 6") {
-		t.Errorf("verify of a changed scale: exit %d, %v", exitCode(err), err)
-	}
-	if _, err := runCLI(t, "", "manifest", "verify", dir, "--pub", key+".pub"); exitCode(err) != exitNotExact {
-		t.Errorf("manifest verify of a changed scale: exit %d (%v)", exitCode(err), err)
-	}
-}
-
-// TestConvertFP8RefusalExit: a non-finite scale stops convert with exit 1
-// (bad input), naming the tensor and element.
-func TestConvertFP8RefusalExit(t *testing.T) {
-	src := hftest.FP8Checkpoint(t, hftest.FP8{Edit: func(ts []hftest.Tensor) []hftest.Tensor {
-		for i := range ts {
-			if ts[i].Name == "model.language_model.layers.0.linear_attn.out_proj.weight_scale_inv" {
-				copy(ts[i].Data[4:], []byte{0, 0, 0xc0, 0x7f}) // NaN
-			}
-		}
-		return ts
-	}})
-	_, err := runCLI(t, "", "convert", src, "--out", filepath.Join(t.TempDir(), "m"))
-	if exitCode(err) == 0 || !strings.Contains(err.Error(), "tensor model.layers.0.linear_attn.out_proj.weight_scale_inv (model.safetensors): element 1 is NaN") {
-		t.Errorf("exit %d, %v", exitCode(err), err)
+	out, err = runCLI(t, "", "attest", "verify", report, "--pub", key+".pub", "--model", model, "--replay", "--threads", "2")
+	if err != nil || !strings.Contains(out, "EXACT, FP8 CHECKPOINT mode, model root") || !strings.Contains(out, `mode "exact, fp8 checkpoint": the precision of the model's config.json (fp8 (e4m3, 16×16 blocks, dynamic activation scales))`) || !strings.Contains(out, "replay of 2 prompts") {
+		t.Fatalf("attest verify --replay: %v\n%s", err, out)
 	}
 }
