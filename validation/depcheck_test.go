@@ -73,7 +73,7 @@ var unsafeAllowed = []string{
 
 // testOnly are packages production code (the tarfa binary and every
 // non-test package of the module) must never import.
-var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/backend/backendtest",
+var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/jnf/hf/hftest", "github.com/tarfa-ai/tarfa/backend/backendtest",
 	"github.com/tarfa-ai/tarfa/backend/cuda/b3host", "testing"}
 
 // The arrows point downward (architecture review 2026-12, §1.2): beside
@@ -90,7 +90,7 @@ var coreLayers = [][]string{
 	{"jnf/hf", "golden"},
 	{"verify", "ledger"},
 	{"weights", "attest", "convert"},
-	{"weights/weightstest"},
+	{"weights/weightstest", "jnf/hf/hftest"},
 }
 
 // importBans are dependencies (direct or indirect) that packages may never
