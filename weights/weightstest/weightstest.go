@@ -30,7 +30,11 @@ type Model struct {
 	Config  []byte
 	Tensors map[string]jnf.TensorView
 	Experts map[weights.ExpertID][3]jnf.TensorView
-	Aux     map[string][]byte
+	// ExpertScales, for a block-FP8 model, are each expert's three
+	// weight_scale_inv tensors: its record then has the six parts of
+	// jnf.FP8ExpertParts.
+	ExpertScales map[weights.ExpertID][3]jnf.TensorView
+	Aux          map[string][]byte
 }
 
 // ShardName is the source shard every record of a written model claims to
@@ -71,8 +75,12 @@ func Write(dir string, m *Model) error {
 	for id, p := range m.Experts {
 		r := jnf.Record{Kind: jnf.KindExpert, Name: hf.ExpertName(id.Layer, id.Expert), Layer: id.Layer, Expert: id.Expert}
 		var data []byte
-		for i, v := range p {
-			r.Parts = append(r.Parts, jnf.Part{Name: [3]string{"gate_proj", "up_proj", "down_proj"}[i], DType: v.DType, Shape: v.Shape,
+		views := p[:]
+		if sc, ok := m.ExpertScales[id]; ok {
+			views = append(views, sc[:]...)
+		}
+		for i, v := range views {
+			r.Parts = append(r.Parts, jnf.Part{Name: jnf.FP8ExpertParts[i], DType: v.DType, Shape: v.Shape,
 				Offset: int64(len(data)), Length: int64(len(v.Data))})
 			data = append(data, v.Data...)
 		}
