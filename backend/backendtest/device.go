@@ -166,6 +166,10 @@ func (m *devMem) Elems() int { return m.host.Len() }
 
 type devExpert struct {
 	gate, up, down backend.Mat
+	// scales are a block-FP8 expert's weight_scale_inv bytes as the record
+	// stores them (gate, up, down): with the codes, the record's bytes, as
+	// a real device copies and hashes them.
+	scales [3][]byte
 }
 
 func (d *device) Name() string     { return "fake-device" }
@@ -439,6 +443,12 @@ func (q *devQueue) copyIn(id weights.ExpertID, digest jnf.Digest, gate, up, down
 		return nil, err
 	}
 	de := &devExpert{gate: copyMat(v.Gate.Host), up: copyMat(v.Up.Host), down: copyMat(v.Down.Host)}
+	if gate.Quantized() {
+		for j, l := range []weights.Linear{gate, up, down} {
+			sv, _, _ := l.Scales()
+			de.scales[j] = []byte(sv.Data())
+		}
+	}
 	d := q.d
 	n := v.Gate.Bytes() + v.Up.Bytes() + v.Down.Bytes()
 	d.toDevice(int(n))
@@ -459,7 +469,9 @@ func (q *devQueue) copyIn(id weights.ExpertID, digest jnf.Digest, gate, up, down
 // flipByte changes one bit of a copy (a fault between the host's check
 // and the device).
 func flipByte(de *devExpert) {
-	if len(de.down.BF16) > 0 {
+	if len(de.down.F8) > 0 {
+		de.down.F8[len(de.down.F8)/2] ^= 0x10
+	} else if len(de.down.BF16) > 0 {
 		de.down.BF16[len(de.down.BF16)/2] ^= 0x10
 	} else if len(de.down.F32) > 0 {
 		de.down.F32[len(de.down.F32)/2] = math.Float32frombits(math.Float32bits(de.down.F32[len(de.down.F32)/2]) ^ 0x10)
@@ -473,13 +485,19 @@ func (de *devExpert) sum() (jnf.Digest, int64) {
 	var n int64
 	for _, m := range []*backend.Mat{&de.gate, &de.up, &de.down} {
 		var b []byte
-		if m.F32 != nil {
+		if m.Quantized() {
+			b = m.F8
+		} else if m.F32 != nil {
 			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.F32))), 4*len(m.F32))
 		} else {
 			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.BF16))), 2*len(m.BF16))
 		}
 		h.Write(b)
 		n += int64(len(b))
+	}
+	for _, sc := range de.scales {
+		h.Write(sc)
+		n += int64(len(sc))
 	}
 	var dg jnf.Digest
 	dg.Alg = jnf.BLAKE3
