@@ -102,9 +102,12 @@ func (j *fp8Job) rows(n0, n1, t0, t1 int) {
 	N, K, bk := w.Rows, w.Cols, w.BlockK
 	G := canon.FP8Groups(K, bk)
 	xi := func(t int) []int32 { return a.xi[t*K : (t+1)*K] }
-	xw := func(t int) []float64 { return a.xw[t*K : (t+1)*K] }
 	s := func(t int) []float32 { return a.s[t*G : (t+1)*G] }
 	nan := float32(math.NaN())
+	if a.vec {
+		j.rowsW(n0, n1, t0, t1)
+		return
+	}
 	for nb := n0; nb < n1; nb += fp8RowBlock {
 		ne := min(nb+fp8RowBlock, n1)
 		for tb := t0; tb < t1; tb += fp8TokenBlock {
@@ -114,13 +117,6 @@ func (j *fp8Job) rows(n0, n1, t0, t1 int) {
 				ws := w.Scale[(n/w.BlockN)*G : (n/w.BlockN+1)*G]
 				for t := tb; t < te; {
 					switch {
-					case a.vec && t+4 <= te:
-						y[t*N+n], y[(t+1)*N+n], y[(t+2)*N+n], y[(t+3)*N+n] = canon.DotFP8x4W(row, ws,
-							xw(t), xw(t+1), xw(t+2), xw(t+3), s(t), s(t+1), s(t+2), s(t+3), bk)
-						t += 4
-					case a.vec:
-						y[t*N+n] = canon.DotFP8W(row, ws, xw(t), s(t), bk)
-						t++
 					case t%4 != 0 || t+4 > te:
 						y[t*N+n] = canon.DotFP8(row, ws, xi(t), s(t), bk)
 						t++
@@ -132,6 +128,52 @@ func (j *fp8Job) rows(n0, n1, t0, t1 int) {
 				}
 				for t := tb; t < te; t++ {
 					if !a.finite[t] {
+						y[t*N+n] = nan
+					}
+				}
+			}
+		}
+	}
+}
+
+// fp8WTokenBlock and fp8WRowBlock are the tiles of rowsW: the float64
+// activations of a token block (8 bytes a value) stay in the cache while
+// the weight rows pass, and four of them are reused by a block of rows.
+const (
+	fp8WTokenBlock = 8
+	fp8WRowBlock   = 64
+)
+
+// rowsW is rows with canon.DotFP8x4W and DotFP8W (the vector kernels).
+func (j *fp8Job) rowsW(n0, n1, t0, t1 int) {
+	w, a, y := j.w, j.a, j.y
+	N, K, bk := w.Rows, w.Cols, w.BlockK
+	G := canon.FP8Groups(K, bk)
+	xw := func(t int) []float64 { return a.xw[t*K : (t+1)*K] }
+	s := func(t int) []float32 { return a.s[t*G : (t+1)*G] }
+	row := func(n int) []byte { return w.F8[n*K : (n+1)*K] }
+	ws := func(n int) []float32 { return w.Scale[(n/w.BlockN)*G : (n/w.BlockN+1)*G] }
+	nan := float32(math.NaN())
+	for tb := t0; tb < t1; tb += fp8WTokenBlock {
+		te := min(tb+fp8WTokenBlock, t1)
+		for nb := n0; nb < n1; nb += fp8WRowBlock {
+			ne := min(nb+fp8WRowBlock, n1)
+			t := tb
+			for ; t+4 <= te; t += 4 {
+				x0, x1, x2, x3 := xw(t), xw(t+1), xw(t+2), xw(t+3)
+				s0, s1, s2, s3 := s(t), s(t+1), s(t+2), s(t+3)
+				for n := nb; n < ne; n++ {
+					y[t*N+n], y[(t+1)*N+n], y[(t+2)*N+n], y[(t+3)*N+n] = canon.DotFP8x4W(row(n), ws(n), x0, x1, x2, x3, s0, s1, s2, s3, bk)
+				}
+			}
+			for ; t < te; t++ {
+				for n := nb; n < ne; n++ {
+					y[t*N+n] = canon.DotFP8W(row(n), ws(n), xw(t), s(t), bk)
+				}
+			}
+			for t := tb; t < te; t++ {
+				if !a.finite[t] {
+					for n := nb; n < ne; n++ {
 						y[t*N+n] = nan
 					}
 				}
