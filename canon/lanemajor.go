@@ -57,9 +57,10 @@ func InterleaveBF16(dst []float32, w []uint16) int {
 	return m
 }
 
-// HasVectorKernels reports whether the *X dot products run vector kernels
-// on this machine (amd64 with AVX2); elsewhere they fall back to DotBF16
-// and DotF32, with the same bits.
+// HasVectorKernels reports whether the *X dot products and DotFP8W,
+// DotFP8x4W run vector kernels on this machine (amd64 with AVX2 and F16C);
+// elsewhere they fall back to DotBF16, DotF32 and pure Go, with the same
+// bits.
 func HasVectorKernels() bool { return useVector }
 
 // DotBF16X is DotBF16(w, x) given xT, the Interleave of x.

@@ -3,6 +3,7 @@ package canon
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,25 +261,60 @@ func TestFMATargetsComplete(t *testing.T) {
 	t.Logf("%d architectures; x*y+z is fused on: %s", len(goos), strings.Join(fusedBuilds, "; "))
 }
 
+// fpInstr matches the amd64 instructions that round or compute in floating
+// point: the arithmetic (packed and scalar, float32, float64 and binary16),
+// every conversion (CVT: widening, narrowing, to and from integers), the
+// rounding and exponent/mantissa ones, dot products, and everything that
+// begins with VF (the FMA families, VFIXUPIMM, VFPCLASS) or F (x87).
+var fpInstr = regexp.MustCompile(`^V?(ADD|SUB|MUL|DIV|SQRT|RCP|RSQRT|MIN|MAX|DP|HADD|HSUB|ADDSUB)(P|S)[SDH]\b|CVT|ROUND|RNDSCALE|SCALEF|GETEXP|GETMANT|REDUCE|RANGE|DPBF16|DPPH|^VF|^F`)
+
+// asmAllowed is, for each canonical assembly file, exactly the
+// floating-point instructions (fpInstr) it may hold, and why each is exact
+// or canonical there. A file not listed may hold none; every one listed
+// must be used.
+var asmAllowed = map[string]map[string]string{
+	"lanemajor_amd64.s": {
+		// The canonical reduction itself: each product is rounded once, then
+		// added in the canonical order of its lane (no FMA).
+		"VMULPS": "the rounded product of a term",
+		"VADDPS": "the canonical sum of a lane",
+	},
+	"blockfp8_amd64.s": {
+		// The exact block-FP8 group sums (blockfp8_vec.go): no operation rounds.
+		"VCVTPH2PS": "binary16 to float32 widens exactly (the codes, shifted into binary16 patterns, subnormals included)",
+		"VCVTPS2PD": "float32 to float64 widens exactly",
+		"VMULPD":    "E4M3Int(w)·2^-17 times E4M3Int(q)·2^17: 4 significant bits each, the product (< 2^36) is exact",
+		"VADDPD":    "integers below 2^52 in magnitude (every partial group sum): exact in any order",
+	},
+}
+
 // TestNoFMAInAssembly: hand-written assembly is not in the compiler's -S
-// output, so the .s files of the canonical packages are scanned directly;
-// and their arithmetic may only be VMULPS and VADDPS.
+// output, so the .s files of the canonical packages are scanned directly:
+// no FMA anywhere, and each file's floating-point instructions exactly
+// those asmAllowed gives it.
 func TestNoFMAInAssembly(t *testing.T) {
-	arith := regexp.MustCompile(`^V?(ADD|SUB|MUL|DIV|SQRT|RCP|RSQRT|MIN|MAX|DP|HADD|HSUB)(P|S)[SD]\b|^VF`)
 	var files []string
 	for _, dir := range []string{".", "../backend/cpu", "../engine", "../validation/synth"} {
 		m, _ := filepath.Glob(filepath.Join(dir, "*.s"))
 		files = append(files, m...)
 	}
 	if len(files) == 0 {
-		t.Fatal("no assembly found; this test guards lanemajor_amd64.s")
+		t.Fatal("no assembly found; this test guards lanemajor_amd64.s and blockfp8_amd64.s")
 	}
-	ops := 0
+	seenFiles := map[string]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
+		name := filepath.Base(f)
+		allowed := asmAllowed[name]
+		if filepath.Dir(f) != "." {
+			allowed = nil // the listed names are canon's files
+		} else {
+			seenFiles[name] = true
+		}
+		used := map[string]bool{}
 		for i, line := range strings.Split(string(b), "\n") {
 			fields := strings.Fields(line)
 			if len(fields) == 0 || strings.HasPrefix(fields[0], "//") {
@@ -288,15 +324,40 @@ func TestNoFMAInAssembly(t *testing.T) {
 			if fmaInstr.MatchString(op) {
 				t.Errorf("%s:%d: fused multiply-add %s", f, i+1, op)
 			}
-			if arith.MatchString(op) {
-				ops++
-				if op != "VMULPS" && op != "VADDPS" {
-					t.Errorf("%s:%d: %s: only VMULPS and VADDPS may do arithmetic in canonical assembly", f, i+1, op)
+			if fpInstr.MatchString(op) {
+				used[op] = true
+				if _, ok := allowed[op]; !ok {
+					t.Errorf("%s:%d: %s: not one of the floating-point instructions allowed in this file (%v)", f, i+1, op, slices.Sorted(maps.Keys(allowed)))
 				}
 			}
 		}
+		for op := range allowed {
+			if !used[op] {
+				t.Errorf("%s: %s is allowed but not used: keep asmAllowed exact", f, op)
+			}
+		}
 	}
-	if ops == 0 {
-		t.Error("the scan saw no arithmetic at all")
+	for name := range asmAllowed {
+		if !seenFiles[name] {
+			t.Errorf("%s: listed in asmAllowed but not found", name)
+		}
+	}
+}
+
+// TestFPInstrMatches: the instructions the assembly scan must recognise as
+// floating point, and some it must not.
+func TestFPInstrMatches(t *testing.T) {
+	for _, op := range []string{"VMULPS", "VADDPS", "VMULPD", "VADDPD", "VADDSD", "MULSS", "VHADDPD", "VSUBPS",
+		"VCVTPH2PS", "VCVTPS2PD", "VCVTPD2PS", "VCVTPS2PH", "VCVTDQ2PS", "VCVTTPS2DQ", "CVTSL2SD", "VROUNDPS",
+		"VRNDSCALEPS", "VDPPS", "VDPBF16PS", "VFMADD231PS", "VFNMSUB213SD", "VSCALEFPD", "VGETEXPPS", "FADDD", "VADDPH"} {
+		if !fpInstr.MatchString(op) {
+			t.Errorf("fpInstr misses %s", op)
+		}
+	}
+	for _, op := range []string{"VPMOVSXBW", "VPSLLW", "VPAND", "VEXTRACTF128", "VPERMILPD", "VMOVSD", "VXORPD",
+		"VMOVUPS", "VPUNPCKLWD", "VPMOVZXWD", "VPSLLD", "VPBROADCASTD", "MOVQ", "ADDQ", "LEAQ", "VZEROUPPER"} {
+		if fpInstr.MatchString(op) {
+			t.Errorf("fpInstr matches %s, which does no floating-point arithmetic", op)
+		}
 	}
 }
