@@ -3,13 +3,11 @@ package runner
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/backend/backendtest"
-	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/golden"
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -27,12 +25,8 @@ func fp8Model(t *testing.T) string {
 		t.Fatal(err)
 	}
 	o.DType = synth.DTypeFP8
-	tmp := t.TempDir()
-	if err := synth.WriteContext(context.Background(), filepath.Join(tmp, "hf"), o, synth.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(tmp, "jnf")
-	if _, err := convert.Convert(context.Background(), filepath.Join(tmp, "hf"), dir, convert.Options{LastLayer: -1}); err != nil {
+	dir, err := synth.Converted(context.Background(), t.TempDir(), o)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/runner"
 	"github.com/tarfa-ai/tarfa/validation/synth"
 )
@@ -23,12 +21,8 @@ func TestFP8Mode(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.DType = synth.DTypeFP8
-	tmp := t.TempDir()
-	if err := synth.WriteContext(context.Background(), filepath.Join(tmp, "hf"), o, synth.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(tmp, "jnf")
-	if _, err := convert.Convert(context.Background(), filepath.Join(tmp, "hf"), dir, convert.Options{LastLayer: -1}); err != nil {
+	dir, err := synth.Converted(context.Background(), t.TempDir(), o)
+	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFixtureDir(t, dir, Options{}, runner.SchedOptions{MaxBatch: 2})

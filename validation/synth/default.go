@@ -77,6 +77,20 @@ type EnsureOptions struct {
 	Waiting func(pid int)
 }
 
+// Converted writes the checkpoint of o into DIR/hf and converts it (with
+// --verify) into DIR/jnf, whose path it returns: synth then convert, e.g.
+// for the default model's recipe in block FP8 (o.DType = DTypeFP8).
+func Converted(ctx context.Context, dir string, o Options) (string, error) {
+	if err := WriteContext(ctx, filepath.Join(dir, "hf"), o, WriteOptions{}); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "jnf")
+	if _, err := convert.Convert(ctx, filepath.Join(dir, "hf"), out, convert.Options{LastLayer: -1, Verify: true}); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
 // EnsureDefault is EnsureDefaultWith without reports.
 func EnsureDefault(ctx context.Context, cacheDir string) (dir string, built bool, err error) {
 	return EnsureDefaultWith(ctx, cacheDir, EnsureOptions{})
@@ -122,10 +136,7 @@ func EnsureDefaultWith(ctx context.Context, cacheDir string, opt EnsureOptions) 
 	if err != nil {
 		return "", false, err
 	}
-	if err := WriteContext(ctx, filepath.Join(tmp, "hf"), o, WriteOptions{}); err != nil {
-		return "", false, err
-	}
-	if _, err := convert.Convert(ctx, filepath.Join(tmp, "hf"), filepath.Join(tmp, "jnf"), convert.Options{LastLayer: -1, Verify: true}); err != nil {
+	if _, err := Converted(ctx, tmp, o); err != nil {
 		return "", false, err
 	}
 	if err := checkDefault(ctx, filepath.Join(tmp, "jnf")); err != nil {
