@@ -120,11 +120,21 @@ type chatSession struct {
 	last            server.Tarfa
 	lastTokS        float64
 	lastMode        string
+	banner          string // the mode line of the banner
+}
+
+// prompt is the input prompt, labelled with the mode of the last reply
+// (of the local model before any).
+func (s *chatSession) prompt() string {
+	if s.lastMode == "" {
+		return "you> "
+	}
+	return "[" + s.lastMode + "] you> "
 }
 
 func runChat(cmd *cobra.Command, o *chatOptions) error {
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s := &chatSession{o: o, out: out, system: o.system, lastMode: "exact"}
+	s := &chatSession{o: o, out: out, system: o.system}
 	if o.url != "" {
 		s.base, s.hc = strings.TrimSuffix(o.url, "/"), &http.Client{}
 		s.sendMax = cmd.Flags().Changed("max-tokens")
@@ -162,6 +172,7 @@ func runChat(cmd *cobra.Command, o *chatOptions) error {
 		hc, stop := server.InProcess(srv.Handler())
 		defer stop()
 		s.base, s.hc = "http://tarfa.in-process", hc
+		s.lastMode, s.banner = r.Mode(), modeBanner(r.Config.Quant)
 	}
 	var models openai.ModelList
 	if err := s.getJSON(cmd.Context(), "/v1/models", &models); err != nil {
@@ -175,7 +186,10 @@ func runChat(cmd *cobra.Command, o *chatOptions) error {
 	if o.url != "" {
 		where = "at " + o.url
 	}
-	fmt.Fprintf(stderr, "tarfa chat · EXACT mode · model %s %s · /help for commands, Ctrl-D to leave\n", s.model, where)
+	if s.banner == "" { // a server's mode (and precision) comes with each reply
+		s.banner = "EXACT mode (each reply's X-Tarfa-Mode says the precision)"
+	}
+	fmt.Fprintf(stderr, "tarfa chat · %s · model %s %s · /help for commands, Ctrl-D to leave\n", s.banner, s.model, where)
 
 	read, closeInput, err := s.input(cmd)
 	if err != nil {
@@ -234,7 +248,7 @@ func (s *chatSession) input(cmd *cobra.Command) (func() (string, error), func(),
 		t := term.NewTerminal(struct {
 			io.Reader
 			io.Writer
-		}{fin, os.Stdout}, "[exact] you> ")
+		}{fin, os.Stdout}, s.prompt())
 		fd := int(fin.Fd())
 		return func() (string, error) {
 			// Raw only while a line is edited: during a reply the terminal
@@ -247,13 +261,14 @@ func (s *chatSession) input(cmd *cobra.Command) (func() (string, error), func(),
 			if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
 				t.SetSize(w, 0)
 			}
+			t.SetPrompt(s.prompt())
 			return t.ReadLine()
 		}, func() {}, nil
 	}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	return func() (string, error) {
-		fmt.Fprint(s.out, "[exact] you> ")
+		fmt.Fprint(s.out, s.prompt())
 		if !sc.Scan() {
 			if err := sc.Err(); err != nil {
 				return "", err
@@ -520,7 +535,11 @@ func (s *chatSession) stats(ctx context.Context) {
 	if s.seconds > 0 {
 		tps = float64(s.tokens) / s.seconds
 	}
-	fmt.Fprintf(s.out, "mode %s · %s, %d tokens, %.1f tok/s overall, %.1f tok/s decoding the last reply\n", s.lastMode, plural(s.replies, "reply", "replies"), s.tokens, tps, s.lastTokS)
+	mode := s.lastMode // the server's X-Tarfa-Mode: the checkpoint's precision too
+	if mode == "" {
+		mode = "(none yet: the server says it with its first reply)"
+	}
+	fmt.Fprintf(s.out, "mode %s · %s, %d tokens, %.1f tok/s overall, %.1f tok/s decoding the last reply\n", mode, plural(s.replies, "reply", "replies"), s.tokens, tps, s.lastTokS)
 	if s.last.Attestation != "" {
 		fmt.Fprintf(s.out, "last reply: %d routed experts verified, %d bytes hashed for it, routing %s…, logits chain %s…\n",
 			s.last.ExpertsVerified, s.last.BytesVerified, short(s.last.Routing), short(s.last.LogitsChain))

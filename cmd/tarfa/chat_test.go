@@ -103,7 +103,7 @@ func TestChatStreamParsing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "tarfa chat · EXACT mode · model m at " + url + " · /help for commands, Ctrl-D to leave\n"; errOut != want {
+	if want := "tarfa chat · EXACT mode (each reply's X-Tarfa-Mode says the precision) · model m at " + url + " · /help for commands, Ctrl-D to leave\n"; errOut != want {
 		t.Errorf("banner %q, want %q", errOut, want)
 	}
 	if !strings.Contains(out, "Hello world\n[exact · 3 tokens · ") || !strings.Contains(out, " · 7 experts verified · logits chain abcdef012345…]") {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tarfa-ai/tarfa/validation/synth"
 )
 
 // fp8Checkpoint is a block-FP8 checkpoint in the official layout
@@ -55,5 +58,32 @@ func TestFP8EndToEnd(t *testing.T) {
 	out, err = runCLI(t, "", "attest", "verify", report, "--pub", key+".pub", "--model", model, "--replay", "--threads", "2")
 	if err != nil || !strings.Contains(out, "EXACT, FP8 CHECKPOINT mode, model root") || !strings.Contains(out, `mode "exact, fp8 checkpoint": the precision of the model's config.json (fp8 (e4m3, 16×16 blocks, dynamic activation scales))`) || !strings.Contains(out, "replay of 2 prompts") {
 		t.Fatalf("attest verify --replay: %v\n%s", err, out)
+	}
+}
+
+// TestFP8Chat: chat on a local block-FP8 model says the precision in its
+// banner, its prompt and /stats before any reply, and in each reply's
+// label after.
+func TestFP8Chat(t *testing.T) {
+	o, err := synth.DefaultOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DType = synth.DTypeFP8
+	model, err := synth.Converted(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runCLIErr(t, "/stats\nHello\n", "chat", "--model", model, "--max-tokens", "3")
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "tarfa chat · EXACT mode, FP8 CHECKPOINT (e4m3, 128×128 blocks, dynamic activation scales) · model") {
+		t.Errorf("banner:\n%s", stderr)
+	}
+	for _, want := range []string{"[exact, fp8 checkpoint] you> ", "mode exact, fp8 checkpoint · 0 replies", "[exact, fp8 checkpoint · 3 tokens · "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, out)
+		}
 	}
 }
