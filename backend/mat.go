@@ -73,7 +73,15 @@ func (m *Mat) InitLinear(l weights.Linear, rows, cols int) error {
 		return fmt.Errorf("tensor %s: shape %v, want [%d %d]", t.Name(), t.Shape(), rows, cols)
 	}
 	sv, bn, bk := l.Scales()
-	sc, err := Vector(sv)
+	// F32 scales (the official releases') are viewed in place: an expert
+	// is viewed on every use, and its scales need no copy then.
+	var sc []float32
+	var err error
+	if sv.DType() == jnf.F32 {
+		sc, err = F32s(sv)
+	} else {
+		sc, err = Vector(sv)
+	}
 	if err != nil {
 		return err
 	}
