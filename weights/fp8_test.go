@@ -113,6 +113,15 @@ func TestFP8NonFiniteRefused(t *testing.T) {
 		{"Inf scale of an expert", func(m *weightstest.Model) {
 			binary.LittleEndian.PutUint32(m.ExpertScales[weights.ExpertID{Layer: 0, Expert: 1}][1].Data[8:], math.Float32bits(float32(math.Inf(1))))
 		}, []string{"model.layers.0.mlp.experts.1.up_proj.weight_scale_inv", "scale 2", "not finite"}},
+		{"Inf F16 scale of an expert", func(m *weightstest.Model) {
+			id := weights.ExpertID{Layer: 0, Expert: 1}
+			sc := m.ExpertScales[id]
+			d := make([]byte, 2*2*3)
+			binary.LittleEndian.PutUint16(d[2:], 0x3C00) // 1
+			binary.LittleEndian.PutUint16(d[6:], 0x7C00) // +Inf
+			sc[0] = jnf.TensorView{DType: jnf.F16, Shape: []int64{2, 3}, Data: d}
+			m.ExpertScales[id] = sc
+		}, []string{"model.layers.0.mlp.experts.1.gate_proj.weight_scale_inv", "scale 3", "not finite"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
