@@ -88,22 +88,27 @@ func TestDirectAutoReadsThePageCache(t *testing.T) {
 	want, _ := run(t, ref, prompts[0], 6)
 	layers, _ := filepath.Glob(filepath.Join(dir, "layer-*.jnf"))
 	for _, cold := range []bool{false, true} {
-		h, err := New(ck, Options{StagingBudget: 4 * size, Direct: DirectAuto})
-		if err != nil {
-			t.Fatal(err)
+		if !cold {
+			inPageCache(t, dir)
 		}
-		m, _ := engine.Load(ck, engine.Options{Experts: h})
-		if cold { // after the load, whose buffered reads of the dense tensors read ahead
-			for _, l := range layers {
-				dropPages(t, l)
+		st := residentRun(t, !cold, dir, func() Stats {
+			h, err := New(ck, Options{StagingBudget: 4 * size, Direct: DirectAuto})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		got, err := run(t, m, prompts[0], 6)
-		st := h.Stats()
-		h.Close()
-		if err != nil || !same(got, want) {
-			t.Fatalf("cold %v: %v, identical %v", cold, err, same(got, want))
-		}
+			defer h.Close()
+			m, _ := engine.Load(ck, engine.Options{Experts: h})
+			if cold { // after the load, whose buffered reads of the dense tensors read ahead
+				for _, l := range layers {
+					dropPages(t, l)
+				}
+			}
+			got, err := run(t, m, prompts[0], 6)
+			if err != nil || !same(got, want) {
+				t.Fatalf("cold %v: %v, identical %v", cold, err, same(got, want))
+			}
+			return h.Stats()
+		})
 		t.Logf("cold %v: %d cached, %d direct, %d buffered reads", cold, st.CachedReads, st.DirectReads, st.Buffered)
 		if st.DirectReads == 0 && st.CachedReads == 0 {
 			t.Skip("no O_DIRECT here (the file system refused it): every read buffered")
@@ -164,24 +169,28 @@ func TestPageCacheAskedOncePerUse(t *testing.T) {
 	dir := testModel(t)
 	ck := openCk(t, dir)
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
-	h, err := New(ck, Options{RAMBudget: 1 << 30, StagingBudget: 4 * size, Direct: DirectAuto, PageCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	m, _ := engine.Load(ck, engine.Options{Experts: h})
 	inPageCache(t, dir)
-	if _, err := run(t, m, prompts[0], 4); err != nil {
-		t.Fatal(err)
-	}
-	st := h.Stats()
+	var asked int64
+	st := residentRun(t, true, dir, func() Stats {
+		h, err := New(ck, Options{RAMBudget: 1 << 30, StagingBudget: 4 * size, Direct: DirectAuto, PageCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		m, _ := engine.Load(ck, engine.Options{Experts: h})
+		if _, err := run(t, m, prompts[0], 4); err != nil {
+			t.Fatal(err)
+		}
+		asked = h.files.asked.Load()
+		return h.Stats()
+	})
 	if st.PageCacheUses == 0 {
 		t.Skip("no O_DIRECT here (the file system refused it): the page cache is no level")
 	}
 	if st.CachedReads != st.PageCacheUses || st.Misses != 0 {
 		t.Fatalf("%d page-cache uses, %d cached reads, %d misses; want every use a cached read", st.PageCacheUses, st.CachedReads, st.Misses)
 	}
-	if n := h.files.asked.Load(); n != st.PageCacheUses {
-		t.Errorf("%d page-cache uses asked the page cache %d times, want once each", st.PageCacheUses, n)
+	if asked != st.PageCacheUses {
+		t.Errorf("%d page-cache uses asked the page cache %d times, want once each", st.PageCacheUses, asked)
 	}
 }

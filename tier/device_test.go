@@ -278,37 +278,42 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 		for _, cached := range []bool{false, true} {
 			t.Run(fmt.Sprintf("dev%d-ram%d-%s-%v-exclusive%v-pagecache%v", c.dev, c.ram, c.policy, c.part, c.exclusive, cached), func(t *testing.T) {
 				direct := readMode(t, cached, probed, dir)
-				be := backendtest.NewDevice(1, c.dev)
-				h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
-					Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive, Direct: direct, PageCache: cached})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer h.Close()
-				q, err := be.NewQueue()
-				if err != nil {
-					t.Fatal(err)
-				}
-				sc := &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
-				for tok := range tr.Tokens() {
-					for l := range d.Layers {
-						set := tr.Step(tok, l)
-						xs := make([]int, len(set))
-						for j, e := range set {
-							xs[j] = int(e)
-						}
-						if err := h.Stream(context.Background(), l, xs, sc); err != nil {
-							t.Fatal(err)
-						}
-						if err := q.Sync(); err != nil {
-							t.Fatal(err)
+				var sc *slotConsumer
+				var eb int64
+				st := residentRun(t, cached, dir, func() Stats {
+					be := backendtest.NewDevice(1, c.dev)
+					h, err := New(ck, Options{RAMBudget: int64(c.ram) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1,
+						Policy: c.policy, Partition: c.part, Slots: be.(backend.SlotPool), Exclusive: c.exclusive, Direct: direct, PageCache: cached})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer h.Close()
+					q, err := be.NewQueue()
+					if err != nil {
+						t.Fatal(err)
+					}
+					sc = &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
+					for tok := range tr.Tokens() {
+						for l := range d.Layers {
+							set := tr.Step(tok, l)
+							xs := make([]int, len(set))
+							for j, e := range set {
+								xs[j] = int(e)
+							}
+							if err := h.Stream(context.Background(), l, xs, sc); err != nil {
+								t.Fatal(err)
+							}
+							if err := q.Sync(); err != nil {
+								t.Fatal(err)
+							}
 						}
 					}
-				}
-				st := h.Stats()
+					eb = int64(h.ExpertBytes())
+					return h.Stats()
+				})
 				hw := sim.Hardware{StorageGBps: 1000, QueueDepth: 2, H2DGBps: 1, HashGBpsPerCore: 1000, HashCores: 4,
 					CPUExpertUS: 1, GPUExpertUS: 1, DenseMSPerLayer: 1}
-				r, err := sim.Run(tr, sim.Config{Hardware: hw, ExpertBytes: int64(h.ExpertBytes()), RAMSlots: st.RAMCap, DeviceSlots: st.Device.Capacity,
+				r, err := sim.Run(tr, sim.Config{Hardware: hw, ExpertBytes: eb, RAMSlots: st.RAMCap, DeviceSlots: st.Device.Capacity,
 					Policy: c.policy, Partition: c.part.String(), Exclusive: c.exclusive, PageCache: cached})
 				if err != nil {
 					t.Fatal(err)
