@@ -29,10 +29,29 @@ type Mat struct {
 	F8             []byte
 	Scale          []float32
 	BlockN, BlockK int
+	// ScaleData are the scales as the record stores them (ScaleDType: F32,
+	// BF16 or F16), viewed in place: what a device copies with the codes
+	// and hashes against the record's digest.
+	ScaleData  []byte
+	ScaleDType jnf.DType
 }
 
 // Quantized reports whether m is block-FP8.
 func (m *Mat) Quantized() bool { return m.BlockN > 0 }
+
+// StoredBytes is the size of m as its record stores it: BF16 or F32
+// values, or E4M3 codes and their scales as stored (ScaleData). An
+// expert's three sum to its record's length.
+func (m *Mat) StoredBytes() int64 {
+	n := int64(m.Rows) * int64(m.Cols)
+	switch {
+	case m.Quantized():
+		return n + int64(len(m.ScaleData))
+	case m.F32 != nil:
+		return 4 * n
+	}
+	return 2 * n
+}
 
 // ScaleCols is the number of blocks along a row of a block-FP8 matrix.
 func (m *Mat) ScaleCols() int { return (m.Cols + m.BlockK - 1) / m.BlockK }
@@ -92,7 +111,9 @@ func (m *Mat) InitLinear(l weights.Linear, rows, cols int) error {
 	if len(d) != rows*cols {
 		return fmt.Errorf("tensor %s: %d bytes, want %d", t.Name(), len(d), rows*cols)
 	}
-	*m = Mat{Name: t.Name(), Rows: rows, Cols: cols, F8: unsafe.Slice(unsafe.StringData(d), len(d)), Scale: sc, BlockN: bn, BlockK: bk}
+	sd := sv.Data()
+	*m = Mat{Name: t.Name(), Rows: rows, Cols: cols, F8: unsafe.Slice(unsafe.StringData(d), len(d)), Scale: sc, BlockN: bn, BlockK: bk,
+		ScaleData: unsafe.Slice(unsafe.StringData(sd), len(sd)), ScaleDType: sv.DType()}
 	return nil
 }
 

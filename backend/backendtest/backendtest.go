@@ -8,6 +8,7 @@ package backendtest
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -58,6 +59,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"GateAdd", (*suite).gateAdd},
 		{"SignedZeros", (*suite).signedZeros},
 		{"Experts", (*suite).experts},
+		{"ExpertsFP8", (*suite).expertsFP8},
 		{"Errors", (*suite).errors},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -780,10 +782,23 @@ func (s *suite) signedZeros() {
 // experts computes routed experts through LoadExpert, and, on a backend
 // that is a backend.SlotPool, through slots (FillSlot, then BindSlot on the
 // same and on another queue, rounds later), against the reference's views.
-func (s *suite) experts() {
+func (s *suite) experts() { s.expertRounds(s.ck, int64(2*3*expertI*expertH), false) }
+
+// expertRounds is the experts case over the routed experts (layer 0, expertN
+// of them, I×H) of ck, whose records are at most expertBytes long; with
+// unsupported, a backend that refuses them with backend.ErrUnsupported
+// skips the case.
+func (s *suite) expertRounds(ck *weights.Checkpoint, expertBytes int64, unsupported bool) {
+	s.t.Helper()
+	refused := func(err error) {
+		s.t.Helper()
+		if unsupported && errors.Is(err, backend.ErrUnsupported) {
+			s.t.Skipf("%v", err)
+		}
+		s.t.Fatal(err)
+	}
 	pool, _ := s.be.(backend.SlotPool)
 	var slots []backend.Slot
-	expertBytes := int64(2 * 3 * expertI * expertH)
 	if pool != nil && pool.SlotCapacity(expertBytes) >= 2 {
 		for range 2 {
 			sl, err := pool.AllocSlot(expertBytes)
@@ -802,7 +817,7 @@ func (s *suite) experts() {
 	held := []int{-1, -1}
 	for round := range 3 {
 		for e := range expertN {
-			ve, err := s.ck.Expert(0, e)
+			ve, err := ck.Expert(0, e)
 			if err != nil {
 				s.t.Fatal(err)
 			}
@@ -820,7 +835,7 @@ func (s *suite) experts() {
 				sq := q.(backend.SlotQueue)
 				if held[i] != e || round == 2 {
 					if err := sq.FillSlot(slots[i], id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
-						s.t.Fatal(err)
+						refused(err)
 					}
 					held[i] = e
 					how = "filled"
@@ -833,7 +848,7 @@ func (s *suite) experts() {
 				if err := sq.BindSlot(&gx, slots[i], id, ve.Digest()); err != nil {
 					s.t.Fatal(err)
 				}
-				other, _ := s.ck.Expert(0, (e+2)%expertN)
+				other, _ := ck.Expert(0, (e+2)%expertN)
 				if pool.SlotHolds(slots[i], other.Digest()) {
 					s.t.Errorf("slot %d holds expert %d and claims expert %d", i, e, (e+2)%expertN)
 				}
@@ -843,7 +858,7 @@ func (s *suite) experts() {
 					q.ReleaseExpert(&bad)
 				}
 			} else if err := q.LoadExpert(&gx, id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
-				s.t.Fatal(err)
+				refused(err)
 			}
 			for _, p := range []struct {
 				q backend.Queue

@@ -728,6 +728,7 @@ func copyMat(m backend.Mat) backend.Mat {
 	case m.Quantized():
 		c.F8 = append([]byte(nil), m.F8...)
 		c.Scale = append([]float32(nil), m.Scale...)
+		c.ScaleData = append([]byte(nil), m.ScaleData...)
 	case m.BF16 != nil:
 		c.BF16 = append([]uint16(nil), m.BF16...)
 	default:

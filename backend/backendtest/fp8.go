@@ -162,3 +162,72 @@ func (s *suite) matMulFP8() {
 		}
 	}
 }
+
+// fp8ExpertCheckpoint writes a checkpoint whose routed experts are
+// block-FP8 with blocks bn×bk, their scales stored as dt, and returns it
+// with its longest expert record.
+func (s *suite) fp8ExpertCheckpoint(bn, bk int, dt jnf.DType) (*weights.Checkpoint, int64) {
+	cfg := strings.TrimSuffix(strings.TrimSpace(configJSON), "}") + fmt.Sprintf(`,
+"quantization_config":{"quant_method":"fp8","fmt":"e4m3","activation_scheme":"dynamic","weight_block_size":[%d,%d]}}`, bn, bk)
+	m := &weightstest.Model{Config: []byte(cfg), Tensors: map[string]jnf.TensorView{},
+		Experts: map[weights.ExpertID][3]jnf.TensorView{}, ExpertScales: map[weights.ExpertID][3]jnf.TensorView{}}
+	m.Tensors["w.bf16.1x8"] = tensor(s.r, jnf.BF16, 1, 8) // a global file
+	for e := range expertN {
+		id := weights.ExpertID{Layer: 0, Expert: e}
+		var codes, scales [3]jnf.TensorView
+		for j, sh := range [3][2]int{{expertI, expertH}, {expertI, expertH}, {expertH, expertI}} {
+			N, K := sh[0], sh[1]
+			codes[j] = jnf.TensorView{DType: jnf.F8E4, Shape: []int64{int64(N), int64(K)}, Data: s.fp8Codes(N * K)}
+			scales[j] = s.fp8Scales(dt, canon.FP8Groups(N, bn), canon.FP8Groups(K, bk))
+		}
+		m.Experts[id], m.ExpertScales[id] = codes, scales
+	}
+	ck := weightstest.Open(s.t, m)
+	var longest int64
+	for e := range expertN {
+		longest = max(longest, ck.ExpertBytes(0, e))
+	}
+	return ck, longest
+}
+
+// fp8Scales are rows×cols positive finite block scales stored as dt
+// (subnormal ones among them), exact in dt.
+func (s *suite) fp8Scales(dt jnf.DType, rows, cols int) jnf.TensorView {
+	v := jnf.TensorView{DType: dt, Shape: []int64{int64(rows), int64(cols)}}
+	for range rows * cols {
+		f := float32(s.r.Float64() * math.Ldexp(1, -s.r.IntN(12)))
+		switch dt {
+		case jnf.F32:
+			if s.r.IntN(10) == 0 {
+				f = math.Float32frombits(s.r.Uint32() & 0x7FFFFF) // subnormal
+			}
+			v.Data = binary.LittleEndian.AppendUint32(v.Data, math.Float32bits(f))
+		case jnf.BF16:
+			v.Data = binary.LittleEndian.AppendUint16(v.Data, uint16(math.Float32bits(f)>>16))
+		case jnf.F16:
+			// Positive, finite: exponent 0 (subnormal, one in ten) to 30.
+			e := uint16(1 + s.r.IntN(30))
+			if s.r.IntN(10) == 0 {
+				e = 0
+			}
+			v.Data = binary.LittleEndian.AppendUint16(v.Data, e<<10|uint16(s.r.IntN(1024)))
+		}
+	}
+	return v
+}
+
+// expertsFP8: the experts case over block-FP8 routed experts (blocks 16×16
+// and 3×7: partial groups and row blocks in every matrix), their scales
+// stored as F32, BF16 or F16 (the releases use each; a checkpoint uses
+// one, so its slots are sized by those records), against the reference's
+// bits; a backend without the block-FP8 kernel skips it
+// (backend.ErrUnsupported).
+func (s *suite) expertsFP8() {
+	for _, c := range []struct {
+		bn, bk int
+		dt     jnf.DType
+	}{{16, 16, jnf.F32}, {16, 16, jnf.BF16}, {3, 7, jnf.F16}, {3, 7, jnf.BF16}} {
+		ck, n := s.fp8ExpertCheckpoint(c.bn, c.bk, c.dt)
+		s.expertRounds(ck, n, true)
+	}
+}

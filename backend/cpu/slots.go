@@ -33,6 +33,7 @@ type hostSlot struct {
 	f32    [3][]float32
 	f8     [3][]byte // block-FP8 codes and scales
 	scale  [3][]float32
+	sdata  [3][]byte // the scales as the record stores them (Mat.ScaleData)
 }
 
 func (s *hostSlot) Bytes() int64 { return s.bytes }
@@ -103,7 +104,7 @@ func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest,
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
 		return err
 	}
-	n := v.Gate.Bytes() + v.Up.Bytes() + v.Down.Bytes()
+	n := v.Gate.Host.StoredBytes() + v.Up.Host.StoredBytes() + v.Down.Host.StoredBytes()
 	if n > hs.bytes {
 		return fmt.Errorf("cpu: FillSlot: %v has %d bytes, the slot %d", id, n, hs.bytes)
 	}
@@ -115,7 +116,8 @@ func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest,
 		case m.Quantized():
 			hs.f8[j] = append(hs.f8[j][:0], m.F8...)
 			hs.scale[j] = append(hs.scale[j][:0], m.Scale...)
-			m.F8, m.Scale = hs.f8[j], hs.scale[j]
+			hs.sdata[j] = append(hs.sdata[j][:0], m.ScaleData...)
+			m.F8, m.Scale, m.ScaleData = hs.f8[j], hs.scale[j], hs.sdata[j]
 		case m.F32 != nil:
 			hs.f32[j] = append(hs.f32[j][:0], m.F32...)
 			m.F32 = hs.f32[j]
