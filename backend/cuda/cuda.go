@@ -35,6 +35,7 @@ type Backend struct {
 	dev   cu.Device
 	ctx   cu.CUContext
 	mod   cu.Module
+	mod8  cu.Module // the fp8 module (Options.FP8; else unloaded)
 	k     kernels
 	host  *cpu.CPU
 	desc  string
@@ -75,6 +76,54 @@ type devWeight struct {
 	refs       int
 	name       string
 	own        bool // allocated for this weight (not a part of an expert slot)
+	// fp8 marks a block-FP8 matrix: E4M3 codes at ptr, its block scales
+	// at scale, stored as sdt (fp8.cu's scaleF32, scaleBF16, scaleF16), in
+	// blocks of bn×bk.
+	fp8    bool
+	scale  cu.DevicePtr
+	sdt    int
+	bn, bk int
+}
+
+// kind tells a weight's storage apart for sharing one upload.
+func (dw *devWeight) kind() int {
+	switch {
+	case dw.fp8:
+		return 2
+	case dw.bf16:
+		return 1
+	}
+	return 0
+}
+
+func hostKind(m *backend.Mat) int {
+	switch {
+	case m.Quantized():
+		return 2
+	case m.F32 == nil:
+		return 1
+	}
+	return 0
+}
+
+// Scale dtypes as matmul_fp8 takes them (sdt).
+const (
+	scaleF32  = 0
+	scaleBF16 = 1
+	scaleF16  = 2
+)
+
+// scaleType is the sdt of scales stored as d (false: not a scale dtype).
+func scaleType(d jnf.DType) (int, bool) {
+	switch d {
+	case jnf.F32:
+		return scaleF32, true
+	case jnf.BF16:
+		return scaleBF16, true
+	case jnf.F16:
+		return scaleF16, true
+	}
+	return 0, false
 }
 
 type hostWeight struct {
@@ -100,6 +149,8 @@ type kernels struct {
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
 	blake3Chunks, blake3Parents                            cu.Function
+	// The block-FP8 kernels, of the fp8 module (Options.FP8).
+	fp8Quantize, matmulFP8 cu.Function
 }
 
 func (k *kernels) table() []struct {
@@ -182,6 +233,19 @@ func New(o Options) (backend.Backend, error) {
 	for _, e := range b.k.table() {
 		if *e.f, err = b.mod.Function(e.name); err != nil {
 			return fail("kernel %s: %w", e.name, err)
+		}
+	}
+	if o.FP8 {
+		if b.mod8, err = cu.LoadData(ptxFP8For(major)); err != nil {
+			return fail("loading the block-FP8 kernels' PTX: %w", err)
+		}
+		for _, e := range []struct {
+			name string
+			f    *cu.Function
+		}{{"fp8_quantize", &b.k.fp8Quantize}, {"matmul_fp8", &b.k.matmulFP8}} {
+			if *e.f, err = b.mod8.Function(e.name); err != nil {
+				return fail("kernel %s: %w", e.name, err)
+			}
 		}
 	}
 	if b.aux, err = cu.MakeStream(cu.NonBlocking); err != nil {
@@ -414,7 +478,7 @@ func (b *Backend) Free(buf backend.Buf) {
 // nothing to move). Uploads of the same key share one copy.
 func (b *Backend) Upload(w *backend.Weight, key backend.Key, l weights.Linear, rows, cols int, use backend.Use) error {
 	*w = backend.Weight{Key: key}
-	if l.Quantized() {
+	if l.Quantized() && !b.o.FP8 {
 		return errNoFP8(l.Name())
 	}
 	if err := w.Host.InitLinear(l, rows, cols); err != nil {
@@ -422,8 +486,8 @@ func (b *Backend) Upload(w *backend.Weight, key backend.Key, l weights.Linear, r
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bf16 := w.Host.F32 == nil
-	if dw, ok := b.weights[key]; ok && dw.rows == rows && dw.cols == cols && dw.bf16 == bf16 {
+	kind := hostKind(&w.Host)
+	if dw, ok := b.weights[key]; ok && dw.rows == rows && dw.cols == cols && dw.kind() == kind {
 		dw.refs++
 		w.Dev = dw
 		return nil
@@ -438,24 +502,41 @@ func (b *Backend) Upload(w *backend.Weight, key backend.Key, l weights.Linear, r
 			return err
 		}
 		defer b.leave()
-		if p, err := b.devAlloc(n, b.o.Reserve); err == nil {
-			src := unsafe.Pointer(unsafe.SliceData(w.Host.BF16))
-			if !bf16 {
-				src = unsafe.Pointer(unsafe.SliceData(w.Host.F32))
-			}
+		// A block-FP8 matrix is its codes, then (at a 256-byte boundary)
+		// its scales as float32.
+		codes := (int64(len(w.Host.F8)) + 255) &^ 255
+		dn := n
+		if kind == 2 {
+			dn = codes + 4*int64(len(w.Host.Scale))
+		}
+		if p, err := b.devAlloc(dn, b.o.Reserve); err == nil {
+			var err error
 			// A copy from pageable memory may return before its DMA is done,
 			// and the queues' streams do not wait for the legacy stream it
 			// is ordered on: wait for it here.
-			err := cu.MemcpyHtoD(p, src, n)
+			switch kind {
+			case 2:
+				err = cu.MemcpyHtoD(p, unsafe.Pointer(unsafe.SliceData(w.Host.F8)), int64(len(w.Host.F8)))
+				if err == nil {
+					err = cu.MemcpyHtoD(p+cu.DevicePtr(codes), unsafe.Pointer(unsafe.SliceData(w.Host.Scale)), 4*int64(len(w.Host.Scale)))
+				}
+			case 1:
+				err = cu.MemcpyHtoD(p, unsafe.Pointer(unsafe.SliceData(w.Host.BF16)), n)
+			default:
+				err = cu.MemcpyHtoD(p, unsafe.Pointer(unsafe.SliceData(w.Host.F32)), n)
+			}
 			if err == nil {
 				err = cu.Synchronize()
 			}
 			if err != nil {
 				cu.MemFree(p)
-				return fmt.Errorf("cuda: uploading %s (%d bytes): %w", w.Host.Name, n, err)
+				return fmt.Errorf("cuda: uploading %s (%d bytes): %w", w.Host.Name, dn, err)
 			}
-			b.meter.upload.Add(n)
-			dw := &devWeight{ptr: p, bf16: bf16, rows: rows, cols: cols, bytes: n, refs: 1, name: w.Host.Name, own: true}
+			b.meter.upload.Add(dn)
+			dw := &devWeight{ptr: p, bf16: kind == 1, rows: rows, cols: cols, bytes: dn, refs: 1, name: w.Host.Name, own: true}
+			if kind == 2 {
+				dw.fp8, dw.scale, dw.sdt, dw.bn, dw.bk = true, p+cu.DevicePtr(codes), scaleF32, w.Host.BlockN, w.Host.BlockK
+			}
 			b.weights[key] = dw
 			w.Dev = dw
 			return nil
@@ -549,13 +630,17 @@ func (b *Backend) Close() error {
 	}
 	b.slabs, b.small = nil, [smallClasses][]cu.DevicePtr{}
 	b.aux.Destroy()
+	if b.o.FP8 {
+		b.mod8.Unload()
+	}
 	b.mod.Unload()
 	return b.dev.ReleasePrimaryCtx()
 }
 
 // ---- routed-expert slots ----
 
-// slot is device memory holding one routed expert's three matrices: one of
+// slot is device memory holding one routed expert's three matrices (and a
+// block-FP8 expert's scales): one of
 // the pool's (AllocSlot; the expert hierarchy decides what it holds) or one
 // of a queue's two transient slots (LoadExpert).
 type slot struct {
@@ -567,8 +652,11 @@ type slot struct {
 	digest jnf.Digest // what it holds (zero: nothing, or a failed check)
 	bad    *CopyError // the check that emptied it, if one did
 	parts  [3]devWeight
-	ready  cu.Event // recorded after the copy that filled it
-	id     weights.ExpertID
+	// segs are the ranges the device hash of its copy reads (slotLayout's
+	// segs: their concatenation is the record).
+	segs  [3]segment
+	ready cu.Event // recorded after the copy that filled it
+	id    weights.ExpertID
 	// hashed is recorded after the device hash of the copy that filled it
 	// (Options.VerifyCopies), once hashedSet: the next copy into the slot
 	// waits for it.
@@ -668,7 +756,8 @@ func (b *Backend) slotMemLocked(sz int64) (cu.DevicePtr, error) {
 }
 
 // slotBytes is the size of a slot for an expert of n bytes: layout pads
-// each of its three matrices to 256 bytes.
+// each of its three matrices to 256 bytes (a block-FP8 expert: its codes
+// and its scales, two paddings).
 func slotBytes(n int64) int64 { return (n+255)&^255 + 3*256 }
 
 // SlotCapacity is how many more slots for experts of n bytes the budget
@@ -775,9 +864,10 @@ func (b *Backend) SlotHolds(s backend.Slot, digest jnf.Digest) bool {
 	return sl.digest == digest
 }
 
-// errNoFP8 is the refusal of a block-FP8 matrix: the canonical block-FP8
-// product (EXACTNESS.md) has no kernel here yet, and a run must not
-// silently compute something else.
+// errNoFP8 is the refusal of a block-FP8 matrix without Options.FP8: the
+// block-FP8 kernels (kernels/fp8.cu) have not yet passed the conformance
+// suite on a GPU, and a run must not compute with kernels that have not.
 func errNoFP8(name string) error {
-	return fmt.Errorf("cuda: %s is block-FP8, which the cuda backend does not compute yet (run it with --backend cpu): %w", name, backend.ErrUnsupported)
+	return fmt.Errorf("cuda: %s is block-FP8, whose kernels are not yet validated on a GPU and are off (run it with --backend cpu, or set %s=1 to validate them): %w",
+		name, FP8Env, backend.ErrUnsupported)
 }

@@ -141,12 +141,12 @@ func (q *Queue) b3Scratch(n int64) (cvs, digests cu.DevicePtr) {
 }
 
 // verifyCopy enqueues, on the hash stream after the copy into sl, the
-// digest of sl's three parts (offsets off, the matrices' sizes) for the
-// check at the next synchronisation (Options.VerifyCopies), and records
+// digest of sl's segments (the record's bytes: layout) for the check at
+// the next synchronisation (Options.VerifyCopies), and records
 // sl.hashed after it, which the next copy into sl waits for. The caller
 // holds a use of sl (no other queue copies into it meanwhile) and not b.mu
 // (a full list of checks is checked at once, which may drop a slot).
-func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [3]int64, sizes [3]int64) {
+func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest) {
 	if !q.b.o.VerifyCopies || !q.ok() {
 		return
 	}
@@ -162,11 +162,7 @@ func (q *Queue) verifyCopy(sl *slot, id weights.ExpertID, want jnf.Digest, off [
 			return
 		}
 	}
-	var segs [3]segment
-	for j := range off {
-		segs[j] = segment{sl.ptr + cu.DevicePtr(off[j]), sizes[j]}
-	}
-	total := q.enqueueCheck(pendingCheck{sl: sl, id: id, want: want}, segs)
+	total := q.enqueueCheck(pendingCheck{sl: sl, id: id, want: want}, sl.segs)
 	if !q.ok() {
 		return
 	}
@@ -315,11 +311,7 @@ func (b *Backend) ScrubDevice() (int64, error) {
 			b.mu.Unlock()
 			continue
 		}
-		var segs [3]segment
-		for j, dw := range sl.parts {
-			segs[j] = segment{dw.ptr, dw.bytes}
-		}
-		n += q.enqueueCheck(pendingCheck{sl: sl, id: sl.id, want: sl.digest, scrub: true}, segs)
+		n += q.enqueueCheck(pendingCheck{sl: sl, id: sl.id, want: sl.digest, scrub: true}, sl.segs)
 		if hs, ok := q.hashStream(); ok {
 			ev, ok := sl.free[q]
 			if !ok {

@@ -13,6 +13,10 @@ var (
 	ptx80 string
 	//go:embed kernels/ops.compute_90.ptx
 	ptx90 string
+	//go:embed kernels/fp8.compute_80.ptx
+	ptxFP8_80 string
+	//go:embed kernels/fp8.compute_90.ptx
+	ptxFP8_90 string
 )
 
 // ptxFor returns the PTX image for a device of compute capability
@@ -23,6 +27,17 @@ func ptxFor(major int) string {
 		return ptx90
 	case major == 8:
 		return ptx80
+	}
+	return ""
+}
+
+// ptxFP8For is ptxFor for the fp8 module (kernels/fp8.cu).
+func ptxFP8For(major int) string {
+	switch {
+	case major >= 9:
+		return ptxFP8_90
+	case major == 8:
+		return ptxFP8_80
 	}
 	return ""
 }

@@ -12,24 +12,40 @@ import (
 	"testing"
 )
 
-// kernelSources are the files in kernels/ the PTX is generated from.
-func kernelSources(t *testing.T) []string {
-	t.Helper()
-	var srcs []string
+// modules are the PTX modules gen.sh makes: each one's sources (its .cu
+// file and the headers it includes) and its embedded PTX by architecture.
+var modules = []struct {
+	name string
+	srcs []string
+	ptx  map[string]string
+	// minArith is the fewest float add/sub/mul/div/sqrt instructions
+	// TestPTXCanonical expects (fewer: its pattern or the PTX is wrong).
+	minArith int
+}{
+	{"ops", []string{"blake3.cuh", "canon.cuh", "ops.cu"}, map[string]string{"compute_80": ptx80, "compute_90": ptx90}, 1000},
+	{"fp8", []string{"fp8.cu", "fp8.cuh"}, map[string]string{"compute_80": ptxFP8_80, "compute_90": ptxFP8_90}, 10},
+}
+
+// TestModulesCoverSources: every file in kernels/ is a source of some
+// module (a new one must be added to gen.sh and to modules).
+func TestModulesCoverSources(t *testing.T) {
+	used := map[string]bool{}
+	for _, m := range modules {
+		for _, s := range m.srcs {
+			used[s] = true
+		}
+	}
 	for _, pat := range []string{"*.cu", "*.cuh"} {
-		m, err := filepath.Glob(filepath.Join("kernels", pat))
+		got, err := filepath.Glob(filepath.Join("kernels", pat))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range m {
-			srcs = append(srcs, filepath.Base(p))
+		for _, p := range got {
+			if !used[filepath.Base(p)] {
+				t.Errorf("kernels/%s is a source of no PTX module", filepath.Base(p))
+			}
 		}
 	}
-	slices.Sort(srcs)
-	if len(srcs) == 0 {
-		t.Fatal("no kernel sources in kernels/")
-	}
-	return srcs
 }
 
 // sourceHashes reads the "// source NAME sha256 HEX" lines gen.sh writes at
@@ -51,13 +67,13 @@ func sourceHashes(ptx string) map[string]string {
 	return out
 }
 
-// checkCurrent reports how ptx's recorded source hashes differ from the
-// sources in kernels/ (nil if they match exactly).
-func checkCurrent(t *testing.T, ptx string, read func(name string) ([]byte, error)) []string {
+// checkCurrent reports how ptx's recorded source hashes differ from srcs
+// as they are in kernels/ (nil if they match exactly).
+func checkCurrent(t *testing.T, ptx string, srcs []string, read func(name string) ([]byte, error)) []string {
 	t.Helper()
 	got := sourceHashes(ptx)
 	var bad []string
-	for _, s := range kernelSources(t) {
+	for _, s := range srcs {
 		b, err := read(s)
 		if err != nil {
 			t.Fatal(err)
@@ -79,16 +95,19 @@ func checkCurrent(t *testing.T, ptx string, read func(name string) ([]byte, erro
 	return bad
 }
 
-// TestPTXIsCurrent: the embedded PTX was generated from the kernel sources
-// as they are (run kernels/gen.sh where nvcc is after changing them).
+// TestPTXIsCurrent: the embedded PTX of every module was generated from
+// its sources as they are (run kernels/gen.sh where nvcc is after changing
+// them).
 func TestPTXIsCurrent(t *testing.T) {
 	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join("kernels", name)) }
-	for arch, ptx := range map[string]string{"compute_80": ptx80, "compute_90": ptx90} {
-		if !strings.Contains(ptx, ".target sm_"+strings.TrimPrefix(arch, "compute_")) {
-			t.Errorf("%s PTX: no .target line for its architecture", arch)
-		}
-		for _, b := range checkCurrent(t, ptx, read) {
-			t.Errorf("%s PTX is stale (run backend/cuda/kernels/gen.sh): %s", arch, b)
+	for _, m := range modules {
+		for arch, ptx := range m.ptx {
+			if !strings.Contains(ptx, ".target sm_"+strings.TrimPrefix(arch, "compute_")) {
+				t.Errorf("%s %s PTX: no .target line for its architecture", m.name, arch)
+			}
+			for _, b := range checkCurrent(t, ptx, m.srcs, read) {
+				t.Errorf("%s %s PTX is stale (run backend/cuda/kernels/gen.sh %s): %s", m.name, arch, m.name, b)
+			}
 		}
 	}
 }
@@ -104,15 +123,16 @@ func TestPTXStaleDetected(t *testing.T) {
 		}
 		return b, err
 	}
-	if bad := checkCurrent(t, ptx90, changed); len(bad) != 1 || !strings.HasPrefix(bad[0], "ops.cu: sha256") {
+	srcs := modules[0].srcs
+	if bad := checkCurrent(t, ptx90, srcs, changed); len(bad) != 1 || !strings.HasPrefix(bad[0], "ops.cu: sha256") {
 		t.Errorf("one changed source: %q", bad)
 	}
 	dropped := strings.Replace(ptx90, "// source canon.cuh", "// sourcex canon.cuh", 1)
-	if bad := checkCurrent(t, dropped, read); len(bad) != 1 || !strings.Contains(bad[0], "not among") {
+	if bad := checkCurrent(t, dropped, srcs, read); len(bad) != 1 || !strings.Contains(bad[0], "not among") {
 		t.Errorf("a source missing from the PTX: %q", bad)
 	}
 	extra := "// source gone.cu sha256 00\n" + ptx90
-	if bad := checkCurrent(t, extra, read); len(bad) != 1 || !strings.Contains(bad[0], "not in kernels") {
+	if bad := checkCurrent(t, extra, srcs, read); len(bad) != 1 || !strings.Contains(bad[0], "not in kernels") {
 		t.Errorf("an extra source: %q", bad)
 	}
 }
@@ -129,24 +149,26 @@ var forbidden = regexp.MustCompile(`^\s*(@!?%p\d+\s+)?((fma|mad)(\.\w+)*\.f(16|3
 // rounds to nearest even explicitly.
 func TestPTXCanonical(t *testing.T) {
 	arith := regexp.MustCompile(`^\s*(@!?%p\d+\s+)?(add|sub|mul|div|sqrt)(\.[\w]+)*\.f(32|64)\b`)
-	for arch, ptx := range map[string]string{"compute_80": ptx80, "compute_90": ptx90} {
-		n := 0
-		for i, line := range strings.Split(ptx, "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "//") {
-				continue
-			}
-			if m := forbidden.FindString(line); m != "" {
-				t.Errorf("%s PTX line %d: %s", arch, i+1, strings.TrimSpace(line))
-			}
-			if m := arith.FindString(line); m != "" {
-				n++
-				if !strings.Contains(m, ".rn") {
-					t.Errorf("%s PTX line %d: %s does not round to nearest explicitly", arch, i+1, strings.TrimSpace(line))
+	for _, mod := range modules {
+		for arch, ptx := range mod.ptx {
+			n := 0
+			for i, line := range strings.Split(ptx, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "//") {
+					continue
+				}
+				if m := forbidden.FindString(line); m != "" {
+					t.Errorf("%s %s PTX line %d: %s", mod.name, arch, i+1, strings.TrimSpace(line))
+				}
+				if m := arith.FindString(line); m != "" {
+					n++
+					if !strings.Contains(m, ".rn") {
+						t.Errorf("%s %s PTX line %d: %s does not round to nearest explicitly", mod.name, arch, i+1, strings.TrimSpace(line))
+					}
 				}
 			}
-		}
-		if n < 1000 {
-			t.Errorf("%s PTX: only %d float add/sub/mul/div/sqrt instructions found: the pattern or the PTX is wrong", arch, n)
+			if n < mod.minArith {
+				t.Errorf("%s %s PTX: only %d float add/sub/mul/div/sqrt instructions found: the pattern or the PTX is wrong", mod.name, arch, n)
+			}
 		}
 	}
 	for _, bad := range []string{"\tfma.rn.f32 \t%f1, %f2, %f3, %f4;", "\tmad.rn.f32 %f1, %f2, %f3, %f4;", "\tmul.ftz.f32 %f1, %f2, %f3;",

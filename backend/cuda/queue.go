@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -480,6 +481,10 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 			q.fail("MatMul: weight %s is %d×%d on the device, %d×%d on the host", w.Host.Name, dw.rows, dw.cols, N, K)
 			return
 		}
+		if dw.fp8 {
+			q.matMulFP8(yy, dw, xx, N, K, T)
+			return
+		}
 		fn := q.b.k.matmulF32
 		if dw.bf16 {
 			fn = q.b.k.matmulBF16
@@ -490,6 +495,25 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 		}
 		q.launch("MatMul", fn, blocks(N, rowsPerBlock), blocks(T, 8), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
 	})
+}
+
+// matMulFP8 enqueues the block-FP8 product y = W·x (kernels/fp8.cu): the
+// activations are quantised into the queue's scratch (the integer form of
+// their E4M3 codes, the group scales and the groups' non-finite flags),
+// then multiplied by the codes and scales of dw.
+func (q *Queue) matMulFP8(y cu.DevicePtr, dw *devWeight, x cu.DevicePtr, N, K, T int) {
+	G := (K + dw.bk - 1) / dw.bk
+	xiBytes := (4*int64(T)*int64(K) + 255) &^ 255
+	gBytes := (4*int64(T)*int64(G) + 255) &^ 255
+	sc := q.scratchBuf(xiBytes + 2*gBytes)
+	if !q.ok() {
+		return
+	}
+	xi, s, bad := sc, sc+cu.DevicePtr(xiBytes), sc+cu.DevicePtr(xiBytes+gBytes)
+	q.launch("MatMul FP8 quantize", q.b.k.fp8Quantize, blocks(T*G, rowsPerBlock), 1, blockThreads,
+		p(xi), p(s), p(bad), p(x), i(T), i(K), i(dw.bk))
+	q.launch("MatMul FP8", q.b.k.matmulFP8, blocks(N, rowsPerBlock), blocks(T, 8), blockThreads,
+		p(y), p(dw.ptr), p(dw.scale), i(dw.sdt), p(xi), p(s), p(bad), i(N), i(K), i(T), i(dw.bn), i(dw.bk))
 }
 
 // mmEntry is kernels/ops.cu's mm_entry: one product of a matmul_group
@@ -520,7 +544,7 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 			}
 			N, K := o.W.Rows(), o.W.Cols()
 			dw, ok := o.W.Dev.(*devWeight)
-			if !ok || K == 0 || o.T == 0 || N == 0 {
+			if !ok || dw.fp8 || K == 0 || o.T == 0 || N == 0 {
 				rest = append(rest, o) // after the launch: each is independent
 				continue
 			}
@@ -559,7 +583,7 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 // reference: x comes back to the host (a synchronisation) and y goes to
 // the device.
 func (q *Queue) hostMatMul(y cu.DevicePtr, w *backend.Weight, x cu.DevicePtr, T int) {
-	if w.Dev != nil || (w.Host.BF16 == nil && w.Host.F32 == nil) {
+	if w.Dev != nil || (w.Host.BF16 == nil && w.Host.F32 == nil && w.Host.F8 == nil) {
 		q.fail("MatMul: weight %s is not this backend's", w.Host.Name)
 		return
 	}
@@ -778,14 +802,70 @@ func (q *Queue) GateAdd(y, x, g backend.Buf, T, n int) {
 // copied (the caller recycles them) and computed on the host.
 type hostExpert struct{ gate, up, down backend.Mat }
 
-// layout places an expert's three matrices in one slot, each at a 256-byte
-// boundary, and returns their offsets and the slot size.
-func layout(v *backend.Expert) (off [3]int64, size int64) {
-	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-		off[j] = size
-		size += (w.Bytes() + 255) &^ 255
+// slotLayout is where an expert's parts lie in a slot: part j (the
+// record's order: gate, up, down, then for block-FP8 their scales as
+// stored) at off[j], in size bytes; segs are the ranges of the slot
+// (offset, length) the device hash reads, whose concatenation is the
+// record.
+type slotLayout struct {
+	parts [][]byte
+	off   []int64
+	segs  [3][2]int64
+	size  int64
+}
+
+// layout places an expert's parts in one slot. The three matrices of a
+// BF16 or F32 expert each start at a 256-byte boundary (three segments).
+// A block-FP8 expert's codes lie as the record has them, one after the
+// other from 0, and its scales likewise from the next 256-byte boundary
+// (two segments: the device hash reads at most three), which needs the
+// three scale tensors stored in one dtype (the releases' are): errMixed
+// otherwise.
+func layout(v *backend.Expert) (slotLayout, error) {
+	ms := [3]*backend.Mat{&v.Gate.Host, &v.Up.Host, &v.Down.Host}
+	var l slotLayout
+	if !ms[0].Quantized() {
+		for j, m := range ms {
+			l.off = append(l.off, l.size)
+			l.parts = append(l.parts, matBytes(m))
+			l.segs[j] = [2]int64{l.size, int64(len(l.parts[j]))}
+			l.size += (int64(len(l.parts[j])) + 255) &^ 255
+		}
+		return l, nil
 	}
-	return off, size
+	for _, m := range ms {
+		if !m.Quantized() || m.ScaleDType != ms[0].ScaleDType {
+			return slotLayout{}, fmt.Errorf("cuda: %v: its matrices are %s, %s and %s: %w", v.ID, describe(ms[0]), describe(ms[1]), describe(ms[2]), errMixed)
+		}
+		l.off = append(l.off, l.size)
+		l.parts = append(l.parts, m.F8)
+		l.size += int64(len(m.F8))
+	}
+	l.segs[0] = [2]int64{0, l.size}
+	l.size = (l.size + 255) &^ 255
+	s0 := l.size
+	for _, m := range ms {
+		l.off = append(l.off, l.size)
+		l.parts = append(l.parts, m.ScaleData)
+		l.size += int64(len(m.ScaleData))
+	}
+	l.segs[1] = [2]int64{s0, l.size - s0}
+	l.size = (l.size + 255) &^ 255
+	return l, nil
+}
+
+// errMixed is layout's refusal of a block-FP8 expert whose scale tensors
+// are stored in different dtypes.
+var errMixed = errors.New("a device slot holds block-FP8 scales of one dtype")
+
+func describe(m *backend.Mat) string {
+	switch {
+	case m.Quantized():
+		return fmt.Sprintf("block-FP8 with %s scales", m.ScaleDType)
+	case m.F32 != nil:
+		return "F32"
+	}
+	return "BF16"
 }
 
 func matBytes(m *backend.Mat) []byte {
@@ -800,7 +880,7 @@ func matBytes(m *backend.Mat) []byte {
 // which the expert hierarchy fills: FillSlot); with no device memory to be
 // had, the expert is computed on the host.
 func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
-	if gate.Quantized() {
+	if gate.Quantized() && !q.b.o.FP8 {
 		return errNoFP8(gate.Name())
 	}
 	var v backend.Expert
@@ -814,10 +894,17 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		return err
 	}
 	defer q.b.leave()
-	_, size := layout(&v)
 	b := q.b
+	l, err := layout(&v)
+	if errors.Is(err, errMixed) {
+		// No slot layout for it: the host computes it (the same bits).
+		b.meter.host.Add(1)
+		return q.hostExpert(x, &v)
+	} else if err != nil {
+		return err
+	}
 	b.mu.Lock()
-	sl := q.transient(size)
+	sl := q.transient(l.size)
 	if sl != nil {
 		sl.users++
 	}
@@ -826,7 +913,7 @@ func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Di
 		b.meter.host.Add(1)
 		return q.hostExpert(x, &v)
 	}
-	if err := q.copyInto(sl, &v); err != nil {
+	if err := q.copyInto(sl, &v, l); err != nil {
 		b.mu.Lock()
 		sl.users--
 		b.mu.Unlock()
@@ -845,12 +932,16 @@ func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest,
 	if !ok || sl == nil || sl.b != q.b || !sl.pool {
 		return fmt.Errorf("cuda: FillSlot of %v: %T is not a slot of this backend's pool", id, s)
 	}
-	if gate.Quantized() {
+	if gate.Quantized() && !q.b.o.FP8 {
 		return errNoFP8(gate.Name())
 	}
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
 		return err
+	}
+	l, err := layout(&v)
+	if err != nil {
+		return fmt.Errorf("cuda: FillSlot of %v: %w", id, err)
 	}
 	if q.err != nil {
 		return q.err
@@ -859,7 +950,7 @@ func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest,
 		return err
 	}
 	defer q.b.leave()
-	if err := q.copyInto(sl, &v); err != nil {
+	if err := q.copyInto(sl, &v, l); err != nil {
 		return err
 	}
 	q.filled = sl
@@ -909,15 +1000,13 @@ func (q *Queue) BindSlot(x *backend.Expert, s backend.Slot, id weights.ExpertID,
 // (one host copy, and copyInto returns at once). The context is current;
 // the caller keeps other fills of sl out (a use of a transient slot, the
 // tier's lease of a pool slot).
-func (q *Queue) copyInto(sl *slot, v *backend.Expert) error {
-	off, size := layout(v)
-	if size > sl.bytes {
-		q.fail("%v: %d bytes in a slot of %d", v.ID, size, sl.bytes)
+func (q *Queue) copyInto(sl *slot, v *backend.Expert, l slotLayout) error {
+	if l.size > sl.bytes {
+		q.fail("%v: %d bytes in a slot of %d", v.ID, l.size, sl.bytes)
 		return q.err
 	}
 	direct := true
-	for _, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-		m := matBytes(&w.Host)
+	for _, m := range l.parts {
 		direct = direct && q.b.isPinned(unsafe.Pointer(unsafe.SliceData(m)), len(m))
 	}
 	var st *staging
@@ -931,21 +1020,21 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert) error {
 				return q.err
 			}
 		}
-		if st.cap < int(size) {
+		if st.cap < int(l.size) {
 			if st.p != nil {
 				cu.MemFreeHost(st.p)
 				st.p, st.cap = nil, 0
 			}
-			ptr, err := hostAlloc(int(size))
+			ptr, err := hostAlloc(int(l.size))
 			if err != nil {
 				q.check("expert staging", err)
 				return q.err
 			}
-			st.p, st.cap = ptr, int(size)
+			st.p, st.cap = ptr, int(l.size)
 		}
-		buf := unsafe.Slice((*byte)(st.p), size)
-		for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-			copy(buf[off[j]:], matBytes(&w.Host))
+		buf := unsafe.Slice((*byte)(st.p), l.size)
+		for j, m := range l.parts {
+			copy(buf[l.off[j]:], m)
 		}
 	}
 	b := q.b
@@ -956,19 +1045,18 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert) error {
 	q.waitFree(sl)
 	t0, timed := q.timeStart(q.cs)
 	if direct {
-		for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-			m := matBytes(&w.Host)
-			q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
+		for j, m := range l.parts {
+			q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(l.off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
 		}
-		b.meter.h2dCopies.Add(3)
+		b.meter.h2dCopies.Add(int64(len(l.parts)))
 		b.meter.direct.Add(1)
 	} else {
-		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, size, q.cs))
+		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, l.size, q.cs))
 		b.meter.h2dCopies.Add(1)
 	}
 	q.timeEnd(q.cs, t0, timed, true)
-	b.meter.h2d.Add(size)
-	b.meter.expertH2D.Add(size)
+	b.meter.h2d.Add(l.size)
+	b.meter.expertH2D.Add(l.size)
 	b.meter.loaded.Add(1)
 	if !direct {
 		q.check("expert copy", st.done.Record(q.cs))
@@ -977,11 +1065,21 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert) error {
 	q.check("expert copy", sl.ready.Record(q.cs))
 	q.check("expert copy", q.s.Wait(sl.ready, 0))
 	for j, w := range []*backend.Weight{&v.Gate, &v.Up, &v.Down} {
-		sl.parts[j] = devWeight{ptr: sl.ptr + cu.DevicePtr(off[j]), bf16: w.Host.F32 == nil, rows: w.Rows(), cols: w.Cols(), bytes: w.Bytes(), name: w.Host.Name}
+		m := &w.Host
+		dw := devWeight{ptr: sl.ptr + cu.DevicePtr(l.off[j]), bf16: m.F32 == nil && !m.Quantized(), rows: w.Rows(), cols: w.Cols(),
+			bytes: int64(len(l.parts[j])), name: m.Name}
+		if m.Quantized() {
+			dw.fp8, dw.scale, dw.bn, dw.bk = true, sl.ptr+cu.DevicePtr(l.off[3+j]), m.BlockN, m.BlockK
+			dw.sdt, _ = scaleType(m.ScaleDType)
+		}
+		sl.parts[j] = dw
+	}
+	for j, g := range l.segs {
+		sl.segs[j] = segment{sl.ptr + cu.DevicePtr(g[0]), g[1]}
 	}
 	sl.id, sl.digest, sl.bad = v.ID, v.Digest, nil
 	b.mu.Unlock()
-	q.verifyCopy(sl, v.ID, v.Digest, off, partSizes(v))
+	q.verifyCopy(sl, v.ID, v.Digest)
 	if direct {
 		// The caller may recycle the bytes once copyInto returns.
 		q.check("expert copy", sl.ready.Synchronize())
@@ -998,12 +1096,6 @@ func (q *Queue) waitFree(sl *slot) {
 	if sl.hashedSet {
 		q.check("expert copy", q.cs.Wait(sl.hashed, 0))
 	}
-}
-
-// partSizes are the byte sizes of v's three matrices (the record's gate,
-// up and down, in that order).
-func partSizes(v *backend.Expert) [3]int64 {
-	return [3]int64{v.Gate.Bytes(), v.Up.Bytes(), v.Down.Bytes()}
 }
 
 // transient returns a free slot of the queue's own (allocating up to two),
@@ -1037,9 +1129,14 @@ func (q *Queue) hostExpert(x *backend.Expert, v *backend.Expert) error {
 
 func copyMat(m backend.Mat) backend.Mat {
 	c := m
-	if m.F32 != nil {
+	switch {
+	case m.Quantized():
+		c.F8 = append([]byte(nil), m.F8...)
+		c.Scale = append([]float32(nil), m.Scale...)
+		c.ScaleData = append([]byte(nil), m.ScaleData...)
+	case m.F32 != nil:
 		c.F32 = append([]float32(nil), m.F32...)
-	} else {
+	default:
 		c.BF16 = append([]uint16(nil), m.BF16...)
 	}
 	return c

@@ -1,6 +1,10 @@
 package cuda
 
-import "github.com/tarfa-ai/tarfa/backend"
+import (
+	"os"
+
+	"github.com/tarfa-ai/tarfa/backend"
+)
 
 // The CUDA backend registers as "cuda" (backend.Open) in every build: in a
 // binary built without -tags cuda, New is the stub whose error names the
@@ -8,6 +12,7 @@ import "github.com/tarfa-ai/tarfa/backend"
 // is unknown.
 func init() {
 	backend.Register("cuda", func(o backend.Options) (backend.Backend, error) {
-		return New(Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing, VerifyCopies: o.VerifyCopies})
+		return New(Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing, VerifyCopies: o.VerifyCopies,
+			FP8: os.Getenv(FP8Env) == "1"})
 	})
 }

@@ -1,0 +1,1 @@
+../kernels/fp8.cuh
