@@ -176,6 +176,13 @@ func DotsBF16X(y []float32, ys int, w []uint16, x, xT []float32, T int) {
 	}
 }
 
+// TileRows and TileTokens are the tile of DotsBF16T and DotsF32X: the
+// rows and tokens whose accumulators stay in registers together.
+const (
+	TileRows   = 3
+	TileTokens = 4
+)
+
 // DotsBF16T sets y[r*yr+t*yt] = DotBF16(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
 // for the R = len(w)/n rows and T = len(x)/n tokens (n > 0), given wT with
 // the InterleaveBF16 of each row at wT[r*n:] and xT with the Interleave of
@@ -192,12 +199,12 @@ func DotsBF16T(y []float32, yr, yt int, w []uint16, wT, x, xT []float32, n int) 
 		}
 		return
 	}
-	var accs [12][Lanes]float32
+	var accs [TileRows * TileTokens][Lanes]float32
 	k := Rounds(n) * Stride
-	for r0 := 0; r0 < R; r0 += 3 {
-		rr := min(3, R-r0)
-		for t0 := 0; t0 < T; t0 += 4 {
-			tt := min(4, T-t0)
+	for r0 := 0; r0 < R; r0 += TileRows {
+		rr := min(TileRows, R-r0)
+		for t0 := 0; t0 < T; t0 += TileTokens {
+			tt := min(TileTokens, T-t0)
 			acc := accs[:rr*tt]
 			tile(acc, wT[r0*n:], xT[t0*n:], n, rr, tt, k)
 			for i := 0; i < rr && k < n; i++ {
@@ -225,12 +232,12 @@ func DotsF32X(y []float32, yr, yt int, w, wT, x, xT []float32, n int) {
 		}
 		return
 	}
-	var accs [12][Lanes]float32
+	var accs [TileRows * TileTokens][Lanes]float32
 	k := Rounds(n) * Stride
-	for r0 := 0; r0 < R; r0 += 3 {
-		rr := min(3, R-r0)
-		for t0 := 0; t0 < T; t0 += 4 {
-			tt := min(4, T-t0)
+	for r0 := 0; r0 < R; r0 += TileRows {
+		rr := min(TileRows, R-r0)
+		for t0 := 0; t0 < T; t0 += TileTokens {
+			tt := min(TileTokens, T-t0)
 			acc := accs[:rr*tt]
 			tile(acc, wT[r0*n:], xT[t0*n:], n, rr, tt, k)
 			for i := 0; i < rr && k < n; i++ {
