@@ -18,51 +18,94 @@ P('''//go:build !purego
 //
 // AVX2 kernels of the canonical reduction (lanemajor.go). Only VMULPS and
 // VADDPS do arithmetic: every product is rounded before it is added (no
-// FMA), and every lane's additions happen in the canonical order. Lane group
-// g (lanes 8g..8g+7) accumulates in Y12+g; within a round the vectors of
-// term j = 0..7 are added in order.
-''')
+// FMA), and every lane's additions happen in the canonical order. Within a
+// round, the vectors of term j = 0..7 of a lane group (lanes 8g..8g+7) are
+// added to that group's accumulator in order j = 0, 1, .., 7; which group,
+// row or token is visited first changes nothing, since they are independent
+// sums. The rest only moves bits: loads, stores, integer shuffles, and the
+// exact BF16 widening (a 16-bit pattern moved to the high half of a 32-bit
+// one).''')
 
 
-def bf16_group(g):
-    """One lane group of dotBF16Rounds: load the 8 BF16 chunks (16 bytes) of
-    lanes 8g..8g+7, transpose them 8x8 so that vector j holds term j of the 8
-    lanes, widen to float32, multiply by the lane-major x and add."""
-    b = g * 128
-    L = [f'\t// lane group {g}: 8x8 transpose of the BF16 chunks of lanes {8*g}..{8*g+7}']
-    for p in range(4):
-        lo, hi = 2 * p, 2 * p + 1
-        L.append(f'\tVMOVDQU {b+lo*16}(SI), X{2*p}')
-        L.append(f'\tVPUNPCKLWD {b+hi*16}(SI), X{2*p}, X{2*p+1}')
-        L.append(f'\tVPUNPCKHWD {b+hi*16}(SI), X{2*p}, X{2*p}')
-    # 16-bit interleave results: a0=X1 a1=X0 a2=X3 a3=X2 a4=X5 a5=X4 a6=X7 a7=X6
-    L += ['\tVPUNPCKLDQ X3, X1, X8',   # b0 = lo32(a0, a2)
-          '\tVPUNPCKHDQ X3, X1, X1',   # b1 = hi32(a0, a2)
-          '\tVPUNPCKLDQ X2, X0, X3',   # b2 = lo32(a1, a3)
-          '\tVPUNPCKHDQ X2, X0, X0',   # b3 = hi32(a1, a3)
-          '\tVPUNPCKLDQ X7, X5, X2',   # b4 = lo32(a4, a6)
-          '\tVPUNPCKHDQ X7, X5, X5',   # b5 = hi32(a4, a6)
-          '\tVPUNPCKLDQ X6, X4, X7',   # b6 = lo32(a5, a7)
-          '\tVPUNPCKHDQ X6, X4, X4']   # b7 = hi32(a5, a7)
-    # column j = lo64/hi64(b_{j/2}, b_{j/2+4})
-    pairs = [('X2', 'X8'), ('X5', 'X1'), ('X7', 'X3'), ('X4', 'X0')]
-    for j in range(8):
-        src2, src1 = pairs[j // 2]
-        op = 'VPUNPCKLQDQ' if j % 2 == 0 else 'VPUNPCKHQDQ'
-        x, y = ('X9', 'Y9') if j % 2 == 0 else ('X10', 'Y10')
-        L.append(f'\t{op} {src2}, {src1}, {x}')
-        L.append(f'\tVPMOVZXWD {x}, {y}')
-        L.append(f'\tVPSLLD $16, {y}, {y}')
-        L.append(f'\tVMULPS {g*256+j*32}(DX), {y}, {y}')
-        L.append(f'\tVADDPS {y}, Y{12+g}, Y{12+g}')
-    return L
+# The BF16 lane group transpose. The 8 chunks c0..c7 (16 bytes: 8 BF16
+# terms each) of lanes 8g..8g+7 sit at b, b+16, .., b+112 of (src).
+# Vector j of the group is (c0[j], c1[j], .., c7[j]) widened. Each 128-bit
+# half is transposed on its own: Yi = [ci | ci+4] for i < 4, so that both
+# halves hold a 4x8 block of words whose columns are the terms. A dword of
+# Yi holds terms 2k (low word) and 2k+1 (high word): shifting it left by 16
+# widens term 2k, masking off the low word widens term 2k+1 (a BF16 value is
+# the float32 whose high half is its bits). A 4x4 dword transpose of each
+# half then gives the even and the odd vectors.
+def bf16_transpose(src, b, mask):
+    """Leaves the first transpose stage of one lane group in Y0..Y8 and
+    returns vec(j, dst): the instruction that writes vector j to dst."""
+    L = [f'\t// lane group at {b}({src}): [ci | ci+4], widened, 4x4 transposed per half']
+    for i in range(4):
+        L.append(f'\tVMOVDQU {b+16*i}({src}), X{i}')
+        L.append(f'\tVINSERTI128 $1, {b+16*(i+4)}({src}), Y{i}, Y{i}')
+    for i in range(4):
+        L.append(f'\tVPSLLD $16, Y{i}, Y{4+i}')       # E_i: terms 0, 2, 4, 6
+    for i in range(4):
+        L.append(f'\tVPAND {mask}, Y{i}, Y{i}')       # O_i: terms 1, 3, 5, 7
+    L += ['\tVPUNPCKLDQ Y5, Y4, Y8',   # e0 = lo32(E0, E1): terms 0, 2 of rows 0, 1
+          '\tVPUNPCKHDQ Y5, Y4, Y5',   # e1 = hi32(E0, E1): terms 4, 6
+          '\tVPUNPCKLDQ Y7, Y6, Y4',   # e2 = lo32(E2, E3)
+          '\tVPUNPCKHDQ Y7, Y6, Y7',   # e3 = hi32(E2, E3)
+          '\tVPUNPCKLDQ Y1, Y0, Y6',   # o0 = lo32(O0, O1): terms 1, 3
+          '\tVPUNPCKHDQ Y1, Y0, Y1',   # o1 = hi32(O0, O1): terms 5, 7
+          '\tVPUNPCKLDQ Y3, Y2, Y0',   # o2 = lo32(O2, O3)
+          '\tVPUNPCKHDQ Y3, Y2, Y3']   # o3 = hi32(O2, O3)
+    # vector j = lo64/hi64 of (e0, e2), (e1, e3) for even j, (o0, o2),
+    # (o1, o3) for odd j
+    pairs = {0: ('Y4', 'Y8'), 1: ('Y7', 'Y5'), 2: ('Y0', 'Y6'), 3: ('Y3', 'Y1')}
+
+    def vec(j, dst):
+        hi_src, lo_src = pairs[(j % 2) * 2 + (j // 4)]
+        op = 'VPUNPCKHQDQ' if (j // 2) % 2 else 'VPUNPCKLQDQ'
+        return f'\t{op} {hi_src}, {lo_src}, {dst}'
+    return L, vec
 
 
-def prologue(name, args, label):
-    P(f'''// func {name}({args})
-TEXT ·{name}(SB), NOSPLIT, $0-32
+def f32_transpose(src, b):
+    """The float32 lane group transpose (interleaveF32Rounds): chunks of 8
+    float32 (32 bytes) at b + 32i; returns the code leaving the first stage
+    in Y0..Y7 and vec(j, dst) like bf16_transpose."""
+    L = [f'\t// lane group at {b}({src}): [ci | ci+4] per half of the chunks, 4x4 transposed']
+    for i in range(4):
+        for h in range(2):  # h = 0: terms 0..3, h = 1: terms 4..7
+            r = 4 * h + i
+            L.append(f'\tVMOVDQU {b+32*i+16*h}({src}), X{r}')
+            L.append(f'\tVINSERTI128 $1, {b+32*(i+4)+16*h}({src}), Y{r}, Y{r}')
+    # Y0..Y3: terms 0..3 of rows i | i+4; Y4..Y7: terms 4..7.
+    L += ['\tVPUNPCKLDQ Y1, Y0, Y8',   # terms 0, 1 of rows 0, 1
+          '\tVPUNPCKHDQ Y1, Y0, Y1',   # terms 2, 3
+          '\tVPUNPCKLDQ Y3, Y2, Y0',
+          '\tVPUNPCKHDQ Y3, Y2, Y3',
+          '\tVPUNPCKLDQ Y5, Y4, Y2',   # terms 4, 5
+          '\tVPUNPCKHDQ Y5, Y4, Y5',   # terms 6, 7
+          '\tVPUNPCKLDQ Y7, Y6, Y4',
+          '\tVPUNPCKHDQ Y7, Y6, Y7']
+    pairs = {0: ('Y0', 'Y8'), 1: ('Y3', 'Y1'), 2: ('Y4', 'Y2'), 3: ('Y7', 'Y5')}
+
+    def vec(j, dst):
+        hi_src, lo_src = pairs[j // 2]
+        op = 'VPUNPCKHQDQ' if j % 2 else 'VPUNPCKLQDQ'
+        return f'\t{op} {hi_src}, {lo_src}, {dst}'
+    return L, vec
+
+
+MASK = ['\tVPCMPEQD Y11, Y11, Y11',
+        '\tVPSLLD $16, Y11, Y11']  # 0xFFFF0000 in every dword
+
+
+# dotBF16Rounds: one BF16 row, one token.
+P('''
+// func dotBF16Rounds(acc *[32]float32, w *uint16, xT *float32, rounds int)
+//
+// Lane group g accumulates in Y12+g.
+TEXT ·dotBF16Rounds(SB), NOSPLIT, $0-32
 	MOVQ acc+0(FP), DI
-	MOVQ {'w' if 'BF16' in name else 'wT'}+8(FP), SI
+	MOVQ w+8(FP), SI
 	MOVQ xT+16(FP), DX
 	MOVQ rounds+24(FP), CX
 	VMOVUPS 0(DI), Y12
@@ -70,39 +113,268 @@ TEXT ·{name}(SB), NOSPLIT, $0-32
 	VMOVUPS 64(DI), Y14
 	VMOVUPS 96(DI), Y15
 	TESTQ CX, CX
-	JZ {label}done
-
-{label}loop:''')
-
-
-def epilogue(label, wstep):
-    P(f'''	ADDQ ${wstep}, SI
+	JZ bf16done''')
+P('\n'.join(MASK))
+P('\nbf16loop:')
+for g in range(4):
+    L, vec = bf16_transpose('SI', 128 * g, 'Y11')
+    P('\n'.join(L))
+    for j in range(8):
+        y = 'Y9' if j % 2 == 0 else 'Y10'
+        P(vec(j, y))
+        P(f'\tVMULPS {g*256+j*32}(DX), {y}, {y}')
+        P(f'\tVADDPS {y}, Y{12+g}, Y{12+g}')
+P('''	ADDQ $512, SI
 	ADDQ $1024, DX
 	DECQ CX
-	JNZ {label}loop
+	JNZ bf16loop
 
-{label}done:
+bf16done:
 	VMOVUPS Y12, 0(DI)
 	VMOVUPS Y13, 32(DI)
 	VMOVUPS Y14, 64(DI)
 	VMOVUPS Y15, 96(DI)
 	VZEROUPPER
-	RET
-''')
+	RET''')
 
 
-prologue('dotBF16Rounds', 'acc *[32]float32, w *uint16, xT *float32, rounds int', 'bf16')
-for g in range(4):
-    P('\n'.join(bf16_group(g)))
-epilogue('bf16', 512)
+# The lane-major interleaves: store the transposed vectors.
+def interleave(name, args, label, transpose, src_step, pre):
+    P(f'''
+// func {name}({args})
+TEXT ·{name}(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rounds+16(FP), CX
+	TESTQ CX, CX
+	JZ {label}done''')
+    P('\n'.join(pre))
+    P(f'\n{label}loop:')
+    for g in range(4):
+        L, vec = transpose('SI', src_step // 4 * g)
+        P('\n'.join(L))
+        for j in range(8):
+            y = 'Y9' if j % 2 == 0 else 'Y10'
+            P(vec(j, y))
+            P(f'\tVMOVUPS {y}, {g*256+j*32}(DI)')
+    P(f'''	ADDQ ${src_step}, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ {label}loop
 
-prologue('dotF32Rounds', 'acc *[32]float32, wT, xT *float32, rounds int', 'f32')
+{label}done:
+	VZEROUPPER
+	RET''')
+
+
+interleave('interleaveBF16Rounds', 'dst *float32, src *uint16, rounds int', 'ilbf16',
+           lambda s, b: bf16_transpose(s, b, 'Y11'), 512, MASK)
+interleave('interleaveF32Rounds', 'dst, src *float32, rounds int', 'ilf32',
+           f32_transpose, 1024, [])
+
+
+# dotF32Rounds: one lane-major float32 row, one token; the four groups'
+# chains interleave.
+P('''
+// func dotF32Rounds(acc *[32]float32, wT, xT *float32, rounds int)
+TEXT ·dotF32Rounds(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ wT+8(FP), SI
+	MOVQ xT+16(FP), DX
+	MOVQ rounds+24(FP), CX
+	VMOVUPS 0(DI), Y12
+	VMOVUPS 32(DI), Y13
+	VMOVUPS 64(DI), Y14
+	VMOVUPS 96(DI), Y15
+	TESTQ CX, CX
+	JZ f32done
+
+f32loop:''')
 for j in range(8):  # term j of all four groups, so that four chains interleave
     for g in range(4):
         off = g * 256 + j * 32
         P(f'\tVMOVUPS {off}(SI), Y{g}')
         P(f'\tVMULPS {off}(DX), Y{g}, Y{g}')
         P(f'\tVADDPS Y{g}, Y{12+g}, Y{12+g}')
-epilogue('f32', 1024)
+P('''	ADDQ $1024, SI
+	ADDQ $1024, DX
+	DECQ CX
+	JNZ f32loop
+
+f32done:
+	VMOVUPS Y12, 0(DI)
+	VMOVUPS Y13, 32(DI)
+	VMOVUPS Y14, 64(DI)
+	VMOVUPS Y15, 96(DI)
+	VZEROUPPER
+	RET''')
+
+
+# The multi-token kernels. acc is [R][T][32]float32 (R weight rows, T
+# tokens, 32 lanes); xT holds T lane-major tokens xstride floats apart. The
+# four lane groups are visited in 4/G passes over the rounds, G groups per
+# pass, so that R*T*G accumulators stay in registers; a pass moves every
+# pointer on to its first group. Registers: AX indexes the rounds (1024
+# bytes of xT each), CX is where they end, DI points at the pass's
+# accumulators, R13 counts the passes.
+PTR = ['BX', 'DX', 'R8', 'R9', 'R10', 'R11', 'R12']
+
+
+def multi_prologue(name, args, frame, wregs, xregs, wstride, wname='wT'):
+    P(f'''
+// func {name}({args})
+TEXT ·{name}(SB), NOSPLIT, ${frame}
+	MOVQ acc+0(FP), DI
+	MOVQ {wname}+8(FP), {wregs[0]}''')
+    if wstride:
+        P('\tMOVQ wstride+16(FP), AX\n\tSHLQ $2, AX')
+        for i in range(1, len(wregs)):
+            P(f'\tLEAQ ({wregs[i-1]})(AX*1), {wregs[i]}')
+    o = 24 if wstride else 16
+    P(f'''	MOVQ xT+{o}(FP), {xregs[0]}
+	MOVQ xstride+{o+8}(FP), CX
+	SHLQ $2, CX''')
+    for i in range(1, len(xregs)):
+        P(f'\tLEAQ ({xregs[i-1]})(CX*1), {xregs[i]}')
+    P(f'''	MOVQ rounds+{o+16}(FP), CX
+	SHLQ $10, CX
+	TESTQ CX, CX
+	JZ {name}done''')
+
+
+def multi_pass(name, R, T, G, wregs, xregs, wstep, body, acc):
+    """The pass loop around body(gi) (the code of one round for the pass's
+    group gi); acc(r, t, gi) names the accumulator of row r, token t and the
+    pass's group gi; wregs advance wstep bytes a group."""
+    P(f'\tMOVQ ${4//G}, R13\n{name}pass:')
+    for r in range(R):
+        for t in range(T):
+            for gi in range(G):
+                P(f'\tVMOVUPS {((r*T+t)*32+gi*8)*4}(DI), {acc(r, t, gi)}')
+    P(f'\tXORQ AX, AX\n{name}loop:')
+    for gi in range(G):
+        P('\n'.join(body(gi)))
+    P(f'''	ADDQ $1024, AX
+	CMPQ AX, CX
+	JNE {name}loop''')
+    for r in range(R):
+        for t in range(T):
+            for gi in range(G):
+                P(f'\tVMOVUPS {acc(r, t, gi)}, {((r*T+t)*32+gi*8)*4}(DI)')
+    P(f'\tADDQ ${G*32}, DI')
+    for w in wregs:
+        P(f'\tADDQ ${G*wstep}, {w}')
+    for x in xregs:
+        P(f'\tADDQ ${G*256}, {x}')
+    P(f'''	DECQ R13
+	JNZ {name}pass
+
+{name}done:
+	VZEROUPPER
+	RET''')
+
+
+# dotF32Rounds<R>x<T>: R lane-major float32 rows (wstride floats apart)
+# times T tokens. Each weight vector is loaded once for the T tokens and
+# each token vector once for the R rows.
+def f32multi(R, T, G):
+    name = f'dotF32Rounds{R}x{T}'
+    wregs, xregs = PTR[:R], PTR[R:R + T]
+    assert R + T <= len(PTR) and R * T * G <= 14
+    multi_prologue(name, 'acc *float32, wT *float32, wstride int, xT *float32, xstride, rounds int',
+                   '0-48', wregs, xregs, True)
+
+    def acc(r, t, gi):
+        return f'Y{(r*T+t)*G+gi}'
+
+    def body(gi):
+        L = []
+        for j in range(8):
+            off = gi * 256 + j * 32
+            for r in range(R):
+                L.append(f'\tVMOVUPS {off}({wregs[r]})(AX*1), Y14')
+                for t in range(T):
+                    a = acc(r, t, gi)
+                    L.append(f'\tVMULPS {off}({xregs[t]})(AX*1), Y14, Y15')
+                    L.append(f'\tVADDPS Y15, {a}, {a}')
+        return L
+    multi_pass(name, R, T, G, wregs, xregs, 256, body, acc)
+
+
+# dotBF16Rounds<T>: one BF16 row (original order) times T tokens: each lane
+# group is transposed and widened in registers once for the T tokens. The
+# row advances 512 bytes a round: SI = w + AX/2.
+def bf16multi(T, G):
+    name = f'dotBF16Rounds{T}'
+    xregs = PTR[1:1 + T]
+    assert G * T <= 4
+    multi_prologue(name, 'acc *float32, w *uint16, xT *float32, xstride, rounds int',
+                   '0-40', ['BX'], xregs, False, 'w')
+    P('\n'.join(MASK))
+
+    def acc(r, t, gi):
+        return f'Y{12+t*G+gi}'
+
+    def body(gi):
+        L = ['\tMOVQ AX, SI', '\tSHRQ $1, SI', '\tADDQ BX, SI'] if gi == 0 else []
+        code, vec = bf16_transpose('SI', 128 * gi, 'Y11')
+        L += code
+        for j in range(8):
+            L.append(vec(j, 'Y9'))
+            for t in range(T):
+                a = acc(0, t, gi)
+                L.append(f'\tVMULPS {gi*256+j*32}({xregs[t]})(AX*1), Y9, Y10')
+                L.append(f'\tVADDPS Y10, {a}, {a}')
+        return L
+    multi_pass(name, 1, T, G, ['BX'], xregs, 128, body, acc)
+
+
+for T, G in [(2, 2), (3, 1), (4, 1)]:
+    bf16multi(T, G)
+for R in (1, 2, 3):
+    for T in (1, 2, 3, 4):
+        if R * T == 1:
+            continue  # dotF32Rounds
+        G = max(g for g in (1, 2, 4) if R * T * g <= 12)
+        f32multi(R, T, G)
+
+
+# combineLanes: the xor butterfly of n accumulators at once.
+P('''
+// func combineLanes(acc *[32]float32, n int, y *float32, ystride int)
+//
+// For i < n: y[i*ystride] = Combine(acc[i]) (acc is [n][32]float32): the
+// butterfly's offset 16 and 8 as vectors of 8 lanes, 4, 2 and 1 in one
+// 128-bit half; lane i < o adds lane i+o, the same additions as Combine.
+TEXT ·combineLanes(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ y+16(FP), DI
+	MOVQ ystride+24(FP), DX
+	SHLQ $2, DX
+	TESTQ CX, CX
+	JZ combdone
+
+combloop:
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VADDPS 64(SI), Y0, Y0
+	VADDPS 96(SI), Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VPSHUFD $0x0E, X0, X1
+	VADDPS X1, X0, X0
+	VPSHUFD $0x01, X0, X1
+	VADDPS X1, X0, X0
+	VMOVSS X0, (DI)
+	ADDQ $128, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ combloop
+
+combdone:
+	VZEROUPPER
+	RET''')
 
 print('\n'.join(out).rstrip('\n'))

@@ -15,10 +15,13 @@ package canon
 // for every full round r; terms after the last full round are not
 // interleaved (the kernels take them from the original vector).
 //
-// The *X dot products below give bit-identical results to DotBF16 and DotF32
-// (tests check every length, with tails, against Dot): only the order in
-// which independent lanes are visited changes, never the order of the
-// additions inside a lane.
+// The *X and *T dot products below give bit-identical results to DotBF16
+// and DotF32 (tests check every length, with tails, against Dot): only the
+// order in which independent lanes, rows and tokens are visited changes,
+// never the order of the additions inside a lane. The Dots* forms compute
+// several outputs at once, for weight rows reused by several tokens: the
+// kernel loads (or transposes) a weight vector once for up to four tokens,
+// each with its own accumulators.
 
 // Rounds is the number of full rounds in a reduction of n terms.
 func Rounds(n int) int { return n / Stride }
@@ -28,6 +31,12 @@ func Rounds(n int) int { return n / Stride }
 func Interleave(dst, x []float32) int {
 	m := Rounds(len(x)) * Stride
 	dst = dst[:m]
+	if useVector {
+		if m > 0 {
+			interleaveF32Rounds(&dst[0], &x[0], m/Stride)
+		}
+		return m
+	}
 	for r := 0; r < m; r += Stride {
 		for g := 0; g < Lanes/8; g++ {
 			for i := 0; i < 8; i++ {
@@ -44,6 +53,12 @@ func Interleave(dst, x []float32) int {
 func InterleaveBF16(dst []float32, w []uint16) int {
 	m := Rounds(len(w)) * Stride
 	dst = dst[:m]
+	if useVector {
+		if m > 0 {
+			interleaveBF16Rounds(&dst[0], &w[0], m/Stride)
+		}
+		return m
+	}
 	for r := 0; r < m; r += Stride {
 		for g := 0; g < Lanes/8; g++ {
 			for i := 0; i < 8; i++ {
@@ -77,7 +92,7 @@ func DotBF16X(w []uint16, x, xT []float32) float32 {
 		dotBF16Rounds(&acc, &w[0], &xT[0], k/Stride)
 	}
 	tailBF16(&acc, w, x, k)
-	return CombineN(&acc, LanesUsed(n))
+	return combine(&acc)
 }
 
 // DotBF16T is DotBF16(w, x) given wT = InterleaveBF16(w) and xT =
@@ -89,7 +104,7 @@ func DotBF16T(w []uint16, x, wT, xT []float32) float32 {
 	var acc [Lanes]float32
 	k := laneMajorRounds(&acc, wT, xT, len(x))
 	tailBF16(&acc, w[:len(x)], x, k)
-	return CombineN(&acc, LanesUsed(len(x)))
+	return combine(&acc)
 }
 
 // DotF32X is DotF32(w, x) given wT and xT, the Interleave of w and x.
@@ -100,7 +115,7 @@ func DotF32X(w, x, wT, xT []float32) float32 {
 	var acc [Lanes]float32
 	k := laneMajorRounds(&acc, wT, xT, len(x))
 	tailF32(&acc, w[:len(x)], x, k)
-	return CombineN(&acc, LanesUsed(len(x)))
+	return combine(&acc)
 }
 
 // laneMajorRounds adds the full rounds of an n-term product of interleaved
@@ -112,4 +127,139 @@ func laneMajorRounds(acc *[Lanes]float32, wT, xT []float32, n int) int {
 		dotF32Rounds(acc, &wT[0], &xT[0], k/Stride)
 	}
 	return k
+}
+
+// combine is CombineN(acc, LanesUsed(n)) for the vector kernels, whatever
+// the n: the butterfly in vector registers (combineLanes). Skipping the
+// steps that add untouched lanes (+0) is what CombineN does, and it is
+// bit-identical to the whole butterfly.
+func combine(acc *[Lanes]float32) float32 {
+	var y float32
+	combineLanes(acc, 1, &y, 1)
+	return y
+}
+
+// combineInto sets y[i*ys] = Combine(acc[i]) for every accumulator.
+func combineInto(acc [][Lanes]float32, y []float32, ys int) {
+	_ = y[(len(acc)-1)*ys]
+	combineLanes(&acc[0], len(acc), &y[0], ys)
+}
+
+// DotsBF16X sets y[t*ys] = DotBF16(w, x[t*n:(t+1)*n]) for t < T, n =
+// len(w), given xT with the Interleave of each token at xT[t*n:]: DotBF16X
+// for T tokens, each lane group of the row transposed and widened in
+// registers once for up to four tokens. For a few tokens, when widening the
+// whole row first (DotsBF16T) does not pay.
+func DotsBF16X(y []float32, ys int, w []uint16, x, xT []float32, T int) {
+	n := len(w)
+	if !useVector {
+		for t := range T {
+			y[t*ys] = DotBF16(w, x[t*n:(t+1)*n])
+		}
+		return
+	}
+	var accs [4][Lanes]float32
+	k := Rounds(n) * Stride
+	for t0 := 0; t0 < T; t0 += 4 {
+		acc := accs[:min(4, T-t0)]
+		clear(acc)
+		if k > 0 {
+			_ = xT[(t0+len(acc)-1)*n+k-1]
+			tokensBF16Rounds(acc, &w[0], &xT[t0*n], n, k/Stride)
+		}
+		if k < n {
+			for i := range acc {
+				tailBF16(&acc[i], w, x[(t0+i)*n:(t0+i+1)*n], k)
+			}
+		}
+		combineInto(acc, y[t0*ys:], ys)
+	}
+}
+
+// TileRows and TileTokens are the tile of DotsBF16T and DotsF32X: the
+// rows and tokens whose accumulators stay in registers together.
+const (
+	TileRows   = 3
+	TileTokens = 4
+)
+
+// DotsBF16T sets y[r*yr+t*yt] = DotBF16(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
+// for the R = len(w)/n rows and T = len(x)/n tokens (n > 0), given wT with
+// the InterleaveBF16 of each row at wT[r*n:] and xT with the Interleave of
+// each token at xT[t*n:]. Tiles of 3 rows by 4 tokens stay in registers:
+// each weight vector is loaded once for 4 tokens, each token vector once
+// for 3 rows.
+func DotsBF16T(y []float32, yr, yt int, w []uint16, wT, x, xT []float32, n int) {
+	R, T := len(w)/n, len(x)/n
+	if !useVector {
+		for r := range R {
+			for t := range T {
+				y[r*yr+t*yt] = DotBF16(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
+			}
+		}
+		return
+	}
+	var accs [TileRows * TileTokens][Lanes]float32
+	k := Rounds(n) * Stride
+	for r0 := 0; r0 < R; r0 += TileRows {
+		rr := min(TileRows, R-r0)
+		for t0 := 0; t0 < T; t0 += TileTokens {
+			tt := min(TileTokens, T-t0)
+			acc := accs[:rr*tt]
+			tile(acc, wT[r0*n:], xT[t0*n:], n, rr, tt, k)
+			for i := 0; i < rr && k < n; i++ {
+				wr := w[(r0+i)*n : (r0+i+1)*n]
+				for j := range tt {
+					tailBF16(&acc[i*tt+j], wr, x[(t0+j)*n:(t0+j+1)*n], k)
+				}
+			}
+			for i := range rr {
+				combineInto(acc[i*tt:(i+1)*tt], y[(r0+i)*yr+t0*yt:], yt)
+			}
+		}
+	}
+}
+
+// DotsF32X is DotsBF16T for float32 rows w, wT holding the Interleave of
+// each (DotF32X for a tile of rows and tokens).
+func DotsF32X(y []float32, yr, yt int, w, wT, x, xT []float32, n int) {
+	R, T := len(w)/n, len(x)/n
+	if !useVector {
+		for r := range R {
+			for t := range T {
+				y[r*yr+t*yt] = DotF32(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
+			}
+		}
+		return
+	}
+	var accs [TileRows * TileTokens][Lanes]float32
+	k := Rounds(n) * Stride
+	for r0 := 0; r0 < R; r0 += TileRows {
+		rr := min(TileRows, R-r0)
+		for t0 := 0; t0 < T; t0 += TileTokens {
+			tt := min(TileTokens, T-t0)
+			acc := accs[:rr*tt]
+			tile(acc, wT[r0*n:], xT[t0*n:], n, rr, tt, k)
+			for i := 0; i < rr && k < n; i++ {
+				wr := w[(r0+i)*n : (r0+i+1)*n]
+				for j := range tt {
+					tailF32(&acc[i*tt+j], wr, x[(t0+j)*n:(t0+j+1)*n], k)
+				}
+			}
+			for i := range rr {
+				combineInto(acc[i*tt:(i+1)*tt], y[(r0+i)*yr+t0*yt:], yt)
+			}
+		}
+	}
+}
+
+// tile clears acc and adds the first k terms (full rounds) of rows
+// wT[r*n:] (r < R) times tokens xT[t*n:] (t < T) into acc[r*T+t].
+func tile(acc [][Lanes]float32, wT, xT []float32, n, R, T, k int) {
+	clear(acc)
+	if k == 0 {
+		return
+	}
+	_, _ = wT[(R-1)*n+k-1], xT[(T-1)*n+k-1]
+	tileRounds(acc, &wT[0], &xT[0], n, R, T, k/Stride)
 }

@@ -208,6 +208,105 @@ func TestReductionOrder(t *testing.T) {
 	t.Logf("%d results compared with the documented order (vector kernels: %v)", checked, HasVectorKernels())
 }
 
+// TestReductionOrderBatched: the kernels for a weight row times several
+// tokens and for tiles of rows times tokens (DotsBF16X, DotsBF16T,
+// DotsF32X) give, for every output, the bits of warpSum over its rounded
+// products, for every length in orderLengths and every data shape: every
+// tile size up to 3 rows by 4 tokens alone, and 5 rows by 9 tokens (whole
+// tiles and remainders), both output layouts (row-major and token-major).
+// Outputs start as NaN, so one left unwritten fails.
+func TestReductionOrderBatched(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const rows, tokens = 5, 9
+	checked, wrong := 0, map[string]int{}
+	for _, n := range orderLengths() {
+		if n == 0 {
+			continue // DotsBF16T needs n > 0; DotBF16X of no terms is in TestReductionOrder
+		}
+		for shape := range shapes {
+			wb := make([]uint16, rows*n)
+			for i, v := range normalVec(r, rows*n) {
+				wb[i] = bf16Round(v)
+			}
+			wf := widen(wb)
+			x := make([]float32, tokens*n)
+			for tok := range tokens {
+				copy(x[tok*n:], orderVec(r, n, shape))
+			}
+			var want [rows][tokens]float32
+			for i := range rows {
+				for j := range tokens {
+					want[i][j] = warpSum(products(wf[i*n:(i+1)*n], x[j*n:(j+1)*n]))
+				}
+			}
+			m := (n / 256) * 256
+			wT, wfT, xT := poisoned(rows*n), poisoned(rows*n), poisoned(tokens*n)
+			for i := range rows {
+				InterleaveBF16(wT[i*n:], wb[i*n:(i+1)*n])
+				Interleave(wfT[i*n:], wf[i*n:(i+1)*n])
+			}
+			for j := range tokens {
+				Interleave(xT[j*n:], x[j*n:(j+1)*n])
+			}
+			for i := 0; i < rows*n; i++ {
+				if i%n >= m && (!math.IsNaN(float64(wT[i])) || !math.IsNaN(float64(wfT[i]))) {
+					t.Fatalf("n=%d: an interleave wrote term %d of row %d, past its full rounds", n, i%n, i/n)
+				}
+			}
+			check := func(name string, y []float32, yr, yt, R, T int) {
+				t.Helper()
+				for i := range R {
+					for j := range T {
+						checked++
+						got := y[i*yr+j*yt]
+						if math.Float32bits(got) != math.Float32bits(want[i][j]) {
+							if wrong[name]++; wrong[name] <= 3 {
+								t.Errorf("n=%d shape %d row %d token %d: %s = %g (%08x), documented order gives %g (%08x)",
+									n, shape, i, j, name, got, math.Float32bits(got), want[i][j], math.Float32bits(want[i][j]))
+							}
+						}
+					}
+				}
+			}
+			for i, T := range []int{9, 2, 3, 6, 7} {
+				y := poisoned(T)
+				DotsBF16X(y, 1, wb[i*n:(i+1)*n], x[:T*n], xT, T)
+				// row i alone: shift want so that row 0 of the check is row i
+				for j := range T {
+					checked++
+					if math.Float32bits(y[j]) != math.Float32bits(want[i][j]) {
+						if wrong["DotsBF16X"]++; wrong["DotsBF16X"] <= 3 {
+							t.Errorf("n=%d shape %d row %d token %d of %d: DotsBF16X = %g (%08x), documented order gives %g (%08x)",
+								n, shape, i, j, T, y[j], math.Float32bits(y[j]), want[i][j], math.Float32bits(want[i][j]))
+						}
+					}
+				}
+			}
+			for R := 1; R <= 3; R++ {
+				for T := 1; T <= 4; T++ {
+					name := fmt.Sprintf("%dx%d", R, T)
+					y := poisoned(R * T)
+					DotsBF16T(y, T, 1, wb[:R*n], wT, x[:T*n], xT, n)
+					check("DotsBF16T "+name, y, T, 1, R, T)
+					y = poisoned(R * T)
+					DotsF32X(y, T, 1, wf[:R*n], wfT, x[:T*n], xT, n)
+					check("DotsF32X "+name, y, T, 1, R, T)
+				}
+			}
+			y := poisoned(rows * tokens)
+			DotsBF16T(y, 1, rows, wb, wT, x, xT, n)
+			check("DotsBF16T 5x9", y, 1, rows, rows, tokens)
+			y = poisoned(rows * tokens)
+			DotsF32X(y, 1, rows, wf, wfT, x, xT, n)
+			check("DotsF32X 5x9", y, 1, rows, rows, tokens)
+		}
+	}
+	for name, c := range wrong {
+		t.Errorf("%s: %d results differ from the documented order", name, c)
+	}
+	t.Logf("%d results compared with the documented order (vector kernels: %v)", checked, HasVectorKernels())
+}
+
 // mutantSums are plausible wrong orders: a kernel with any of these bugs
 // must fail TestReductionOrder, so the data must tell each from the
 // documented order.
@@ -372,6 +471,50 @@ func kernelResults(r *rand.Rand, wb []uint16, x []float32) map[string]float32 {
 		"DotBF16X":      DotBF16X(wb, x, xT),
 		"DotBF16T":      DotBF16T(wb, x, wT, xT),
 		"DotF32X":       DotF32X(wf, x, wfT, xT),
+	}
+	// The batched kernels, with w and x in the last row and token of
+	// every tile size, beside random rows and tokens.
+	if n > 0 {
+		others := func(k int) ([]uint16, []float32) {
+			wk := make([]uint16, k*n)
+			for i, v := range normalVec(r, k*n) {
+				wk[i] = bf16Round(v)
+			}
+			return wk, normalVec(r, k*n)
+		}
+		for _, T := range []int{1, 2, 3, 4, 9} {
+			_, xs := others(T)
+			copy(xs[(T-1)*n:], x)
+			xsT := poisoned(T * n)
+			for j := range T {
+				Interleave(xsT[j*n:], xs[j*n:(j+1)*n])
+			}
+			y := make([]float32, T)
+			DotsBF16X(y, 1, wb, xs, xsT, T)
+			res[fmt.Sprintf("DotsBF16X[%d of %d]", T-1, T)] = y[T-1]
+		}
+		for R := 1; R <= 3; R++ {
+			for T := 1; T <= 4; T++ {
+				ws, xs := others(max(R, T))
+				copy(ws[(R-1)*n:], wb)
+				copy(xs[(T-1)*n:], x)
+				ws, xs = ws[:R*n], xs[:T*n]
+				wsf := widen(ws)
+				wsT, wsfT, xsT := poisoned(R*n), poisoned(R*n), poisoned(T*n)
+				for i := range R {
+					InterleaveBF16(wsT[i*n:], ws[i*n:(i+1)*n])
+					Interleave(wsfT[i*n:], wsf[i*n:(i+1)*n])
+				}
+				for j := range T {
+					Interleave(xsT[j*n:], xs[j*n:(j+1)*n])
+				}
+				y := make([]float32, R*T)
+				DotsBF16T(y, T, 1, ws, wsT, xs, xsT, n)
+				res[fmt.Sprintf("DotsBF16T[%dx%d]", R, T)] = y[R*T-1]
+				DotsF32X(y, T, 1, wsf, wsfT, xs, xsT, n)
+				res[fmt.Sprintf("DotsF32X[%dx%d]", R, T)] = y[R*T-1]
+			}
+		}
 	}
 	for slot := range 4 {
 		var xs [4][]float32

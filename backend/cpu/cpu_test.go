@@ -87,6 +87,47 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
+// TestMatMulBatched: MatMul of 1 to 17 tokens equals the canonical dot of
+// every row and token, for BF16 and F32 weights, K with and without a
+// partial last round (one round and less, several rounds), N that is not a
+// multiple of the kernels' 3-row tile, at 1, 2, 3 and 7 threads (split by
+// rows and, for few rows, by tokens), with each path forced for every T:
+// bf16RowTokens 0 (rows interleaved once, tiles of rows by tokens), the
+// default, and 64 (each row transposed for every 4 tokens).
+func TestMatMulBatched(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 3))
+	defer func(v int) { bf16RowTokens = v }(bf16RowTokens)
+	cs := backends()
+	for _, K := range []int{1, 7, 255, 256, 300, 520, 1031} {
+		for _, N := range []int{1, 2, 5, 13, 34} {
+			for _, w := range []*backend.Mat{bf16Mat(r, N, K), f32Mat(r, N, K)} {
+				for _, T := range []int{1, 2, 3, 4, 5, 7, 8, 9, 13, 17} {
+					x := rnd(r, T*K, 1)
+					want := make([]float32, T*N)
+					row := make([]float32, K)
+					for n := 0; n < N; n++ {
+						w.Row(n, row)
+						for t := 0; t < T; t++ {
+							want[t*N+n] = canon.Dot(row, x[t*K:(t+1)*K])
+						}
+					}
+					for _, rt := range []int{0, 4, 64} {
+						bf16RowTokens = rt
+						for _, c := range cs {
+							y := make([]float32, T*N)
+							for i := range y {
+								y[i] = float32(math.NaN())
+							}
+							on(t, c).MatMul(y, w, x, T)
+							same(t, fmt.Sprintf("MatMul T=%d K=%d N=%d bf16=%v threads=%d bf16RowTokens=%d", T, K, N, w.BF16 != nil, c.threads, rt), y, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestNorms(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, n := range []int{16, 100, 2048} {

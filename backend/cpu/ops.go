@@ -15,6 +15,7 @@ import (
 
 type matmulJob struct {
 	y, x    []float32
+	xT      []float32 // the tokens in lane-major order (canon.Interleave), for the vector kernels
 	w       *backend.Mat
 	T       int
 	byToken bool // items are tokens (few rows) instead of rows
@@ -30,11 +31,26 @@ func (c *CPU) matMul(y []float32, w *backend.Mat, x []float32, T int) {
 	N, K := w.Rows, w.Cols
 	need("MatMul y", len(y), T*N)
 	need("MatMul x", len(x), T*K)
+	if K == 0 {
+		clear(y[:T*N]) // a sum of no terms is +0
+		return
+	}
+	j := matmulJob{y: y, x: x, w: w, T: T}
+	if canon.HasVectorKernels() {
+		// Interleaved once per call, read by every goroutine.
+		xT := getScratch(T * K)
+		defer putScratch(xT)
+		for t := range T {
+			canon.Interleave((*xT)[t*K:], x[t*K:(t+1)*K])
+		}
+		j.xT = *xT
+	}
 	switch {
 	case T == 1 || N >= 2*c.threads:
-		exec(c, &matmulJobs, N, T*K, matmulJob{y: y, x: x, w: w, T: T})
+		exec(c, &matmulJobs, N, T*K, j)
 	default:
-		exec(c, &matmulJobs, T, N*K, matmulJob{y: y, x: x, w: w, T: T, byToken: true})
+		j.byToken = true
+		exec(c, &matmulJobs, T, N*K, j)
 	}
 }
 
@@ -98,54 +114,47 @@ func (j *matmulJob) row(n int, buf *[]float32) []float32 {
 	return row
 }
 
-// rowsVector is rows with the vector kernels of canon's lane-major layout
-// (same bits): the activations are interleaved once per call; BF16 rows of
-// a single token are transposed inside the kernel, and for several tokens
-// each row is interleaved once and reused for all of them.
-// bf16RowTokens is the most tokens for which a BF16 weight row is dotted
-// with each token by DotBF16X rather than widened once and dotted by
-// DotBF16T (BenchmarkMatMul, 2048×2048, one thread, this VM: 2 tokens 0.66
-// against 1.73 ms, 4 tokens 1.32 against 2.17, 8 even, 16 5.6 against 4.4;
-// both are canon.DotBF16, the same bits).
-var bf16RowTokens = 8
+// bf16RowTokens is the most tokens for which each BF16 weight row is
+// transposed in registers for every 4 tokens (canon.DotsBF16X) rather than
+// interleaved once into memory and multiplied by tiles of rows and tokens
+// (canon.DotsBF16T); both are canon.DotBF16, the same bits. Measured
+// (BenchmarkMatMul shapes, one thread, this 2-vCPU VM, GFLOP/s transposed
+// against tiles): 1024×3072 at T = 2: 39.9 against 31.3, 4: 48.7 against
+// 46.3, 5: 41.8 against 47.0, 8: 43.8 against 56.3; 2048×2048 and
+// 3072×1024 cross over at the same place (BENCHMARKS.md).
+var bf16RowTokens = 4
 
+// rowsVector is rows with the vector kernels of canon's lane-major layout
+// (same bits), given the tokens interleaved once per call (j.xT).
 func (j *matmulJob) rowsVector(n0, n1, t0, t1 int) {
-	w, x, y := j.w, j.x, j.y
+	w := j.w
 	N, K := w.Rows, w.Cols
-	xT := getScratch((t1 - t0) * K)
-	defer putScratch(xT)
-	for t := t0; t < t1; t++ {
-		canon.Interleave((*xT)[(t-t0)*K:], x[t*K:(t+1)*K])
-	}
-	if t1-t0 <= bf16RowTokens && w.BF16 != nil {
-		// A few tokens: the BF16 kernel for each, the weight row read from
-		// memory once and from the cache for the tokens after the first.
-		// (Widening the row first pays only for many tokens: with 2 it made
-		// the step 5 times slower than with 1.)
+	x, xT, y := j.x[t0*K:t1*K], j.xT[t0*K:t1*K], j.y[t0*N:]
+	if w.BF16 != nil && t1-t0 <= bf16RowTokens {
 		for n := n0; n < n1; n++ {
-			row := w.BF16[n*K : (n+1)*K]
-			for t := t0; t < t1; t++ {
-				y[t*N+n] = canon.DotBF16X(row, x[t*K:(t+1)*K], (*xT)[(t-t0)*K:(t-t0+1)*K])
-			}
+			canon.DotsBF16X(y[n:], N, w.BF16[n*K:(n+1)*K], x, xT, t1-t0)
 		}
 		return
 	}
-	wT := getScratch(K)
+	// Each row interleaved once, then tiles of canon.TileRows rows by up to
+	// canon.TileTokens tokens in registers.
+	wT := getScratch(canon.TileRows * K)
 	defer putScratch(wT)
-	for n := n0; n < n1; n++ {
+	for n := n0; n < n1; n += canon.TileRows {
+		r := min(canon.TileRows, n1-n)
 		if w.BF16 != nil {
-			row := w.BF16[n*K : (n+1)*K]
-			canon.InterleaveBF16(*wT, row)
-			for t := t0; t < t1; t++ {
-				y[t*N+n] = canon.DotBF16T(row, x[t*K:(t+1)*K], *wT, (*xT)[(t-t0)*K:(t-t0+1)*K])
+			rows := w.BF16[n*K : (n+r)*K]
+			for i := range r {
+				canon.InterleaveBF16((*wT)[i*K:], rows[i*K:(i+1)*K])
 			}
+			canon.DotsBF16T(y[n:], 1, N, rows, *wT, x, xT, K)
 			continue
 		}
-		row := w.F32[n*K : (n+1)*K]
-		canon.Interleave(*wT, row)
-		for t := t0; t < t1; t++ {
-			y[t*N+n] = canon.DotF32X(row, x[t*K:(t+1)*K], *wT, (*xT)[(t-t0)*K:(t-t0+1)*K])
+		rows := w.F32[n*K : (n+r)*K]
+		for i := range r {
+			canon.Interleave((*wT)[i*K:], rows[i*K:(i+1)*K])
 		}
+		canon.DotsF32X(y[n:], 1, N, rows, *wT, x, xT, K)
 	}
 }
 
