@@ -34,6 +34,13 @@ for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long; do
 	./tarfa-cpu convert "$root/validation/testdata/fixtures/$m/checkpoint" --out "jnf-$m" >/dev/null
 	./tarfa-cpu golden record --model "jnf-$m" --prompts "$root/validation/cudarun/prompts.jsonl" --out "golden-$m"
 done
+# The block-FP8 checkpoints (synthref-fp8): replayed on cuda with the
+# block-FP8 kernels on (conformance.sh).
+for m in q3-fp8 q35-fp8; do
+	rm -rf "jnf-$m" "golden-$m"
+	./tarfa-cpu convert "$root/validation/testdata/synthref-fp8/$m/checkpoint" --out "jnf-$m" >/dev/null
+	./tarfa-cpu golden record --model "jnf-$m" --prompts "$root/validation/cudarun/prompts.jsonl" --out "golden-$m"
+done
 rm -rf golden-default
 ./tarfa-cpu golden record --prompts "$root/validation/cudarun/prompts.jsonl" --out golden-default
 # The converted models are made again on the device, and the binaries travel
