@@ -59,8 +59,9 @@ var fenceBuilds = []struct{ goarch, tags string }{
 
 // unsafeAllowed are the production packages that may import unsafe: the
 // backends view verified bytes in place, weights makes them immutable;
-// backend/cuda/b3host hands Go bytes to the CUDA kernels' C for the host
-// check of their BLAKE3 (it is test-only: see testOnly); internal/pagecache
+// backend/cuda/b3host and fp8host hand Go bytes to the CUDA kernels' C for
+// the host checks of their BLAKE3 and block-FP8 arithmetic (test-only: see
+// testOnly); internal/pagecache
 // gives mincore the address of its vector (the tier asks whether a record's
 // pages are cached before it chooses O_DIRECT).
 var unsafeAllowed = []string{
@@ -68,13 +69,14 @@ var unsafeAllowed = []string{
 	"github.com/tarfa-ai/tarfa/internal/pagecache",
 	"github.com/tarfa-ai/tarfa/backend/cuda",
 	"github.com/tarfa-ai/tarfa/backend/cuda/b3host",
+	"github.com/tarfa-ai/tarfa/backend/cuda/fp8host",
 	"github.com/tarfa-ai/tarfa/weights",
 }
 
 // testOnly are packages production code (the tarfa binary and every
 // non-test package of the module) must never import.
 var testOnly = []string{"github.com/tarfa-ai/tarfa/weights/weightstest", "github.com/tarfa-ai/tarfa/jnf/hf/hftest", "github.com/tarfa-ai/tarfa/backend/backendtest",
-	"github.com/tarfa-ai/tarfa/backend/cuda/b3host", "testing"}
+	"github.com/tarfa-ai/tarfa/backend/cuda/b3host", "github.com/tarfa-ai/tarfa/backend/cuda/fp8host", "testing"}
 
 // The arrows point downward (architecture review 2026-12, §1.2): beside
 // the fence, the module's layering is pinned, so that a new upward import
