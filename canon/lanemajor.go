@@ -190,11 +190,22 @@ const (
 // each weight vector is loaded once for 4 tokens, each token vector once
 // for 3 rows.
 func DotsBF16T(y []float32, yr, yt int, w []uint16, wT, x, xT []float32, n int) {
+	dotsTiled(y, yr, yt, w, wT, x, xT, n)
+}
+
+// DotsF32X is DotsBF16T for float32 rows w, wT holding the Interleave of
+// each (DotF32X for a tile of rows and tokens).
+func DotsF32X(y []float32, yr, yt int, w, wT, x, xT []float32, n int) {
+	dotsTiled(y, yr, yt, w, wT, x, xT, n)
+}
+
+// dotsTiled is DotsBF16T and DotsF32X (W the rows' type).
+func dotsTiled[W uint16 | float32](y []float32, yr, yt int, w []W, wT, x, xT []float32, n int) {
 	R, T := len(w)/n, len(x)/n
 	if !useVector {
 		for r := range R {
 			for t := range T {
-				y[r*yr+t*yt] = DotBF16(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
+				y[r*yr+t*yt] = dotRow(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
 			}
 		}
 		return
@@ -210,7 +221,7 @@ func DotsBF16T(y []float32, yr, yt int, w []uint16, wT, x, xT []float32, n int) 
 			for i := 0; i < rr && k < n; i++ {
 				wr := w[(r0+i)*n : (r0+i+1)*n]
 				for j := range tt {
-					tailBF16(&acc[i*tt+j], wr, x[(t0+j)*n:(t0+j+1)*n], k)
+					tailRow(&acc[i*tt+j], wr, x[(t0+j)*n:(t0+j+1)*n], k)
 				}
 			}
 			for i := range rr {
@@ -220,36 +231,24 @@ func DotsBF16T(y []float32, yr, yt int, w []uint16, wT, x, xT []float32, n int) 
 	}
 }
 
-// DotsF32X is DotsBF16T for float32 rows w, wT holding the Interleave of
-// each (DotF32X for a tile of rows and tokens).
-func DotsF32X(y []float32, yr, yt int, w, wT, x, xT []float32, n int) {
-	R, T := len(w)/n, len(x)/n
-	if !useVector {
-		for r := range R {
-			for t := range T {
-				y[r*yr+t*yt] = DotF32(w[r*n:(r+1)*n], x[t*n:(t+1)*n])
-			}
-		}
-		return
+// dotRow is DotBF16 or DotF32 by w's type (static calls: nothing escapes).
+func dotRow[W uint16 | float32](w []W, x []float32) float32 {
+	switch w := any(w).(type) {
+	case []uint16:
+		return DotBF16(w, x)
+	case []float32:
+		return DotF32(w, x)
 	}
-	var accs [TileRows * TileTokens][Lanes]float32
-	k := Rounds(n) * Stride
-	for r0 := 0; r0 < R; r0 += TileRows {
-		rr := min(TileRows, R-r0)
-		for t0 := 0; t0 < T; t0 += TileTokens {
-			tt := min(TileTokens, T-t0)
-			acc := accs[:rr*tt]
-			tile(acc, wT[r0*n:], xT[t0*n:], n, rr, tt, k)
-			for i := 0; i < rr && k < n; i++ {
-				wr := w[(r0+i)*n : (r0+i+1)*n]
-				for j := range tt {
-					tailF32(&acc[i*tt+j], wr, x[(t0+j)*n:(t0+j+1)*n], k)
-				}
-			}
-			for i := range rr {
-				combineInto(acc[i*tt:(i+1)*tt], y[(r0+i)*yr+t0*yt:], yt)
-			}
-		}
+	panic("unreachable")
+}
+
+// tailRow is tailBF16 or tailF32 by w's type.
+func tailRow[W uint16 | float32](acc *[Lanes]float32, w []W, x []float32, k int) {
+	switch w := any(w).(type) {
+	case []uint16:
+		tailBF16(acc, w, x, k)
+	case []float32:
+		tailF32(acc, w, x, k)
 	}
 }
 
