@@ -64,20 +64,28 @@ func sum(n int, f func(i int) float32) float32 {
 	return canon.Sum(terms)
 }
 
+// dots is the canonical product of every row of w and token of x (T
+// tokens): MatMul's reference.
+func dots(w *backend.Mat, x []float32, T int) []float32 {
+	N, K := w.Rows, w.Cols
+	want := make([]float32, T*N)
+	row := make([]float32, K)
+	for n := range N {
+		w.Row(n, row)
+		for t := range T {
+			want[t*N+n] = canon.Dot(row, x[t*K:(t+1)*K])
+		}
+	}
+	return want
+}
+
 func TestMatMul(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, sz := range [][3]int{{1, 7, 5}, {1, 300, 33}, {3, 64, 8}, {5, 520, 17}, {1, 2048, 4}, {9, 1, 100}} {
 		T, K, N := sz[0], sz[1], sz[2]
 		for _, w := range []*backend.Mat{bf16Mat(r, N, K), f32Mat(r, N, K)} {
 			x := rnd(r, T*K, 1)
-			want := make([]float32, T*N)
-			row := make([]float32, K)
-			for n := 0; n < N; n++ {
-				w.Row(n, row)
-				for t := 0; t < T; t++ {
-					want[t*N+n] = canon.Dot(row, x[t*K:(t+1)*K])
-				}
-			}
+			want := dots(w, x, T)
 			for _, c := range backends() {
 				y := make([]float32, T*N)
 				on(t, c).MatMul(y, w, x, T)
@@ -103,14 +111,7 @@ func TestMatMulBatched(t *testing.T) {
 			for _, w := range []*backend.Mat{bf16Mat(r, N, K), f32Mat(r, N, K)} {
 				for _, T := range []int{1, 2, 3, 4, 5, 7, 8, 9, 13, 17} {
 					x := rnd(r, T*K, 1)
-					want := make([]float32, T*N)
-					row := make([]float32, K)
-					for n := 0; n < N; n++ {
-						w.Row(n, row)
-						for t := 0; t < T; t++ {
-							want[t*N+n] = canon.Dot(row, x[t*K:(t+1)*K])
-						}
-					}
+					want := dots(w, x, T)
 					for _, rt := range []int{0, 4, 64} {
 						bf16RowTokens = rt
 						for _, c := range cs {
