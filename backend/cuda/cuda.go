@@ -755,11 +755,6 @@ func (b *Backend) slotMemLocked(sz int64) (cu.DevicePtr, error) {
 	return 0, err
 }
 
-// slotBytes is the size of a slot for an expert of n bytes: layout pads
-// each of its three matrices to 256 bytes (a block-FP8 expert: its codes
-// and its scales, two paddings).
-func slotBytes(n int64) int64 { return (n+255)&^255 + 3*256 }
-
 // SlotCapacity is how many more slots for experts of n bytes the budget
 // leaves room for after what is in use and the reserve for sessions,
 // bounded by Options.ExpertSlots (< 0: none).

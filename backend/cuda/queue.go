@@ -802,79 +802,6 @@ func (q *Queue) GateAdd(y, x, g backend.Buf, T, n int) {
 // copied (the caller recycles them) and computed on the host.
 type hostExpert struct{ gate, up, down backend.Mat }
 
-// slotLayout is where an expert's parts lie in a slot: part j (the
-// record's order: gate, up, down, then for block-FP8 their scales as
-// stored) at off[j], in size bytes; segs are the ranges of the slot
-// (offset, length) the device hash reads, whose concatenation is the
-// record.
-type slotLayout struct {
-	parts [][]byte
-	off   []int64
-	segs  [3][2]int64
-	size  int64
-}
-
-// layout places an expert's parts in one slot. The three matrices of a
-// BF16 or F32 expert each start at a 256-byte boundary (three segments).
-// A block-FP8 expert's codes lie as the record has them, one after the
-// other from 0, and its scales likewise from the next 256-byte boundary
-// (two segments: the device hash reads at most three), which needs the
-// three scale tensors stored in one dtype (the releases' are): errMixed
-// otherwise.
-func layout(v *backend.Expert) (slotLayout, error) {
-	ms := [3]*backend.Mat{&v.Gate.Host, &v.Up.Host, &v.Down.Host}
-	var l slotLayout
-	if !ms[0].Quantized() {
-		for j, m := range ms {
-			l.off = append(l.off, l.size)
-			l.parts = append(l.parts, matBytes(m))
-			l.segs[j] = [2]int64{l.size, int64(len(l.parts[j]))}
-			l.size += (int64(len(l.parts[j])) + 255) &^ 255
-		}
-		return l, nil
-	}
-	for _, m := range ms {
-		if !m.Quantized() || m.ScaleDType != ms[0].ScaleDType {
-			return slotLayout{}, fmt.Errorf("cuda: %v: its matrices are %s, %s and %s: %w", v.ID, describe(ms[0]), describe(ms[1]), describe(ms[2]), errMixed)
-		}
-		l.off = append(l.off, l.size)
-		l.parts = append(l.parts, m.F8)
-		l.size += int64(len(m.F8))
-	}
-	l.segs[0] = [2]int64{0, l.size}
-	l.size = (l.size + 255) &^ 255
-	s0 := l.size
-	for _, m := range ms {
-		l.off = append(l.off, l.size)
-		l.parts = append(l.parts, m.ScaleData)
-		l.size += int64(len(m.ScaleData))
-	}
-	l.segs[1] = [2]int64{s0, l.size - s0}
-	l.size = (l.size + 255) &^ 255
-	return l, nil
-}
-
-// errMixed is layout's refusal of a block-FP8 expert whose scale tensors
-// are stored in different dtypes.
-var errMixed = errors.New("a device slot holds block-FP8 scales of one dtype")
-
-func describe(m *backend.Mat) string {
-	switch {
-	case m.Quantized():
-		return fmt.Sprintf("block-FP8 with %s scales", m.ScaleDType)
-	case m.F32 != nil:
-		return "F32"
-	}
-	return "BF16"
-}
-
-func matBytes(m *backend.Mat) []byte {
-	if m.F32 != nil {
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.F32))), 4*len(m.F32))
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.BF16))), 2*len(m.BF16))
-}
-
 // LoadExpert copies the expert into one of the queue's two transient
 // device slots for this use (residency between uses is the pool's slots,
 // which the expert hierarchy fills: FillSlot); with no device memory to be
@@ -1006,7 +933,7 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert, l slotLayout) error {
 		return q.err
 	}
 	direct := true
-	for _, m := range l.parts {
+	for _, m := range l.parts[:l.n] {
 		direct = direct && q.b.isPinned(unsafe.Pointer(unsafe.SliceData(m)), len(m))
 	}
 	var st *staging
@@ -1033,7 +960,7 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert, l slotLayout) error {
 			st.p, st.cap = ptr, int(l.size)
 		}
 		buf := unsafe.Slice((*byte)(st.p), l.size)
-		for j, m := range l.parts {
+		for j, m := range l.parts[:l.n] {
 			copy(buf[l.off[j]:], m)
 		}
 	}
@@ -1045,10 +972,10 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert, l slotLayout) error {
 	q.waitFree(sl)
 	t0, timed := q.timeStart(q.cs)
 	if direct {
-		for j, m := range l.parts {
+		for j, m := range l.parts[:l.n] {
 			q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr+cu.DevicePtr(l.off[j]), unsafe.Pointer(unsafe.SliceData(m)), int64(len(m)), q.cs))
 		}
-		b.meter.h2dCopies.Add(int64(len(l.parts)))
+		b.meter.h2dCopies.Add(int64(l.n))
 		b.meter.direct.Add(1)
 	} else {
 		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, l.size, q.cs))
