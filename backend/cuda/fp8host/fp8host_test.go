@@ -259,3 +259,19 @@ func TestMatMulMatchesCanon(t *testing.T) {
 		}
 	}
 }
+
+// TestShortBuffers: a launch whose buffers are shorter than its shape says
+// is refused before the C code runs (it would read or write past them).
+func TestShortBuffers(t *testing.T) {
+	x := make([]float32, 2*16)
+	if err := Quantize(make([]int32, 2*16), make([]float32, 1), make([]int32, 2), x, 2, 16, 8); err == nil {
+		t.Error("Quantize with 1 group scale for 2 rows of 2 groups: no error")
+	}
+	xi, s, bad := make([]int32, 16), make([]float32, 2), make([]int32, 2)
+	if err := MatMul(make([]float32, 4), make([]byte, 4*16), make([]byte, 4), ScaleF32, xi, s, bad, 4, 16, 1, 2, 8); err == nil {
+		t.Error("MatMul with 1 F32 scale for 2×2 blocks: no error")
+	}
+	if err := MatMul(make([]float32, 3), make([]byte, 4*16), make([]byte, 16), ScaleF32, xi, s, bad, 4, 16, 1, 2, 8); err == nil {
+		t.Error("MatMul with 3 outputs for 4: no error")
+	}
+}
