@@ -123,13 +123,28 @@ func TestVerifyCopiesFP8(t *testing.T) {
 			e0, _ := ck.Expert(0, 0)
 			wrong := e0.Digest()
 			wrong.Sum[0] ^= 1
-			fillSlot(t, ck, q, sl, 1, wrong)
+			// A queue whose check failed stays failed (its error is
+			// sticky): each fill gets a queue of its own.
+			q2, err := b.NewQueue()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q2.Close()
+			e1 := fillSlot(t, ck, q2, sl, 1, wrong)
 			var ce *CopyError
-			if err := q.Sync(); !errors.As(err, &ce) || ce.ID != (weights.ExpertID{Layer: 0, Expert: 1}) || !errors.Is(err, jnf.ErrVerification) {
+			if err := q2.Sync(); !errors.As(err, &ce) || ce.ID != (weights.ExpertID{Layer: 0, Expert: 1}) || !errors.Is(err, jnf.ErrVerification) {
 				t.Fatalf("a copy under another digest: %v; want a *CopyError for layer 0 expert 1", err)
 			}
-			e1 := fillSlot(t, ck, q, sl, 1, jnf.Digest{})
-			if err := q.Sync(); err != nil || !b.SlotHolds(sl, e1.Digest()) {
+			if ce.Got.Sum != e1.Digest().Sum {
+				t.Errorf("the device hashed %s, want expert 1's true digest %s (codes and scales, as stored)", ce.Got, e1.Digest())
+			}
+			q3, err := b.NewQueue()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q3.Close()
+			fillSlot(t, ck, q3, sl, 1, jnf.Digest{})
+			if err := q3.Sync(); err != nil || !b.SlotHolds(sl, e1.Digest()) {
 				t.Fatalf("a good fill: %v, holds %v", err, b.SlotHolds(sl, e1.Digest()))
 			}
 			if n, err := b.ScrubDevice(); err != nil || n != rec {
