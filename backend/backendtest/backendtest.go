@@ -8,7 +8,6 @@ package backendtest
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -782,21 +781,12 @@ func (s *suite) signedZeros() {
 // experts computes routed experts through LoadExpert, and, on a backend
 // that is a backend.SlotPool, through slots (FillSlot, then BindSlot on the
 // same and on another queue, rounds later), against the reference's views.
-func (s *suite) experts() { s.expertRounds(s.ck, int64(2*3*expertI*expertH), false) }
+func (s *suite) experts() { s.expertRounds(s.ck, int64(2*3*expertI*expertH)) }
 
 // expertRounds is the experts case over the routed experts (layer 0, expertN
-// of them, I×H) of ck, whose records are at most expertBytes long; with
-// unsupported, a backend that refuses them with backend.ErrUnsupported
-// skips the case.
-func (s *suite) expertRounds(ck *weights.Checkpoint, expertBytes int64, unsupported bool) {
+// of them, I×H) of ck, whose records are at most expertBytes long.
+func (s *suite) expertRounds(ck *weights.Checkpoint, expertBytes int64) {
 	s.t.Helper()
-	refused := func(err error) {
-		s.t.Helper()
-		if unsupported && errors.Is(err, backend.ErrUnsupported) {
-			s.t.Skipf("%v", err)
-		}
-		s.t.Fatal(err)
-	}
 	pool, _ := s.be.(backend.SlotPool)
 	var slots []backend.Slot
 	if pool != nil && pool.SlotCapacity(expertBytes) >= 2 {
@@ -835,7 +825,7 @@ func (s *suite) expertRounds(ck *weights.Checkpoint, expertBytes int64, unsuppor
 				sq := q.(backend.SlotQueue)
 				if held[i] != e || round == 2 {
 					if err := sq.FillSlot(slots[i], id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
-						refused(err)
+						s.t.Fatal(err)
 					}
 					held[i] = e
 					how = "filled"
@@ -858,7 +848,7 @@ func (s *suite) expertRounds(ck *weights.Checkpoint, expertBytes int64, unsuppor
 					q.ReleaseExpert(&bad)
 				}
 			} else if err := q.LoadExpert(&gx, id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), expertI, expertH); err != nil {
-				refused(err)
+				s.t.Fatal(err)
 			}
 			for _, p := range []struct {
 				q backend.Queue

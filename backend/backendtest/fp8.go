@@ -2,7 +2,6 @@ package backendtest
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -97,9 +96,6 @@ func (s *suite) fp8Weight(ck *weights.Checkpoint, name string, rows, cols int) (
 	got, want = new(backend.Weight), new(backend.Weight)
 	key := backend.Key{Digest: w.Digest(), Scale: sc.Digest()}
 	if err := s.be.Upload(got, key, lin, rows, cols, backend.UseMatMul); err != nil {
-		if errors.Is(err, backend.ErrUnsupported) {
-			s.t.Skipf("block-FP8 MatMul: %v", err)
-		}
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() { s.be.Drop(got) })
@@ -220,14 +216,13 @@ func (s *suite) fp8Scales(dt jnf.DType, rows, cols int) jnf.TensorView {
 // and 3×7: partial groups and row blocks in every matrix), their scales
 // stored as F32, BF16 or F16 (the releases use each; a checkpoint uses
 // one, so its slots are sized by those records), against the reference's
-// bits; a backend without the block-FP8 kernel skips it
-// (backend.ErrUnsupported).
+// bits.
 func (s *suite) expertsFP8() {
 	for _, c := range []struct {
 		bn, bk int
 		dt     jnf.DType
 	}{{16, 16, jnf.F32}, {16, 16, jnf.BF16}, {3, 7, jnf.F16}, {3, 7, jnf.BF16}} {
 		ck, n := s.fp8ExpertCheckpoint(c.bn, c.bk, c.dt)
-		s.expertRounds(ck, n, true)
+		s.expertRounds(ck, n)
 	}
 }

@@ -35,7 +35,7 @@ type Backend struct {
 	dev   cu.Device
 	ctx   cu.CUContext
 	mod   cu.Module
-	mod8  cu.Module // the fp8 module (Options.FP8; else unloaded)
+	mod8  cu.Module // the fp8 module (kernels/fp8.cu)
 	k     kernels
 	host  *cpu.CPU
 	desc  string
@@ -149,7 +149,7 @@ type kernels struct {
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
 	blake3Chunks, blake3Parents                            cu.Function
-	// The block-FP8 kernels, of the fp8 module (Options.FP8).
+	// The block-FP8 kernels, of the fp8 module.
 	fp8Quantize, matmulFP8 cu.Function
 }
 
@@ -235,17 +235,15 @@ func New(o Options) (backend.Backend, error) {
 			return fail("kernel %s: %w", e.name, err)
 		}
 	}
-	if o.FP8 {
-		if b.mod8, err = cu.LoadData(ptxFP8For(major)); err != nil {
-			return fail("loading the block-FP8 kernels' PTX: %w", err)
-		}
-		for _, e := range []struct {
-			name string
-			f    *cu.Function
-		}{{"fp8_quantize", &b.k.fp8Quantize}, {"matmul_fp8", &b.k.matmulFP8}} {
-			if *e.f, err = b.mod8.Function(e.name); err != nil {
-				return fail("kernel %s: %w", e.name, err)
-			}
+	if b.mod8, err = cu.LoadData(ptxFP8For(major)); err != nil {
+		return fail("loading the block-FP8 kernels' PTX: %w", err)
+	}
+	for _, e := range []struct {
+		name string
+		f    *cu.Function
+	}{{"fp8_quantize", &b.k.fp8Quantize}, {"matmul_fp8", &b.k.matmulFP8}} {
+		if *e.f, err = b.mod8.Function(e.name); err != nil {
+			return fail("kernel %s: %w", e.name, err)
 		}
 	}
 	if b.aux, err = cu.MakeStream(cu.NonBlocking); err != nil {
@@ -478,9 +476,6 @@ func (b *Backend) Free(buf backend.Buf) {
 // nothing to move). Uploads of the same key share one copy.
 func (b *Backend) Upload(w *backend.Weight, key backend.Key, l weights.Linear, rows, cols int, use backend.Use) error {
 	*w = backend.Weight{Key: key}
-	if l.Quantized() && !b.o.FP8 {
-		return errNoFP8(l.Name())
-	}
 	if err := w.Host.InitLinear(l, rows, cols); err != nil {
 		return err
 	}
@@ -630,9 +625,7 @@ func (b *Backend) Close() error {
 	}
 	b.slabs, b.small = nil, [smallClasses][]cu.DevicePtr{}
 	b.aux.Destroy()
-	if b.o.FP8 {
-		b.mod8.Unload()
-	}
+	b.mod8.Unload()
 	b.mod.Unload()
 	return b.dev.ReleasePrimaryCtx()
 }
@@ -857,12 +850,4 @@ func (b *Backend) SlotHolds(s backend.Slot, digest jnf.Digest) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return sl.digest == digest
-}
-
-// errNoFP8 is the refusal of a block-FP8 matrix without Options.FP8: the
-// block-FP8 kernels (kernels/fp8.cu) have not yet passed the conformance
-// suite on a GPU, and a run must not compute with kernels that have not.
-func errNoFP8(name string) error {
-	return fmt.Errorf("cuda: %s is block-FP8, whose kernels are not yet validated on a GPU and are off (run it with --backend cpu, or set %s=1 to validate them): %w",
-		name, FP8Env, backend.ErrUnsupported)
 }

@@ -42,9 +42,9 @@ func open(t *testing.T, o Options) backend.Backend {
 }
 
 // TestCUDA runs the conformance suite on the whole device: every weight
-// and every routed expert resident, the block-FP8 kernels on (Options.FP8).
+// and every routed expert resident.
 func TestCUDA(t *testing.T) {
-	be := open(t, Options{FP8: true})
+	be := open(t, Options{})
 	t.Logf("%+v", be.Residency())
 	if n := be.(backend.SlotPool).SlotCapacity(3 * 24 * 40 * 2); n < 2 {
 		t.Fatalf("whole device: room for %d expert slots", n)
@@ -67,7 +67,7 @@ func TestCUDATightBudget(t *testing.T) {
 	probe := open(t, Options{})
 	used := probe.Residency().InUse
 	budget := used + 6<<30
-	be := open(t, Options{VRAMBudget: budget, Reserve: 6<<30 - 3<<20, FP8: true})
+	be := open(t, Options{VRAMBudget: budget, Reserve: 6<<30 - 3<<20})
 	backendtest.Run(t, be, backendtest.Options{})
 	r := be.Residency()
 	t.Logf("%+v", r)
@@ -201,7 +201,7 @@ const testConfig = `{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3
 // the transient slots), and AllocSlot refuses a slot beyond it.
 func TestCUDAFewSlots(t *testing.T) {
 	for _, n := range []int{2, -1} {
-		be := open(t, Options{ExpertSlots: n, FP8: true})
+		be := open(t, Options{ExpertSlots: n})
 		pool := be.(backend.SlotPool)
 		if got, want := pool.SlotCapacity(3*24*40*2), max(n, 0); got != want {
 			t.Errorf("ExpertSlots %d: capacity %d, want %d", n, got, want)

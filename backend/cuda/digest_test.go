@@ -413,7 +413,7 @@ func TestScrubDevice(t *testing.T) {
 // checked, with two pool slots (refilled with other experts) beside the
 // transient slots: the same bits, no failure.
 func TestCUDAVerifyCopies(t *testing.T) {
-	be := open(t, Options{VerifyCopies: true, ExpertSlots: 2, FP8: true})
+	be := open(t, Options{VerifyCopies: true, ExpertSlots: 2})
 	backendtest.Run(t, be, backendtest.Options{Short: true, Slots: true})
 	c := be.(backend.Meter).Counters()
 	t.Logf("%+v", c)

@@ -32,9 +32,8 @@
 // warp per row and group of the activations) and matmul_fp8 (one warp per
 // weight row and 8 tokens, each group's sum exact in 64-bit integers).
 // backend/cuda/fp8host runs the same warp functions on the host against
-// canon in every test run. They have not yet passed the conformance suite
-// on a GPU, so they are off unless Options.FP8 is set (tarfa: FP8Env=1);
-// without it a block-FP8 matrix is refused with backend.ErrUnsupported. A
+// canon in every test run, and the conformance suite and the block-FP8
+// golden replays ran them on an H200 (validation/cudarun). A
 // dense block-FP8 matrix is uploaded as its codes and float32 scales; a
 // routed expert's slot holds its record's bytes (codes, then the scales as
 // stored, two segments for the device hash), so the copy is verified and

@@ -13,7 +13,6 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/weights"
 	"github.com/tarfa-ai/tarfa/weights/weightstest"
@@ -61,36 +60,6 @@ func fp8ExpertModel(t *testing.T, n int, dt jnf.DType) *weights.Checkpoint {
 	return weightstest.Open(t, m)
 }
 
-// TestFP8Off: without Options.FP8 a block-FP8 expert is refused by
-// LoadExpert and FillSlot with backend.ErrUnsupported, naming the tensor
-// and the way to run it.
-func TestFP8Off(t *testing.T) {
-	ck := fp8ExpertModel(t, 1, jnf.F32)
-	be := open(t, Options{})
-	q, err := be.NewQueue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	ve, err := ck.Expert(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x backend.Expert
-	err = q.LoadExpert(&x, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), 24, 256)
-	if !errors.Is(err, backend.ErrUnsupported) || !strings.Contains(err.Error(), "gate_proj") || !strings.Contains(err.Error(), FP8Env) {
-		t.Fatalf("LoadExpert of a block-FP8 expert without Options.FP8: %v; want ErrUnsupported naming the tensor and %s", err, FP8Env)
-	}
-	sl, err := be.(backend.SlotPool).AllocSlot(ck.ExpertBytes(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.(backend.SlotPool).FreeSlot(sl)
-	if err := q.(backend.SlotQueue).FillSlot(sl, ve.ID(), ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), 24, 256); !errors.Is(err, backend.ErrUnsupported) {
-		t.Fatalf("FillSlot of a block-FP8 expert without Options.FP8: %v; want ErrUnsupported", err)
-	}
-}
-
 // TestVerifyCopiesFP8: a block-FP8 expert's device copy (codes, then its
 // scales as stored: two segments) hashes on the device to its record's
 // digest, for scales stored as F32, BF16 and F16; under another digest
@@ -100,7 +69,7 @@ func TestVerifyCopiesFP8(t *testing.T) {
 	for _, dt := range []jnf.DType{jnf.F32, jnf.BF16, jnf.F16} {
 		t.Run(string(dt), func(t *testing.T) {
 			ck := fp8ExpertModel(t, 2, dt)
-			b := open(t, Options{VerifyCopies: true, FP8: true}).(*Backend)
+			b := open(t, Options{VerifyCopies: true}).(*Backend)
 			q, err := b.NewQueue()
 			if err != nil {
 				t.Fatal(err)

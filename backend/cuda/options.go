@@ -30,18 +30,7 @@ type Options struct {
 	// the device, against the digest it was verified with on the host, and
 	// fails the step at its synchronisation if the copy differs (digest.go).
 	VerifyCopies bool
-	// FP8 computes block-FP8 matrices (EXACTNESS.md, "Block-FP8 linear
-	// layers (W8A8)") with the kernels of kernels/fp8.cu. They have not yet
-	// passed the conformance suite on a GPU, so they are off by default and
-	// a block-FP8 matrix is refused (backend.ErrUnsupported); the cuda
-	// tests and the device scripts turn them on to validate them (tarfa:
-	// the environment variable FP8Env=1).
-	FP8 bool
 }
-
-// FP8Env is the environment variable that turns Options.FP8 on for the
-// backend backend.Open("cuda") makes.
-const FP8Env = "TARFA_CUDA_FP8"
 
 // DefaultReserve is the device memory Options.Reserve keeps free for
 // sessions by default.

@@ -807,9 +807,6 @@ type hostExpert struct{ gate, up, down backend.Mat }
 // which the expert hierarchy fills: FillSlot); with no device memory to be
 // had, the expert is computed on the host.
 func (q *Queue) LoadExpert(x *backend.Expert, id weights.ExpertID, digest jnf.Digest, gate, up, down weights.Linear, I, H int) error {
-	if gate.Quantized() && !q.b.o.FP8 {
-		return errNoFP8(gate.Name())
-	}
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {
 		return err
@@ -858,9 +855,6 @@ func (q *Queue) FillSlot(s backend.Slot, id weights.ExpertID, digest jnf.Digest,
 	sl, ok := s.(*slot)
 	if !ok || sl == nil || sl.b != q.b || !sl.pool {
 		return fmt.Errorf("cuda: FillSlot of %v: %T is not a slot of this backend's pool", id, s)
-	}
-	if gate.Quantized() && !q.b.o.FP8 {
-		return errNoFP8(gate.Name())
 	}
 	var v backend.Expert
 	if err := backend.ViewExpert(&v, id, digest, gate, up, down, I, H); err != nil {

@@ -1,10 +1,6 @@
 package cuda
 
-import (
-	"os"
-
-	"github.com/tarfa-ai/tarfa/backend"
-)
+import "github.com/tarfa-ai/tarfa/backend"
 
 // The CUDA backend registers as "cuda" (backend.Open) in every build: in a
 // binary built without -tags cuda, New is the stub whose error names the
@@ -12,7 +8,6 @@ import (
 // is unknown.
 func init() {
 	backend.Register("cuda", func(o backend.Options) (backend.Backend, error) {
-		return New(Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing, VerifyCopies: o.VerifyCopies,
-			FP8: os.Getenv(FP8Env) == "1"})
+		return New(Options{Device: o.Device, VRAMBudget: o.VRAMBudget, Threads: o.Threads, Timing: o.Timing, VerifyCopies: o.VerifyCopies})
 	})
 }

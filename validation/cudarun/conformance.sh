@@ -30,13 +30,11 @@ for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long default; do
     echo "replay $m [$o] rc=$rc: $(tail -1 $OUT/r.tmp)"; cat $OUT/r.tmp >> $OUT/replay.log
   done
 done
-echo "== block-FP8 golden replay (synthref-fp8; kernels/fp8.cu, on with TARFA_CUDA_FP8=1)"
+echo "== block-FP8 golden replay (synthref-fp8; kernels/fp8.cu)"
 for m in q3-fp8 q35-fp8; do
   ./tarfa convert $root/validation/testdata/synthref-fp8/$m/checkpoint --out jnf-$m 2>&1 | tail -1
-  timeout 60 ./tarfa replay --backend cuda --model jnf-$m --golden golden-$m > $OUT/r.tmp 2>&1; rc=$?
-  echo "replay $m without TARFA_CUDA_FP8 (refused, naming it) rc=$rc: $(grep -o 'TARFA_CUDA_FP8' $OUT/r.tmp | head -1)"
   for o in "" "--placement host" "--placement random" "--placement device --vram-budget 1GiB" "--vram-budget 1GiB --placement random --ram-budget 0"; do
-    TARFA_CUDA_FP8=1 timeout 60 ./tarfa replay --backend cuda --model jnf-$m --golden golden-$m $o > $OUT/r.tmp 2>&1; rc=$?
+    timeout 60 ./tarfa replay --backend cuda --model jnf-$m --golden golden-$m $o > $OUT/r.tmp 2>&1; rc=$?
     echo "replay $m [$o] rc=$rc: $(tail -1 $OUT/r.tmp)"; cat $OUT/r.tmp >> $OUT/replay.log
   done
 done
