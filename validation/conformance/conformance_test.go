@@ -22,8 +22,16 @@ func TestFixturesConform(t *testing.T) {
 		{"../synthref/q3-dense-tied-norenorm/checkpoint", "../synthref/q3-dense-tied-norenorm"},
 		{"../synthref/q3-heap-topk-sparse-step/checkpoint", "../synthref/q3-heap-topk-sparse-step"},
 		{"../synthref/q35-ratio3-hd40-tied/checkpoint", "../synthref/q35-ratio3-hd40-tied"},
+		// Block-FP8 checkpoints against transformers' FP8Linear / FP8Experts
+		// (W8A8, the function Tarfa computes; atol 5e-4) and against its
+		// dequantize=True fallback (W8A16, another function: atol 4e-3)
+		// (validation/testdata/synthref-fp8/PROVENANCE.md).
+		{"../synthref-fp8/q3-fp8/checkpoint", "../synthref-fp8/q3-fp8"},
+		{"../synthref-fp8/q35-fp8/checkpoint", "../synthref-fp8/q35-fp8"},
+		{"../synthref-fp8/q3-fp8/checkpoint", "../synthref-fp8/q3-fp8/w8a16"},
+		{"../synthref-fp8/q35-fp8/checkpoint", "../synthref-fp8/q35-fp8/w8a16"},
 	} {
-		t.Run(c.ckpt, func(t *testing.T) {
+		t.Run(c.ref, func(t *testing.T) {
 			rep, err := Run(context.Background(), fixtures+c.ckpt, fixtures+c.ref, Options{Threads: 2})
 			if err != nil {
 				t.Fatal(err)

@@ -17,8 +17,10 @@ dev=$PWD
 (cd "$root/validation/decodebench" && timeout 120 "$dev/decodebench.test" -test.v -test.run 'CUDA' -test.timeout 110s) >> $OUT/test.log 2>&1; echo "decodebench.test -test.run CUDA rc=$?"
 grep -E "^--- (FAIL|PASS): TestCUDA" $OUT/test.log
 echo "== validate hf"
-for d in fixtures/qwen3moe-dev-a fixtures/qwen35moe-dev-c fixtures/qwen35moe-dev-e-long synthref/q3-dense-tied-norenorm synthref/q3-heap-topk-sparse-step synthref/q35-ratio3-hd40-tied; do
-  timeout 60 ./tarfa validate hf --backend cuda --checkpoint $root/validation/testdata/$d/checkpoint --reference $root/validation/testdata/$d > $OUT/v.tmp 2>&1; rc=$?
+for d in fixtures/qwen3moe-dev-a fixtures/qwen35moe-dev-c fixtures/qwen35moe-dev-e-long synthref/q3-dense-tied-norenorm synthref/q3-heap-topk-sparse-step synthref/q35-ratio3-hd40-tied \
+    synthref-fp8/q3-fp8 synthref-fp8/q35-fp8 synthref-fp8/q3-fp8/w8a16 synthref-fp8/q35-fp8/w8a16; do
+  c=$root/validation/testdata/${d%/w8a16}/checkpoint
+  timeout 60 ./tarfa validate hf --backend cuda --checkpoint $c --reference $root/validation/testdata/$d > $OUT/v.tmp 2>&1; rc=$?
   echo "validate $d rc=$rc"; cat $OUT/v.tmp >> $OUT/validate.log; tail -3 $OUT/v.tmp
 done
 echo "== golden replay"
@@ -39,4 +41,4 @@ for m in q3-fp8 q35-fp8; do
   done
 done
 rm -f $OUT/v.tmp $OUT/r.tmp
-grep -c "exact=true" $OUT/replay.log; grep -c "exact=false" $OUT/replay.log
+echo "replays exact=true: $(grep -c "exact=true" $OUT/replay.log), exact=false: $(grep -c "exact=false" $OUT/replay.log)"
