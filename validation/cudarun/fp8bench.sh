@@ -27,7 +27,7 @@ for dt in bf16 fp8; do
 	if [ ! -s $B/manifest.json ]; then
 		rm -rf $B
 		s0=$SECONDS
-		./tarfa synth --arch qwen3_5_moe --preset real --layers 4 --dtype $dt --jnf --workers 8 --out $B 2>&1 | tail -1
+		./tarfa synth --arch qwen3_5_moe --preset real --layers 4 --dtype $dt --jnf --workers $(nproc) --out $B 2>&1 | tail -1
 		echo "synth $dt: $((SECONDS - s0)) s, $(du -sb $B | cut -f1) bytes"
 	fi
 done

@@ -29,6 +29,9 @@
 #	              generation of the same prompt left in the RAM tier and the
 #	              device slots), logits compared bit for bit; bench-decode.json
 # PHASE=all (default) does synth and run in one call where the time allows.
+# DTYPE=fp8 makes and measures the same model in Qwen's block-FP8 layout
+# (default M /tmp/fulldepth/jnf-fp8; about half the bytes: mind the disk when
+# both are kept, e.g. EXPERTS=16 for the pair).
 # Results in $OUT/results.tgz (fulldepth/), with summary.txt.
 #
 #	# here: prepare.sh (copies this script into .dev/cuda)
@@ -52,7 +55,9 @@ VRAMS=${VRAMS:-16GiB 12GiB}
 BACKEND=${BACKEND:-cuda}
 JOBS=${JOBS:-1,4,16,32,64}
 VERIFY=${VERIFY:-1}
-M=${M:-/tmp/fulldepth/jnf}
+WORKERS=${WORKERS:-$(nproc)} # synth --workers: files made in parallel (49 at full depth)
+DTYPE=${DTYPE:-bf16}     # fp8: the same model in Qwen's block-FP8 layout (synth --dtype fp8)
+M=${M:-/tmp/fulldepth/jnf$([ "$DTYPE" = bf16 ] || echo "-$DTYPE")}
 T=${TARFA:-./tarfa}
 start=$SECONDS
 R=$OUT/fulldepth; mkdir -p "$R"
@@ -71,7 +76,7 @@ synth() {
 	s0=$SECONDS
 	# --jnf resumes an interrupted run (the files finished are re-verified and kept).
 	timeout $(($(left) - 10)) $T synth --arch qwen3_5_moe --preset real --layers $LAYERS --experts $EXPERTS ${VOCAB:+--vocab $VOCAB} \
-		--jnf --out "$M" --json > "$R/synth.json" 2> "$R/synth.err"
+		--dtype $DTYPE --workers $WORKERS --jnf --out "$M" --json > "$R/synth.json" 2> "$R/synth.err"
 	rc=$?
 	say "synth --jnf rc=$rc in $((SECONDS - s0)) s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%d layers x %d experts top-%d, %.2f GB of tensors, %.0f MB/s, root %s" % (r["layers"], r["experts"], r["top_k"], r["bytes"]/1e9, r["bytes"]/r["seconds"]/1e6, r["root"]))' "$R/synth.json" 2>&1)"
 	[ $rc -eq 0 ] || { tail -3 "$R/synth.err"; return 1; }
