@@ -463,6 +463,18 @@ type Counters struct {
 	DeviceVerifiedBytes  int64 `json:"device_verified_bytes,omitempty"`
 	DeviceScrubbedBytes  int64 `json:"device_scrubbed_bytes,omitempty"`
 	DeviceVerifyFailures int64 `json:"device_verify_failures,omitempty"`
+	// KernelTimes are, with device timing, the kernels' launches and device
+	// time by the name of the operation that launched them (a device
+	// backend with timing on; nil otherwise). Their seconds sum to
+	// KernelSeconds.
+	KernelTimes map[string]KernelTime `json:"kernel_times,omitempty"`
+}
+
+// KernelTime is the launches and the summed device time of one kind of
+// kernel (Counters.KernelTimes).
+type KernelTime struct {
+	Launches int64   `json:"launches"`
+	Seconds  float64 `json:"seconds"`
 }
 
 // Sub returns c − o, counter by counter.
@@ -475,7 +487,26 @@ func (c Counters) Sub(o Counters) Counters {
 		HostExperts: c.HostExperts - o.HostExperts, UploadBytes: c.UploadBytes - o.UploadBytes,
 		DeviceVerified: c.DeviceVerified - o.DeviceVerified, DeviceVerifiedBytes: c.DeviceVerifiedBytes - o.DeviceVerifiedBytes,
 		DeviceScrubbedBytes: c.DeviceScrubbedBytes - o.DeviceScrubbedBytes, DeviceVerifyFailures: c.DeviceVerifyFailures - o.DeviceVerifyFailures,
+		KernelTimes: subKernelTimes(c.KernelTimes, o.KernelTimes),
 	}
+}
+
+// subKernelTimes is c − o by name, leaving out the names with no launches
+// in between (nil if none is left).
+func subKernelTimes(c, o map[string]KernelTime) map[string]KernelTime {
+	var d map[string]KernelTime
+	for name, k := range c {
+		k.Launches -= o[name].Launches
+		k.Seconds -= o[name].Seconds
+		if k.Launches == 0 {
+			continue
+		}
+		if d == nil {
+			d = make(map[string]KernelTime)
+		}
+		d[name] = k
+	}
+	return d
 }
 
 // Pinner is implemented by device backends that can pin host memory for

@@ -5,6 +5,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -51,6 +52,19 @@ func TestCUDACounters(t *testing.T) {
 				checkDeviceCounters(t, m, loaded, run, 256, budget == 0)
 				if run.Kernels == 0 || !(run.KernelSeconds > 0) || !(run.H2DSeconds > 0) {
 					t.Errorf("%d kernels in %v s, copies %v s: device time not measured", run.Kernels, run.KernelSeconds, run.H2DSeconds)
+				}
+				// By name: every launch timed under its operation's name,
+				// the times summing to the total.
+				var n int64
+				var sec float64
+				for name, k := range run.KernelTimes {
+					if name == "" || k.Launches <= 0 || !(k.Seconds > 0) {
+						t.Errorf("kernel times %q: %+v", name, k)
+					}
+					n, sec = n+k.Launches, sec+k.Seconds
+				}
+				if n != run.Kernels || math.Abs(sec-run.KernelSeconds) > 1e-6*(1+run.KernelSeconds) {
+					t.Errorf("kernel times by name: %d launches in %v s, want the totals %d in %v s (%v)", n, sec, run.Kernels, run.KernelSeconds, run.KernelTimes)
 				}
 			})
 		}

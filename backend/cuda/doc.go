@@ -60,7 +60,9 @@
 //
 // The backend counts its copies, kernels and expert loads (backend.Meter);
 // with Options.Timing it also times every kernel and host-to-device copy
-// with a pair of CUDA events (for tarfa bench decode). Pin
+// with a pair of CUDA events (for tarfa bench decode and bench serve
+// --device-time), and sums the kernels' device time by the name of the
+// operation that launched them (Counters.KernelTimes). Pin
 // (backend.Pinner) registers host memory with the driver
 // (cuMemHostRegister): the streaming tier's staging and RAM-tier buffers,
 // when given to it (tier.Options.Pinner), so that an expert read into one

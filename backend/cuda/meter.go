@@ -3,6 +3,8 @@
 package cuda
 
 import (
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,11 @@ type meter struct {
 	h2dNs, kernelNs                atomic.Int64
 	verified, verifiedBytes        atomic.Int64
 	scrubbedBytes, verifyFailures  atomic.Int64
+
+	// byName are the timed kernels' launches and device time by the name
+	// of their operation (Options.Timing), added under mu by collect.
+	mu     sync.Mutex
+	byName map[string]backend.KernelTime
 }
 
 var _ backend.Meter = (*Backend)(nil)
@@ -34,8 +41,12 @@ var _ backend.Meter = (*Backend)(nil)
 // around each.
 func (b *Backend) Counters() backend.Counters {
 	m := &b.meter
+	m.mu.Lock()
+	byName := maps.Clone(m.byName)
+	m.mu.Unlock()
 	return backend.Counters{
-		H2DBytes: m.h2d.Load(), H2DCopies: m.h2dCopies.Load(), ExpertH2DBytes: m.expertH2D.Load(),
+		KernelTimes: byName,
+		H2DBytes:    m.h2d.Load(), H2DCopies: m.h2dCopies.Load(), ExpertH2DBytes: m.expertH2D.Load(),
 		H2DSeconds: time.Duration(m.h2dNs.Load()).Seconds(), D2HBytes: m.d2h.Load(),
 		Kernels: m.kernels.Load(), KernelSeconds: time.Duration(m.kernelNs.Load()).Seconds(),
 		ExpertsLoaded: m.loaded.Load(), ExpertsDirect: m.direct.Load(), ExpertsCached: m.cached.Load(), HostExperts: m.host.Load(),
@@ -49,6 +60,7 @@ func (b *Backend) Counters() backend.Counters {
 type timed struct {
 	start, end cu.Event
 	copy       bool
+	name       string // the kernel's operation (launchOn)
 }
 
 // event returns a timing event from the queue's pool.
@@ -81,7 +93,7 @@ func (q *Queue) timeStart(s cu.Stream) (cu.Event, bool) {
 	return ev, ok
 }
 
-func (q *Queue) timeEnd(s cu.Stream, start cu.Event, ok, isCopy bool) {
+func (q *Queue) timeEnd(s cu.Stream, start cu.Event, ok, isCopy bool, name string) {
 	if !ok {
 		return
 	}
@@ -91,7 +103,7 @@ func (q *Queue) timeEnd(s cu.Stream, start cu.Event, ok, isCopy bool) {
 		return
 	}
 	q.check("timing event", end.Record(s))
-	q.timings = append(q.timings, timed{start: start, end: end, copy: isCopy})
+	q.timings = append(q.timings, timed{start: start, end: end, copy: isCopy, name: name})
 }
 
 // collect adds the device times of the completed timed operations to the
@@ -99,6 +111,13 @@ func (q *Queue) timeEnd(s cu.Stream, start cu.Event, ok, isCopy bool) {
 // streams were synchronised).
 func (q *Queue) collect() {
 	m := &q.b.meter
+	if len(q.timings) > 0 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.byName == nil {
+			m.byName = make(map[string]backend.KernelTime)
+		}
+	}
 	for _, t := range q.timings {
 		if ms, err := t.start.Elapsed(t.end); err == nil {
 			ns := int64(ms * 1e6)
@@ -106,6 +125,10 @@ func (q *Queue) collect() {
 				m.h2dNs.Add(ns)
 			} else {
 				m.kernelNs.Add(ns)
+				k := m.byName[t.name]
+				k.Launches++
+				k.Seconds += time.Duration(ns).Seconds()
+				m.byName[t.name] = k
 			}
 		} else {
 			q.check("timing", err)

@@ -269,7 +269,7 @@ func (q *Queue) upload(d cu.DevicePtr, src unsafe.Pointer, n int) {
 	copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(src), n))
 	t0, timed := q.timeStart(q.s)
 	q.check("copy to the device", cu.MemcpyHtoDAsync(d, p, int64(n), q.s))
-	q.timeEnd(q.s, t0, timed, true)
+	q.timeEnd(q.s, t0, timed, true, "")
 	q.b.meter.h2d.Add(int64(n))
 	q.b.meter.h2dCopies.Add(1)
 }
@@ -330,7 +330,7 @@ func (q *Queue) launchOn(s cu.Stream, name string, fn cu.Function, gx, gy, bx in
 	}
 	t0, timed := q.timeStart(s)
 	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, s, q.argp[:n]))
-	q.timeEnd(s, t0, timed, false)
+	q.timeEnd(s, t0, timed, false, name)
 	q.b.meter.kernels.Add(1)
 }
 
@@ -975,7 +975,7 @@ func (q *Queue) copyInto(sl *slot, v *backend.Expert, l slotLayout) error {
 		q.check("expert copy", cu.MemcpyHtoDAsync(sl.ptr, st.p, l.size, q.cs))
 		b.meter.h2dCopies.Add(1)
 	}
-	q.timeEnd(q.cs, t0, timed, true)
+	q.timeEnd(q.cs, t0, timed, true, "")
 	b.meter.h2d.Add(l.size)
 	b.meter.expertH2D.Add(l.size)
 	b.meter.loaded.Add(1)

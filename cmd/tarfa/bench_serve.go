@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,33 @@ type benchServeRow struct {
 	KernelSecPerStep float64 `json:"kernel_s_per_step,omitempty"`
 	H2DSecPerStep    float64 `json:"h2d_s_per_step,omitempty"`
 	KernelsPerStep   float64 `json:"kernels_per_step,omitempty"`
+	// KernelsByName splits the kernels per step by the operation that
+	// launched them, the most device time first.
+	KernelsByName []kernelPerStep `json:"kernels_by_name,omitempty"`
+}
+
+// kernelPerStep is one kind of kernel's launches and device time per batch
+// step (bench serve --device-time).
+type kernelPerStep struct {
+	Name            string  `json:"name"`
+	LaunchesPerStep float64 `json:"launches_per_step"`
+	SecPerStep      float64 `json:"s_per_step"`
+}
+
+// kernelsPerStep is d's kernel times by name over steps, the most device
+// time first (ties by name).
+func kernelsPerStep(d map[string]backend.KernelTime, steps float64) []kernelPerStep {
+	ks := make([]kernelPerStep, 0, len(d))
+	for name, k := range d {
+		ks = append(ks, kernelPerStep{Name: name, LaunchesPerStep: float64(k.Launches) / steps, SecPerStep: k.Seconds / steps})
+	}
+	slices.SortFunc(ks, func(a, b kernelPerStep) int {
+		if c := cmp.Compare(b.SecPerStep, a.SecPerStep); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return ks
 }
 
 func newBenchServeCommand() *cobra.Command {
@@ -273,6 +301,7 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 				d := c1.Sub(c0)
 				n := float64(row.Steps)
 				row.KernelSecPerStep, row.H2DSecPerStep, row.KernelsPerStep = d.KernelSeconds/n, d.H2DSeconds/n, float64(d.Kernels)/n
+				row.KernelsByName = kernelsPerStep(d.KernelTimes, n)
 			}
 		}
 		rows = append(rows, row)
@@ -280,6 +309,18 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "%11s: %6d tokens in %7.2fs = %8.1f tok/s · TTFT p50 %7.1f ms p99 %7.1f ms · ITL p50 %7.1f ms p99 %7.1f ms · verified %s/token, read %s/token · %.1f tokens computed per batch step · identical to solo: %v\n",
 				plural(c, "client", "clients"), row.Tokens, row.Seconds, row.TokensPerSec, 1e3*row.TTFTp50, 1e3*row.TTFTp99, 1e3*row.ITLp50, 1e3*row.ITLp99,
 				sizeWords(int64(row.VerifiedPerTok)), sizeWords(int64(row.ReadPerTok)), row.RowsPerStep, row.Identical)
+			if row.KernelsPerStep > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%11s  device a step: kernels %.2f ms (%.0f launches), copies %.2f ms; by kernel:", "",
+					1e3*row.KernelSecPerStep, row.KernelsPerStep, 1e3*row.H2DSecPerStep)
+				for i, k := range row.KernelsByName {
+					if i == 8 {
+						fmt.Fprintf(cmd.OutOrStdout(), " …")
+						break
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), " %s %.2f ms (%.0f)", k.Name, 1e3*k.SecPerStep, k.LaunchesPerStep)
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
+			}
 		}
 	}
 	if o.asJSON {

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/tier"
 	"github.com/tarfa-ai/tarfa/validation/decodebench"
 	"github.com/tarfa-ai/tarfa/validation/enginebench"
@@ -150,5 +152,17 @@ func TestBenchServeDeviceTimeOnCPU(t *testing.T) {
 		if _, ok := rows[0][k]; ok {
 			t.Errorf("cpu: %s = %v, want no device figure", k, rows[0][k])
 		}
+	}
+}
+
+// kernelsPerStep: per-step figures of each kernel, the most device time
+// first, ties by name.
+func TestKernelsPerStep(t *testing.T) {
+	got := kernelsPerStep(map[string]backend.KernelTime{
+		"silu_mul": {Launches: 40, Seconds: 0.002}, "matmul_group": {Launches: 8, Seconds: 0.008},
+		"rmsnorm": {Launches: 20, Seconds: 0.002}}, 4)
+	want := []kernelPerStep{{"matmul_group", 2, 0.002}, {"rmsnorm", 5, 0.0005}, {"silu_mul", 10, 0.0005}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("kernelsPerStep: %+v, want %+v", got, want)
 	}
 }
