@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tarfa-ai/tarfa/backend"
@@ -236,11 +238,17 @@ func (u *moeUse) bound(e int) {
 }
 
 // computeHeld evaluates the held experts for their rows: gate and up of
-// all of them in one grouped product, each one's SiLU·up, then every down
-// product in one more; then lets their slots go.
+// all of them in one grouped product, the SiLU·up of each run of held
+// experts whose rows are contiguous in one call (an elementwise function:
+// each element's bits are the same whatever the call covers; with every
+// expert of the step held, one call), then every down product in one
+// more; then lets their slots go.
 func (u *moeUse) computeHeld() {
 	w, q := u.w, u.w.q
 	H, I := u.H, u.I
+	// In row order (experts in increasing order: their rows follow each
+	// other), so that contiguous runs are found by one pass.
+	slices.SortFunc(w.held, func(a, b heldExpert) int { return cmp.Compare(a.e, b.e) })
 	ops := w.mmOps[:0]
 	for i := range w.held {
 		h := &w.held[i]
@@ -251,12 +259,20 @@ func (u *moeUse) computeHeld() {
 	}
 	u.group.MatMuls(ops)
 	ops = ops[:0]
+	for i := 0; i < len(w.held); {
+		a, b := u.start[w.held[i].e], u.start[w.held[i].e+1]
+		j := i + 1
+		for ; j < len(w.held) && u.start[w.held[j].e] == b; j++ {
+			b = u.start[w.held[j].e+1]
+		}
+		ge := w.ge.Rows(a, b, I)
+		q.SiLUMul(ge, ge, w.ue.Rows(a, b, I))
+		i = j
+	}
 	for i := range w.held {
 		h := &w.held[i]
 		a, b := u.start[h.e], u.start[h.e+1]
-		ge := w.ge.Rows(a, b, I)
-		q.SiLUMul(ge, ge, w.ue.Rows(a, b, I))
-		ops = append(ops, backend.MatMulOp{Y: w.ye.Rows(a, b, H), W: &h.x.Down, X: ge, T: b - a})
+		ops = append(ops, backend.MatMulOp{Y: w.ye.Rows(a, b, H), W: &h.x.Down, X: w.ge.Rows(a, b, I), T: b - a})
 	}
 	u.group.MatMuls(ops)
 	w.mmOps = ops[:0]

@@ -93,6 +93,15 @@ func TestDeviceLevelDoesNotChangeABit(t *testing.T) {
 			if c.be == "device" && backendtest.GroupedMatMuls(be) == 0 {
 				t.Errorf("no grouped products: every expert bound from a slot was computed alone")
 			}
+			// With a slot for every expert, every step's experts are bound
+			// and their rows are one contiguous run: one SiLU·up for all
+			// of them (engine: computeHeld), between the two grouped
+			// products of each step.
+			if c.be == "device" && c.slots >= n {
+				if g, s := backendtest.GroupedMatMuls(be), backendtest.GroupedSiLUMuls(be); s != g/2 {
+					t.Errorf("%d grouped steps, %d SiLU·up launches between their products: want one a step", g/2, s)
+				}
+			}
 			uses := m.Stats().ExpertsOnDevice + m.Stats().ExpertsOnHost
 			if st.Device.Capacity != min(c.slots, n) || st.Device.Resident > st.Device.Capacity || st.Device.Uses != uses {
 				t.Errorf("device level: %d slots (want %d), %d resident, %d uses (the engine computed %d)", st.Device.Capacity, min(c.slots, n), st.Device.Resident, st.Device.Uses, uses)

@@ -59,6 +59,7 @@ type device struct {
 	loaded, cached, direct                 atomic.Int64
 	verified, failures, scrubbed           atomic.Int64
 	grouped                                atomic.Int64 // MatMuls calls
+	groupedSiLU                            atomic.Int64 // SiLUMul calls between a queue's odd and even MatMuls
 
 	pinMu  sync.Mutex
 	pinned map[uintptr]int // base address → length of memory Pin pinned
@@ -229,6 +230,9 @@ type devQueue struct {
 	checks []check  // copies to verify at Sync (VerifyCopies)
 	filled *devSlot // the slot the last FillSlot filled
 	binds  []*devSlot
+	// inGroup: an odd number of MatMuls calls so far (a grouped step's
+	// gate and up products are done, its down products not yet).
+	inGroup bool
 }
 
 func (q *devQueue) fail(format string, a ...any) {
@@ -387,6 +391,9 @@ func (q *devQueue) DeltaRule(o, qb, k, v, beta, alpha, S backend.Buf, T, nk, nv,
 }
 
 func (q *devQueue) SiLUMul(y, g, u backend.Buf) {
+	if q.inGroup {
+		q.d.groupedSiLU.Add(1)
+	}
 	yy, gg, uu := q.b("SiLUMul", y), q.b("SiLUMul", g), q.b("SiLUMul", u)
 	q.do(func() { q.h.SiLUMul(yy, gg, uu) })
 }
@@ -762,6 +769,7 @@ func (q *devQueue) ReleaseExpert(x *backend.Expert) {
 // calls (GroupedMatMuls).
 func (q *devQueue) MatMuls(ops []backend.MatMulOp) {
 	q.d.grouped.Add(1)
+	q.inGroup = !q.inGroup
 	for _, o := range ops {
 		q.MatMul(o.Y, o.W, o.X, o.T)
 	}
@@ -770,6 +778,12 @@ func (q *devQueue) MatMuls(ops []backend.MatMulOp) {
 // GroupedMatMuls counts the MatMuls calls of be's queues (a NewDevice
 // backend).
 func GroupedMatMuls(be backend.Backend) int64 { return be.(*device).grouped.Load() }
+
+// GroupedSiLUMuls counts the SiLUMul calls of be's queues (a NewDevice
+// backend) made between a queue's odd and even MatMuls calls: the
+// activations of a grouped step's experts, between their gate and up
+// products and their down products.
+func GroupedSiLUMuls(be backend.Backend) int64 { return be.(*device).groupedSiLU.Load() }
 
 // BoundSlots counts the slots of be (a NewDevice backend) that a queue
 // still binds (BindSlot without its ReleaseExpert): none once every step
