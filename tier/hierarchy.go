@@ -389,6 +389,11 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 			return nil, fmt.Errorf("tier: %w", err)
 		}
 		h.stats.RAMCap = capacity
+		// Two steps' worth of admissions have their buffers mapped, faulted
+		// in and pinned ahead, off the readers' path (a fresh 18 MiB buffer
+		// is thousands of page faults and a cuMemHostRegister); never more
+		// buffers than the tier holds.
+		h.ram.KeepSpare(min(2*cfg.TopK, capacity), capacity)
 	}
 	n := opt.Readers
 	if n <= 0 {

@@ -5,7 +5,9 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/jnf"
 )
@@ -315,4 +317,115 @@ func TestArenaLazyPinner(t *testing.T) {
 		t.Error("Pin pinned without a pinner")
 	}
 	b.Release()
+}
+
+// syncPinner is a recPinner safe for the spare keeper's goroutine; with
+// gate set, each Pin waits for a value on it.
+type syncPinner struct {
+	mu              sync.Mutex
+	pinned, unpined int
+	gate            chan struct{}
+	entered         chan struct{}
+}
+
+func (p *syncPinner) Pin(mem []byte) (func() error, error) {
+	if p.entered != nil {
+		p.entered <- struct{}{}
+	}
+	if p.gate != nil {
+		<-p.gate
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pinned++
+	return func() error { p.mu.Lock(); p.unpined++; p.mu.Unlock(); return nil }, nil
+}
+
+func (p *syncPinner) counts() (int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pinned, p.unpined
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestArenaKeepSpare: the keeper maps and pins n free buffers ahead of Get
+// (a lazy pinner too), maps another after each Get, never more than max
+// buffers or the budget in all, and Close unpins every one.
+func TestArenaKeepSpare(t *testing.T) {
+	a, err := NewArena(PageSize, 5*int64(PageSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &syncPinner{}
+	a.SetLazyPinner(p)
+	a.KeepSpare(2, 3)
+	free := func() int { return int(a.Mapped()/int64(PageSize)) - a.InUse() }
+	waitFor(t, "two spares", func() bool { return free() == 2 })
+	if n, _ := p.counts(); n != 2 {
+		t.Fatalf("%d pins for 2 spares", n)
+	}
+	b1, err := a.Get()
+	if err != nil || !b1.Pinned() {
+		t.Fatalf("Get: %v, pinned %v: want a spare, pinned ahead", err, b1 != nil && b1.Pinned())
+	}
+	waitFor(t, "a spare mapped after the Get", func() bool { return a.Mapped() == 3*int64(PageSize) })
+	b2, _ := a.Get()
+	b3, _ := a.Get()
+	time.Sleep(20 * time.Millisecond) // the keeper must not map a fourth (max 3)
+	if m := a.Mapped(); m != 3*int64(PageSize) || !b2.Pinned() || !b3.Pinned() {
+		t.Fatalf("mapped %d bytes (want 3 buffers), pinned %v %v", m, b2.Pinned(), b3.Pinned())
+	}
+	b4, err := a.Get() // Get itself may still map up to the budget
+	if err != nil || b4.Pinned() {
+		t.Fatalf("Get past the keeper's max: %v, pinned %v (lazy: not yet)", err, b4.Pinned())
+	}
+	for _, b := range []*Buffer{b1, b2, b3, b4} {
+		b.Release()
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, u := p.counts(); n != 3 || u != 3 {
+		t.Errorf("%d pins, %d unpins: want 3 and 3", n, u)
+	}
+}
+
+// TestArenaKeepSpareClose: Close while the keeper is pinning a spare waits
+// for it, and the spare is unpinned and unmapped, not left behind.
+func TestArenaKeepSpareClose(t *testing.T) {
+	a, err := NewArena(PageSize, 4*int64(PageSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &syncPinner{gate: make(chan struct{}), entered: make(chan struct{})}
+	a.SetPinner(p)
+	a.KeepSpare(1, 4)
+	<-p.entered // the keeper is in Pin
+	closed := make(chan error)
+	go func() { closed <- a.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the keeper was pinning", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(p.gate)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if n, u := p.counts(); n != 1 || u != 1 || a.Mapped() != 0 {
+		t.Errorf("after Close: %d pins, %d unpins, %d bytes mapped", n, u, a.Mapped())
+	}
+	if _, err := a.Get(); err == nil {
+		t.Error("Get after Close")
+	}
 }
