@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -183,7 +185,8 @@ func bf16Value(f float32) float32 { return math.Float32frombits(uint32(bf16(f)) 
 
 // fp8Bytes puts bytes [off, off+len(dst)) of an FP8 weight or scale into
 // dst. A weight is made a band of bn rows at a time (the values of the
-// band, then each block's scale, then the codes): memory bn·K float32s.
+// band, then each block's scale, then the codes): memory bn·K float32s a
+// band; the bands a call covers are made in parallel (fp8Bands).
 func fp8Bytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 	q := s.fp8
 	N, K := q.src.shape[0], q.src.shape[1]
@@ -191,32 +194,7 @@ func fp8Bytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 		if off < 0 || off+int64(len(dst)) > N*K {
 			return fmt.Errorf("tensor %s: bytes [%d,+%d) outside its %d", s.name, off, len(dst), N*K)
 		}
-		var band []float32
-		scales := make([]float32, ceilDiv(K, q.bk))
-		for len(dst) > 0 {
-			r0 := off / K / q.bn * q.bn // the band's first row
-			rows := min(q.bn, N-r0)
-			if cap(band) < int(rows*K) {
-				band = make([]float32, rows*K)
-			}
-			band = band[:rows*K]
-			q.srcValues(seed, r0*K, band)
-			for cb := range scales {
-				var amax float32
-				for r := range rows {
-					for c := int64(cb) * q.bk; c < min(K, int64(cb+1)*q.bk); c++ {
-						amax = max(amax, float32(math.Abs(float64(band[r*K+c]))))
-					}
-				}
-				scales[cb], _ = blockScale(amax)
-			}
-			end := min((r0+rows)*K, off+int64(len(dst)))
-			for i := off; i < end; i++ {
-				j := i - r0*K
-				dst[i-off] = fp8Code(band[j], scales[(j%K)/q.bk])
-			}
-			dst, off = dst[end-off:], end
-		}
+		fp8Bands(q, seed, off, dst)
 		return nil
 	}
 	esz := s.dtype.Size()
@@ -224,20 +202,26 @@ func fp8Bytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 	if off < 0 || off+int64(len(dst)) > numel(s.shape)*esz {
 		return fmt.Errorf("tensor %s: bytes [%d,+%d) outside its %d", s.name, off, len(dst), numel(s.shape)*esz)
 	}
-	row := make([]float32, q.bk)
+	// Each scale is its block's; a band of bn rows gives the scales of a
+	// row of blocks, so the bands the range covers are made (in parallel)
+	// and their scales written in order.
+	e0, e1 := off/esz, (off+int64(len(dst))-1)/esz
+	b0, b1 := e0/nbk, e1/nbk
+	amax := make([][]float32, b1-b0+1)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for br := b0; br <= b1; br++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(br int64) {
+			defer func() { <-sem; wg.Done() }()
+			_, amax[br-b0] = q.bandValues(seed, br)
+		}(br)
+	}
+	wg.Wait()
 	var el [4]byte
-	for e := off / esz; len(dst) > 0; e++ {
-		br, bc := e/nbk, e%nbk
-		c0 := bc * q.bk
-		cols := min(q.bk, K-c0)
-		var amax float32
-		for r := br * q.bn; r < min(N, (br+1)*q.bn); r++ {
-			q.srcValues(seed, r*K+c0, row[:cols])
-			for _, w := range row[:cols] {
-				amax = max(amax, float32(math.Abs(float64(w))))
-			}
-		}
-		_, inv := blockScale(amax)
+	for e := e0; len(dst) > 0; e++ {
+		_, inv := blockScale(amax[e/nbk-b0][e%nbk])
 		switch s.dtype {
 		case jnf.F32:
 			binary.LittleEndian.PutUint32(el[:], math.Float32bits(inv))
@@ -247,10 +231,75 @@ func fp8Bytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 			return fmt.Errorf("tensor %s: synth cannot write scales of dtype %s", s.name, s.dtype)
 		}
 		skip := 0
-		if e == off/esz {
+		if e == e0 {
 			skip = int(off - e*esz)
 		}
 		dst = dst[copy(dst, el[skip:esz]):]
 	}
 	return nil
+}
+
+// bandValues is band br of q's source matrix (rows br·bn … br·bn+bn−1, as
+// float32 BF16 values, row-major) and the largest magnitude of each of its
+// blocks.
+func (q *fp8Quant) bandValues(seed uint64, br int64) (band, amax []float32) {
+	N, K := q.src.shape[0], q.src.shape[1]
+	r0 := br * q.bn
+	rows := min(q.bn, N-r0)
+	band = make([]float32, rows*K)
+	q.srcValues(seed, r0*K, band)
+	amax = make([]float32, ceilDiv(K, q.bk))
+	for r := range rows {
+		for c, w := range band[r*K : (r+1)*K] {
+			if a := float32(math.Abs(float64(w))); a > amax[int64(c)/q.bk] {
+				amax[int64(c)/q.bk] = a
+			}
+		}
+	}
+	return band, amax
+}
+
+// fp8Bands makes the codes of bytes [off, off+len(dst)) of q's weight, one
+// band of bn rows per goroutine (at most GOMAXPROCS at once): each band's
+// codes depend on its own values only, so the bytes are those of one band
+// after another.
+func fp8Bands(q *fp8Quant, seed uint64, off int64, dst []byte) {
+	band := q.bn * q.src.shape[1]
+	if len(dst) == 0 || off/band == (off+int64(len(dst))-1)/band {
+		fp8Band(q, seed, off, dst)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for len(dst) > 0 {
+		end := min((off/band+1)*band, off+int64(len(dst)))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(off int64, part []byte) {
+			defer func() { <-sem; wg.Done() }()
+			fp8Band(q, seed, off, part)
+		}(off, dst[:end-off])
+		dst, off = dst[end-off:], end
+	}
+	wg.Wait()
+}
+
+// fp8Band makes the codes of bytes [off, off+len(dst)) of q's weight, all
+// within one band of bn rows.
+func fp8Band(q *fp8Quant, seed uint64, off int64, dst []byte) {
+	if len(dst) == 0 {
+		return
+	}
+	K := q.src.shape[1]
+	br := off / K / q.bn
+	band, amax := q.bandValues(seed, br)
+	scales := make([]float32, len(amax))
+	for cb, a := range amax {
+		scales[cb], _ = blockScale(a)
+	}
+	r0 := br * q.bn
+	for i := range dst {
+		j := off + int64(i) - r0*K
+		dst[i] = fp8Code(band[j], scales[(j%K)/q.bk])
+	}
 }
