@@ -28,7 +28,6 @@
 package backend
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/tarfa-ai/tarfa/jnf"
@@ -223,11 +222,6 @@ func (b Buf) Slice(lo, hi int) Buf {
 
 // Rows returns rows [r0, r1) of b seen as rows of rowLen values.
 func (b Buf) Rows(r0, r1, rowLen int) Buf { return b.Slice(r0*rowLen, r1*rowLen) }
-
-// ErrUnsupported marks an operation or a weight a backend does not
-// implement (a block-FP8 matrix on a backend without its kernel): an
-// error, never another computation.
-var ErrUnsupported = errors.New("not supported by this backend")
 
 // Key identifies a weight by the verified bytes it was made from: the
 // manifest digest of its record and which matrix of the record it is (0

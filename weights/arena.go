@@ -34,8 +34,8 @@ type Arena struct {
 	spare, spareMax int
 	wake            chan struct{}
 	keeperDone      chan struct{}
-	// pending is 1 while the keeper maps a buffer it has counted in mapped
-	// but not yet freed; Get waits on spared for it rather than fail for
+	// pending counts the buffers the keeper is mapping, counted in mapped
+	// but not yet free; Get waits on spared for it rather than fail for
 	// want of budget.
 	pending int
 	spared  *sync.Cond
@@ -120,21 +120,21 @@ func (a *Arena) keep() {
 			a.pending++
 			p := a.pin
 			a.mu.Unlock()
-			b, err := a.mapSpare(p)
+			b, err := a.mapBuffer(mapPopulate, p)
 			a.mu.Lock()
 			a.pending--
 			a.spared.Broadcast()
-			if err != nil || a.closed {
+			if err != nil {
+				// Out of memory: Get maps, and fails, on its own; the
+				// keeper waits for the next Get.
 				a.mapped--
 				a.mu.Unlock()
-				if b != nil {
-					b.unmap()
-				}
-				if err != nil {
-					// Mapping failed (out of memory): Get maps, and fails,
-					// on its own; the keeper waits for the next Get.
-					break
-				}
+				break
+			}
+			if a.closed {
+				a.mapped--
+				a.mu.Unlock()
+				b.unmap()
 				return
 			}
 			a.free = append(a.free, b)
@@ -143,12 +143,13 @@ func (a *Arena) keep() {
 	}
 }
 
-// mapSpare maps a buffer, faults its pages in and pins it with p (a
-// refused pin leaves it unpinned: Buffer.Pin asks again).
-func (a *Arena) mapSpare(p Pinner) (*Buffer, error) {
-	mem, err := unix.Mmap(-1, 0, a.size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON|mapPopulate)
+// mapBuffer maps a buffer (mmap flags besides private and anonymous:
+// mapPopulate or 0) and pins it with p, if any (a refused pin leaves it
+// unpinned: Buffer.Pin asks again).
+func (a *Arena) mapBuffer(flags int, p Pinner) (*Buffer, error) {
+	mem, err := unix.Mmap(-1, 0, a.size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON|flags)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("arena: mmap %d bytes: %w", a.size, err)
 	}
 	b := &Buffer{a: a, mem: mem}
 	if p != nil {
@@ -222,17 +223,16 @@ func (a *Arena) Get() (*Buffer, error) {
 	if int64(a.mapped+1)*int64(a.size) > a.budget {
 		return nil, ErrBudget
 	}
-	mem, err := unix.Mmap(-1, 0, a.size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	var p Pinner
+	if !a.lazy {
+		p = a.pin
+	}
+	b, err := a.mapBuffer(0, p)
 	if err != nil {
-		return nil, fmt.Errorf("arena: mmap %d bytes: %w", a.size, err)
+		return nil, err
 	}
 	a.mapped++
-	b := &Buffer{a: a, mem: mem, inUse: true}
-	if a.pin != nil && !a.lazy {
-		if unpin, err := a.pin.Pin(mem); err == nil {
-			b.unpin = unpin
-		}
-	}
+	b.inUse = true
 	return b, nil
 }
 

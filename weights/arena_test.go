@@ -429,3 +429,72 @@ func TestArenaKeepSpareClose(t *testing.T) {
 		t.Error("Get after Close")
 	}
 }
+
+// TestArenaGetWaitsForTheKeeper: when the budget's last buffer is the one
+// the keeper is mapping, Get waits for it and gets it, instead of failing
+// for want of budget; and a Get waiting so when the arena is closed fails,
+// mapping nothing.
+func TestArenaGetWaitsForTheKeeper(t *testing.T) {
+	for _, closeFirst := range []bool{false, true} {
+		a, err := NewArena(PageSize, int64(PageSize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &syncPinner{gate: make(chan struct{}), entered: make(chan struct{}, 4)}
+		a.SetPinner(p)
+		a.KeepSpare(1, 1)
+		<-p.entered // the keeper holds the budget's only buffer, pinning it
+		got := make(chan error)
+		go func() {
+			b, err := a.Get()
+			if err == nil && !b.Pinned() {
+				err = errors.New("got a buffer the keeper did not pin")
+			}
+			got <- err
+		}()
+		select {
+		case err := <-got:
+			t.Fatalf("Get returned (%v) while the keeper was mapping the last buffer", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		closed := make(chan error)
+		if closeFirst {
+			go func() { closed <- a.Close() }()
+			time.Sleep(20 * time.Millisecond)
+		}
+		close(p.gate)
+		err = <-got
+		if closeFirst {
+			if err == nil {
+				t.Error("Get waiting when the arena closed: got a buffer")
+			}
+			if cerr := <-closed; cerr != nil {
+				t.Fatal(cerr)
+			}
+			if a.Mapped() != 0 {
+				t.Errorf("%d bytes mapped after Close", a.Mapped())
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		a.Close()
+	}
+}
+
+// TestArenaKeepSpareBudget: the keeper maps no more than the budget allows,
+// whatever n and max ask for.
+func TestArenaKeepSpareBudget(t *testing.T) {
+	a, err := NewArena(PageSize, 2*int64(PageSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.KeepSpare(5, 10)
+	waitFor(t, "the budget's two spares", func() bool { return a.Mapped() == 2*int64(PageSize) })
+	time.Sleep(20 * time.Millisecond)
+	if m := a.Mapped(); m != 2*int64(PageSize) {
+		t.Errorf("%d bytes mapped, budget %d", m, 2*PageSize)
+	}
+}
