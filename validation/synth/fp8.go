@@ -205,20 +205,13 @@ func fp8Bytes(s tensorSpec, seed uint64, off int64, dst []byte) error {
 	// Each scale is its block's; a band of bn rows gives the scales of a
 	// row of blocks, so the bands the range covers are made (in parallel)
 	// and their scales written in order.
-	e0, e1 := off/esz, (off+int64(len(dst))-1)/esz
-	b0, b1 := e0/nbk, e1/nbk
-	amax := make([][]float32, b1-b0+1)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for br := b0; br <= b1; br++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(br int64) {
-			defer func() { <-sem; wg.Done() }()
-			_, amax[br-b0] = q.bandValues(seed, br)
-		}(br)
+	if len(dst) == 0 {
+		return nil
 	}
-	wg.Wait()
+	e0, e1 := off/esz, (off+int64(len(dst))-1)/esz
+	b0 := e0 / nbk
+	amax := make([][]float32, e1/nbk-b0+1)
+	eachBand(b0, e1/nbk, func(br int64) { _, amax[br-b0] = q.bandValues(seed, br) })
 	var el [4]byte
 	for e := e0; len(dst) > 0; e++ {
 		_, inv := blockScale(amax[e/nbk-b0][e%nbk])
@@ -259,27 +252,36 @@ func (q *fp8Quant) bandValues(seed uint64, br int64) (band, amax []float32) {
 	return band, amax
 }
 
-// fp8Bands makes the codes of bytes [off, off+len(dst)) of q's weight, one
-// band of bn rows per goroutine (at most GOMAXPROCS at once): each band's
-// codes depend on its own values only, so the bytes are those of one band
-// after another.
+// fp8Bands makes the codes of bytes [off, off+len(dst)) of q's weight, the
+// bands of bn rows in parallel (eachBand): each band's codes depend on its
+// own values only.
 func fp8Bands(q *fp8Quant, seed uint64, off int64, dst []byte) {
-	band := q.bn * q.src.shape[1]
-	if len(dst) == 0 || off/band == (off+int64(len(dst))-1)/band {
-		fp8Band(q, seed, off, dst)
+	if len(dst) == 0 {
+		return
+	}
+	band, end := q.bn*q.src.shape[1], off+int64(len(dst))
+	eachBand(off/band, (end-1)/band, func(br int64) {
+		lo, hi := max(off, br*band), min(end, (br+1)*band)
+		fp8Band(q, seed, lo, dst[lo-off:hi-off])
+	})
+}
+
+// eachBand runs fn for bands b0 … b1, at most GOMAXPROCS at once (one band:
+// on the caller's goroutine).
+func eachBand(b0, b1 int64, fn func(br int64)) {
+	if b0 == b1 {
+		fn(b0)
 		return
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for len(dst) > 0 {
-		end := min((off/band+1)*band, off+int64(len(dst)))
+	for br := b0; br <= b1; br++ {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(off int64, part []byte) {
+		go func() {
 			defer func() { <-sem; wg.Done() }()
-			fp8Band(q, seed, off, part)
-		}(off, dst[:end-off])
-		dst, off = dst[end-off:], end
+			fn(br)
+		}()
 	}
 	wg.Wait()
 }
@@ -287,9 +289,6 @@ func fp8Bands(q *fp8Quant, seed uint64, off int64, dst []byte) {
 // fp8Band makes the codes of bytes [off, off+len(dst)) of q's weight, all
 // within one band of bn rows.
 func fp8Band(q *fp8Quant, seed uint64, off int64, dst []byte) {
-	if len(dst) == 0 {
-		return
-	}
 	K := q.src.shape[1]
 	br := off / K / q.bn
 	band, amax := q.bandValues(seed, br)
