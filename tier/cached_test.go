@@ -194,3 +194,54 @@ func TestPageCacheAskedOncePerUse(t *testing.T) {
 		t.Errorf("%d page-cache uses asked the page cache %d times, want once each", st.PageCacheUses, asked)
 	}
 }
+
+// A hinted expert the page cache holds is not read ahead with PageCache
+// (its step copies it from there, so a read ahead hides no storage wait
+// and costs a RAM-tier buffer and a copy and a hash while a step runs: the
+// repeat run on the H200, BENCHMARKS.md "Repeat runs and prefetch"); the
+// same model storage-cold is read ahead as before, and the logits are the
+// engine's either way.
+func TestReadAheadLeavesThePageCacheToTheStep(t *testing.T) {
+	dir := testModel(t)
+	ck := openCk(t, dir)
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	layers, _ := filepath.Glob(filepath.Join(dir, "layer-*.jnf"))
+	ref, _ := engine.Load(ck, engine.Options{})
+	const tokens = 24
+	want, _ := run(t, ref, prompts[0], tokens)
+	for _, cold := range []bool{false, true} {
+		if !cold {
+			inPageCache(t, dir)
+		}
+		st := residentRun(t, !cold, dir, func() Stats {
+			h, err := New(ck, Options{RAMBudget: 8 * size, StagingBudget: 4 * size, Readers: 2, Direct: DirectAuto, PageCache: true, Prefetch: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			m, _ := engine.Load(ck, engine.Options{Experts: h})
+			if cold {
+				for _, l := range layers {
+					dropPages(t, l)
+				}
+			}
+			got, err := run(t, m, prompts[0], tokens)
+			if err != nil || !same(got, want) {
+				t.Fatalf("cold %v: %v, identical %v", cold, err, same(got, want))
+			}
+			h.Settle()
+			return h.Stats()
+		})
+		t.Logf("cold %v: %d direct, %d cached reads; prefetch issued %d, cached %d, skipped %d, backed off %d; hints %d of %d true",
+			cold, st.DirectReads, st.CachedReads, st.PrefetchIssued, st.PrefetchCached, st.PrefetchSkipped, st.PrefetchBackedOff, st.HintsTrue, st.HintsScored)
+		if st.DirectReads == 0 && st.CachedReads == 0 {
+			t.Skip("no O_DIRECT here (the file system refused it): the page cache is no level")
+		}
+		switch {
+		case !cold && (st.PrefetchIssued != 0 || st.PrefetchCached == 0):
+			t.Errorf("files in the page cache: %d reads ahead, %d hinted experts left to the page cache; want none read ahead", st.PrefetchIssued, st.PrefetchCached)
+		case cold && (st.PrefetchCached != 0 || st.PrefetchIssued == 0):
+			t.Errorf("files dropped from the page cache: %d hinted experts taken for cached, %d reads ahead; want reads ahead and none cached", st.PrefetchCached, st.PrefetchIssued)
+		}
+	}
+}

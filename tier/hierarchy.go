@@ -185,6 +185,10 @@ type Stats struct {
 	// does not pay (policy.ReadAhead: p·h ≤ 1 − p even with every read
 	// ahead in time, p its hints' precision less its error).
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
+	// PrefetchCached are hinted experts not read ahead because the page
+	// cache holds them (PageCache; asked of three of their pages): their
+	// step reads them from there.
+	PrefetchCached int64 `json:"prefetch_cached"`
 	// PrefetchBackedOff are hinted experts of a rank that would pay with
 	// reads ahead in time and kept, not read ahead: at the place they would
 	// take among their hint's reads ahead, their layer's reads ahead were
@@ -1063,6 +1067,14 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		k := h.dims.Index(id)
 		if h.refs[k].Length() == 0 || h.cache.Contains(id) || (h.devl != nil && h.devl.cache.Contains(id)) {
 			continue // resident: in the RAM tier, or in a device slot (a use binds it there)
+		}
+		if h.opt.PageCache && h.files.likelyInPageCache(h.refs[k]) {
+			// The page cache is the RAM level for it (its step copies it
+			// from there into staging, not admitted): reading it ahead
+			// hides no storage wait, and costs a RAM-tier buffer and the
+			// cores of a copy and a hash while a step runs.
+			h.count(func(s *Stats) { s.PrefetchCached++ })
+			continue
 		}
 		probe := false
 		decision, place := h.ra.Decide(i) // for every hinted expert not resident: the hint is scored read or not

@@ -196,7 +196,7 @@ func TestSimulatorCountsAsTheHierarchy(t *testing.T) {
 					}
 					want := sim.Counters{Hits: st.Hits, Misses: st.Misses, Streamed: st.Streamed, BytesRead: st.BytesRead, Evictions: st.Evictions,
 						PrefetchIssued: st.PrefetchIssued, PrefetchUseful: st.PrefetchUseful, PrefetchWasted: st.PrefetchWasted, PrefetchSkipped: st.PrefetchSkipped,
-						PrefetchBackedOff: st.PrefetchBackedOff, PrefetchProbes: st.PrefetchProbes, PrefetchUnused: st.PrefetchUnused, PrefetchLost: st.PrefetchLost, PrefetchLate: st.PrefetchLate,
+						PrefetchBackedOff: st.PrefetchBackedOff, PrefetchCached: st.PrefetchCached, PrefetchProbes: st.PrefetchProbes, PrefetchUnused: st.PrefetchUnused, PrefetchLost: st.PrefetchLost, PrefetchLate: st.PrefetchLate,
 						PageCacheUses: st.PageCacheUses}
 					if *r.Counters != want {
 						t.Errorf("simulated %+v\nhierarchy %+v", *r.Counters, want)

@@ -269,7 +269,8 @@ type expertLevels struct {
 	Storage   tier.Level `json:"storage"`
 	// Prefetch is what the hints did: reads started, those a use then
 	// hit, those evicted unused, and their bytes; hinted experts not read
-	// ahead (their rank does not pay, or their layer was backed off),
+	// ahead (their rank does not pay, the page cache holds them, or their
+	// layer was backed off),
 	// probes, what the first Stream of their layer made of the reads ahead
 	// (unused, lost of those: the hint came true but the copy was gone,
 	// used late, the read time they hid and the read time of the unused),
@@ -284,6 +285,7 @@ type prefetchCounts struct {
 	Bytes  int64 `json:"bytes"`
 	// The rest: tier.Stats' Prefetch… and Hints… counters.
 	Skipped       int64   `json:"skipped"`
+	Cached        int64   `json:"cached"`
 	BackedOff     int64   `json:"backed_off"`
 	Probes        int64   `json:"probes"`
 	Unused        int64   `json:"unused"`
@@ -495,7 +497,7 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 			ts := r.Tier.Stats()
 			levels = &expertLevels{Device: ts.Device, RAM: ts.RAM, PageCache: ts.PageCache, Storage: ts.Storage,
 				Prefetch: &prefetchCounts{Issued: ts.PrefetchIssued, Useful: ts.PrefetchUseful, Wasted: ts.PrefetchWasted, Bytes: ts.PrefetchBytes,
-					Skipped: ts.PrefetchSkipped, BackedOff: ts.PrefetchBackedOff, Probes: ts.PrefetchProbes,
+					Skipped: ts.PrefetchSkipped, Cached: ts.PrefetchCached, BackedOff: ts.PrefetchBackedOff, Probes: ts.PrefetchProbes,
 					Unused: ts.PrefetchUnused, Lost: ts.PrefetchLost, Late: ts.PrefetchLate, SavedSeconds: ts.PrefetchSavedSeconds, UnusedSeconds: ts.PrefetchUnusedSeconds,
 					HintsScored: ts.HintsScored, HintsTrue: ts.HintsTrue, ScoredByRank: ts.HintsScoredByRank, TrueByRank: ts.HintsTrueByRank}}
 		}

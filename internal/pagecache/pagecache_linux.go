@@ -89,6 +89,26 @@ func (p *Map) Resident(off int64, n int) bool {
 	return resident(p.m[off : off+int64(n)])
 }
 
+// Likely reports whether the first, middle and last pages of n bytes at
+// off are in the page cache: three one-page questions, where Resident
+// asks about every page (about 35 ns each: 160 µs for an 18 MiB expert).
+// It is a sample, for decisions that cost only speed when it is wrong (a
+// read ahead left out); a read that relies on the answer asks Resident.
+// The same ranges as Resident answer no.
+func (p *Map) Likely(off int64, n int) bool {
+	if p == nil || p.closed.Load() || n <= 0 || off < 0 || off%int64(pageSize) != 0 || off > int64(len(p.m)) || int64(n) > int64(len(p.m))-off {
+		return false
+	}
+	pages := (int64(n) + int64(pageSize) - 1) / int64(pageSize)
+	for _, i := range [3]int64{0, pages / 2, pages - 1} {
+		at := off + i*int64(pageSize)
+		if !resident(p.m[at:min(at+int64(pageSize), off+int64(n))]) {
+			return false
+		}
+	}
+	return true
+}
+
 // Close unmaps the file (once: a second Close does nothing). A question
 // asked while it closes is answered no, or from the page cache as before:
 // mincore never touches the pages.

@@ -19,5 +19,8 @@ func NewMap(int, int64) (*Map, error) { return &Map{}, nil }
 // Resident is always false here.
 func (*Map) Resident(int64, int) bool { return false }
 
+// Likely is always false here.
+func (*Map) Likely(int64, int) bool { return false }
+
 // Close does nothing.
 func (*Map) Close() error { return nil }

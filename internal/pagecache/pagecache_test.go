@@ -126,4 +126,83 @@ func BenchmarkResidentExpert(b *testing.B) {
 			}
 		}
 	})
+	b.Run("Likely", func(b *testing.B) {
+		for b.Loop() {
+			if !m.Likely(0, n) {
+				b.Fatal("not resident")
+			}
+		}
+	})
+}
+
+// Likely asks about the first, middle and last pages of a range: it says
+// no when any of them is gone, yes when only others are, and refuses what
+// Resident refuses. The range is 9 chunks of 2 MiB, dropped one at a
+// time (a page cache of large folios drops no less than a folio).
+func TestLikelySamplesThreePages(t *testing.T) {
+	const chunks, chunk = 9, 2 << 20
+	n := chunks * chunk
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMap(fd, int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	buf := make([]byte, n)
+	// drop drops chunk i alone (-1: none) after every page is read back in.
+	drop := func(i int) {
+		t.Helper()
+		if _, err := f.ReadAt(buf, 0); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 0 {
+			if err := unix.Fadvise(fd, int64(i*chunk), chunk, unix.FADV_DONTNEED); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drop(-1)
+	if !m.Resident(0, n) || !m.Likely(0, n) {
+		t.Skip("pages read back are not reported resident here")
+	}
+	for i := range chunks {
+		drop(i)
+		if Resident(fd, int64(i*chunk), chunk) {
+			t.Skip("FADV_DONTNEED kept the chunk here")
+		}
+		// The sampled pages: the first (chunk 0), the middle (chunk 4:
+		// page n/2/pageSize) and the last (chunk 8).
+		want := i == 0 || i == chunks/2 || i == chunks-1
+		if got := !m.Likely(0, n); got != want {
+			t.Errorf("chunk %d of %d dropped: Likely = %v, want %v (it samples the first, middle and last pages)", i, chunks, !got, !want)
+		}
+		if m.Resident(0, n) {
+			t.Errorf("chunk %d dropped: Resident says every page is there", i)
+		}
+	}
+	for _, c := range []struct {
+		off int64
+		n   int
+	}{{1, pageSize}, {0, 0}, {-int64(pageSize), pageSize}, {int64(pageSize), n}} {
+		if m.Likely(c.off, c.n) {
+			t.Errorf("Likely(off %d, n %d) = true, want false", c.off, c.n)
+		}
+	}
+	// A range of less than a page asks about its one page.
+	drop(-1)
+	if !m.Likely(int64(2*pageSize), 100) {
+		t.Error("Likely of 100 bytes of a resident page = false")
+	}
 }

@@ -41,7 +41,10 @@ type Counters struct {
 	// PrefetchIssued, were read as probes of a layer that held reads back.
 	PrefetchSkipped   int64 `json:"prefetch_skipped"`
 	PrefetchBackedOff int64 `json:"prefetch_backed_off"`
-	PrefetchProbes    int64 `json:"prefetch_probes"`
+	// PrefetchCached are hinted experts not read ahead because the page
+	// cache holds them (Config.PageCache: every record).
+	PrefetchCached int64 `json:"prefetch_cached,omitempty"`
+	PrefetchProbes int64 `json:"prefetch_probes"`
 	// PrefetchUnused are the reads ahead the first Stream of their layer
 	// did not use (PrefetchLost: though it used the expert, the copy
 	// evicted before it), PrefetchLate those it used while they were still
@@ -438,6 +441,10 @@ func runCPU(tr *trace.Trace, cfg Config, part policy.Partition, res *Result) err
 					if ram.Contains(id) {
 						continue
 					}
+					if cfg.PageCache {
+						c.PrefetchCached++ // its step reads it from the page cache (tier: PrefetchCached)
+						continue
+					}
 					probe := false
 					decision, place := ra.Decide(i)
 					switch decision {
@@ -549,6 +556,7 @@ func (c *Counters) add(o Counters) {
 	c.PrefetchWasted += o.PrefetchWasted
 	c.PrefetchSkipped += o.PrefetchSkipped
 	c.PrefetchBackedOff += o.PrefetchBackedOff
+	c.PrefetchCached += o.PrefetchCached
 	c.PrefetchProbes += o.PrefetchProbes
 	c.PrefetchUnused += o.PrefetchUnused
 	c.PrefetchLost += o.PrefetchLost
