@@ -240,6 +240,12 @@ type seq struct {
 	// step bookkeeping
 	n        int
 	stopWait func() bool
+	// The logprobs of a request that asks for them are computed beside
+	// the steps that follow (emitTail): tail is closed when the last
+	// token handed to it is pushed, and tail0 when the one before it is
+	// (nil: none pending). lg are their copies of the logits, reused.
+	tail, tail0 chan struct{}
+	lg          [2][]float32
 }
 
 // NewScheduler starts a scheduler over r's model. With a routing trace
@@ -485,6 +491,7 @@ func (s *Scheduler) end(q *seq, err error) {
 		q.stopWait()
 		q.stopWait = nil
 	}
+	q.waitTail() // every token is pushed before the stream ends
 	res := Result{Tokens: q.tokens(), PromptTokens: len(q.req.Prompt), Gen: q.req.Gen, Queued: q.queued}
 	if q.sess != nil {
 		now := time.Now()
@@ -591,10 +598,11 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 
 // emitAll emits the next token of every request in the step whose prompt
 // is fed, then drops those that ended, in row order. The rows' host work
-// (sampling, the ledger's logits hash, log-softmax for logprobs: about 5 ms
-// a row at a 248k vocabulary) is independent per request, so it runs on up
-// to GOMAXPROCS goroutines: each request's tokens, logprobs and ledger are
-// the same bits as when emitted alone, only sooner.
+// (sampling, the ledger's logits hash) is independent per request, so it
+// runs on up to GOMAXPROCS goroutines: each request's tokens, logprobs and
+// ledger are the same bits as when emitted alone, only sooner. Logprobs
+// (a log-softmax: about 5 ms a row at a 248k vocabulary) are computed
+// beside the next steps (emitTail).
 func (s *Scheduler) emitAll(in []*seq, lg [][]float32) {
 	if cap(s.emitRes) < len(in) {
 		s.emitRes = make([]emitResult, len(in))
@@ -659,19 +667,69 @@ func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
 		q.first = time.Now()
 	}
 	t := Token{ID: tok}
-	if q.req.Logprobs {
-		t.Logprob, t.Top = Logprobs(logits, tok, q.req.TopLogprobs)
-	}
 	if q.req.KeepLogits {
 		t.Logits = slices.Clone(logits)
 	}
 	s.generated.Add(1)
-	q.st.push(t)
+	if q.req.Logprobs {
+		s.emitTail(q, t, logits)
+	} else {
+		q.st.push(t)
+	}
 	if done {
 		return true, nil
 	}
 	return q.req.StopAfter != nil && q.req.StopAfter(q.dec.Tokens()), nil
 }
+
+// emitTail pushes t once its logprobs under logits are computed, on a
+// goroutine of its own, so that the next step does not wait for them: a
+// log-softmax over the vocabulary is about 5 ms a row at 248k tokens, as
+// long as a step of the 2-layer slice's kernels on the H200. Its tokens
+// are pushed in order (each waits for the one before), with the same
+// values as computed in place (Logprobs of a copy of the same logits),
+// and at most two a request are pending: the third waits here for the
+// first, so a request whose logprobs fall behind holds its steps back
+// rather than queue without bound.
+func (s *Scheduler) emitTail(q *seq, t Token, logits []float32) {
+	if q.tail0 != nil {
+		<-q.tail0
+	}
+	// The buffer of the token two back is free now (its tail is done).
+	lg := q.lg[0]
+	if cap(lg) < len(logits) {
+		lg = make([]float32, len(logits))
+	}
+	lg = lg[:len(logits)]
+	copy(lg, logits)
+	q.lg[0], q.lg[1] = q.lg[1], lg
+	prev, done := q.tail, make(chan struct{})
+	q.tail0, q.tail = prev, done
+	top := q.req.TopLogprobs
+	go func() {
+		defer close(done)
+		t.Logprob, t.Top = Logprobs(lg, t.ID, top)
+		if logprobsHook != nil {
+			logprobsHook(t.ID)
+		}
+		if prev != nil {
+			<-prev
+		}
+		q.st.push(t)
+	}()
+}
+
+// waitTail waits until every token handed to emitTail for q is pushed.
+func (q *seq) waitTail() {
+	if q.tail != nil {
+		<-q.tail
+		q.tail, q.tail0 = nil, nil
+	}
+}
+
+// logprobsHook, when set (tests), is called by emitTail's goroutine after
+// a token's logprobs are computed and before it is pushed.
+var logprobsHook func(tok int)
 
 // checkStep cancels the step in flight once every request in it has ended
 // or the scheduler is closing.

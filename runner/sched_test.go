@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,7 +127,13 @@ func TestSchedulerBatchedMatchesSolo(t *testing.T) {
 			if g.Ledger.LogitsChain != w.chain || g.Ledger.RoutingDigest != w.routed {
 				t.Errorf("N=%d request %d: logits chain %s routing %s, alone %s %s", n, i, g.Ledger.LogitsChain, g.Ledger.RoutingDigest, w.chain, w.routed)
 			}
+			if len(lps[i]) != len(w.tokens) {
+				t.Errorf("N=%d request %d: %d tokens streamed, alone %d", n, i, len(lps[i]), len(w.tokens))
+			}
 			for j, tk := range lps[i] {
+				if j < len(w.tokens) && tk.ID != w.tokens[j] {
+					t.Errorf("N=%d request %d token %d: streamed %d, alone %d (out of order)", n, i, j, tk.ID, w.tokens[j])
+				}
 				if math.Float32bits(tk.Logprob) != math.Float32bits(w.logprobs[j]) || !slices.Equal(tk.Top, w.top[j]) {
 					t.Errorf("N=%d request %d token %d: logprob %v top %v, alone %v %v", n, i, j, tk.Logprob, tk.Top, w.logprobs[j], w.top[j])
 				}
@@ -320,5 +327,72 @@ func TestLogprobs(t *testing.T) {
 	}
 	if _, top := Logprobs(logits, 0, 0); top != nil {
 		t.Errorf("top 0: %v", top)
+	}
+}
+
+// A request's logprobs are computed beside the steps that follow: with the
+// first token's held (logprobsHook), the scheduler makes two more steps,
+// no more (at most two tokens a request pending), and streams nothing
+// until the first is released; then every token comes, in order, with the
+// values of the request run alone.
+func TestLogprobsBesideTheNextSteps(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	req := Request{Prompt: []int{5, 9, 200}, Gen: engine.GenOptions{MaxTokens: 8}, Logprobs: true, TopLogprobs: 2}
+	want := solo(t, r, req)
+	hold := make(chan struct{})
+	var first atomic.Bool
+	logprobsHook = func(int) {
+		if first.CompareAndSwap(false, true) {
+			<-hold
+		}
+	}
+	defer func() { logprobsHook = nil }()
+	s, err := NewScheduler(r, SchedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var toks []Token
+	done := make(chan error, 1)
+	go func() {
+		_, err := Do(context.Background(), s, req, func(tk Token) error {
+			mu.Lock()
+			toks = append(toks, tk)
+			mu.Unlock()
+			return nil
+		})
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Stats().Steps < 3 {
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatalf("%d steps while the first token's logprobs are held, want 3: the step waits for them", s.Stats().Steps)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	streamed := len(toks)
+	mu.Unlock()
+	if n := s.Stats().Steps; n != 3 || streamed != 0 {
+		t.Errorf("held: %d steps, %d tokens streamed; want 3 steps (two tokens pending at most) and none streamed", n, streamed)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != len(want.tokens) {
+		t.Fatalf("%d tokens streamed, alone %d", len(toks), len(want.tokens))
+	}
+	for j, tk := range toks {
+		if tk.ID != want.tokens[j] || math.Float32bits(tk.Logprob) != math.Float32bits(want.logprobs[j]) || !slices.Equal(tk.Top, want.top[j]) {
+			t.Errorf("token %d: %d logprob %v top %v, alone %d %v %v", j, tk.ID, tk.Logprob, tk.Top, want.tokens[j], want.logprobs[j], want.top[j])
+		}
 	}
 }
