@@ -245,3 +245,36 @@ func TestReadAheadLeavesThePageCacheToTheStep(t *testing.T) {
 		}
 	}
 }
+
+// The page cache's answer chooses only the path (inPageCache asks about
+// three pages): a read told yes of a range the page cache no longer holds
+// is a buffered read of it from storage, with its bytes.
+func TestReadCachedToldYesOfDroppedPages(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	m, err := pagecache.NewMap(fd, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	dropPages(t, p)
+	if pagecache.Resident(fd, 256<<10, 128<<10) {
+		t.Skip("the kernel reports dropped pages as cached (fadvise DONTNEED ignored here)")
+	}
+	buf := make([]byte, 128<<10)
+	if !readCached(m, fd, buf, 256<<10, true) || string(buf) != string(data[256<<10:384<<10]) {
+		t.Fatal("a read told the range is cached, of pages dropped since, did not read its bytes")
+	}
+}

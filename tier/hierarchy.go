@@ -159,9 +159,11 @@ type Stats struct {
 	BytesRead     int64 `json:"bytes_read"`
 	BytesHashed   int64 `json:"bytes_hashed"`
 	DirectReads   int64 `json:"direct_reads"` // reads that bypassed the page cache
-	// CachedReads are the reads DirectAuto served from the page cache,
-	// every page of the record being there (a repeat run's), without
-	// waiting for the device; Buffered the others that went through it.
+	// CachedReads are the reads DirectAuto served from the page cache
+	// (a repeat run's): pieces of records it found there (every page of a
+	// piece asked, or three pages of the record by a Stream, whose pages
+	// evicted since are read like any buffered one); Buffered the others
+	// that went through it.
 	CachedReads int64 `json:"cached_reads"`
 	Buffered    int64 `json:"buffered_reads"`
 	Evictions   int64 `json:"evictions"`
@@ -186,8 +188,8 @@ type Stats struct {
 	// ahead in time, p its hints' precision less its error).
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
 	// PrefetchCached are hinted experts not read ahead because the page
-	// cache holds them (PageCache; asked of three of their pages): their
-	// step reads them from there.
+	// cache holds them (PageCache; asked as a Stream asks): their step
+	// reads them from there.
 	PrefetchCached int64 `json:"prefetch_cached"`
 	// PrefetchBackedOff are hinted experts of a rank that would pay with
 	// reads ahead in time and kept, not read ahead: at the place they would
@@ -715,8 +717,9 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 				if resident != (pass == 0) {
 					continue
 				}
-				// Only a miss asks the page cache (one mincore on a
-				// standing mapping, a few microseconds: it starts no I/O).
+				// Only a miss asks the page cache (three one-page
+				// mincores on a standing mapping, a few microseconds:
+				// it starts no I/O).
 				if !resident && h.opt.PageCache && h.files.inPageCache(h.refs[h.dims.Index(id)]) {
 					uses[i].pcache = true // the page cache is the RAM level for it
 					continue
@@ -1068,7 +1071,7 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 		if h.refs[k].Length() == 0 || h.cache.Contains(id) || (h.devl != nil && h.devl.cache.Contains(id)) {
 			continue // resident: in the RAM tier, or in a device slot (a use binds it there)
 		}
-		if h.opt.PageCache && h.files.likelyInPageCache(h.refs[k]) {
+		if h.opt.PageCache && h.files.inPageCache(h.refs[k]) {
 			// The page cache is the RAM level for it (its step copies it
 			// from there into staging, not admitted): reading it ahead
 			// hides no storage wait, and costs a RAM-tier buffer and the

@@ -92,9 +92,10 @@ func (p *Map) Resident(off int64, n int) bool {
 // Likely reports whether the first, middle and last pages of n bytes at
 // off are in the page cache: three one-page questions, where Resident
 // asks about every page (about 35 ns each: 160 µs for an 18 MiB expert).
-// It is a sample, for decisions that cost only speed when it is wrong (a
-// read ahead left out); a read that relies on the answer asks Resident.
-// The same ranges as Resident answer no.
+// It is a sample, for decisions that cost only speed when it is wrong
+// (package tier: which path reads an expert, and whether to read it
+// ahead; the bytes are hashed either way). The same ranges as Resident
+// answer no.
 func (p *Map) Likely(off int64, n int) bool {
 	if p == nil || p.closed.Load() || n <= 0 || off < 0 || off%int64(pageSize) != 0 || off > int64(len(p.m)) || int64(n) > int64(len(p.m))-off {
 		return false
