@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +32,7 @@ type benchServeOptions struct {
 	promptTokens int
 	threads      int
 	asJSON       bool
+	cpuProfile   string
 	tier         tierFlags
 }
 
@@ -126,6 +129,7 @@ shares.`,
 	f.IntVar(&o.promptTokens, "prompt-tokens", 16, "prompt length in tokens")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads (0 = all cores)")
 	f.BoolVar(&o.asJSON, "json", false, "print the rows as JSON")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each concurrency level's requests alone (not the load, nor the solo references) to PREFIX-C.pprof")
 	f.BoolVar(&o.tier.timing, "device-time", false, "measure the device time of kernels and copies per step (cuda; slows the steps a little)")
 	o.tier.add(cmd)
 	return cmd
@@ -266,12 +270,19 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 		}
 		answers := make([]benchAnswer, c)
 		var wg sync.WaitGroup
+		stopProfile, err := levelProfile(o.cpuProfile, c)
+		if err != nil {
+			return err
+		}
 		t0 := time.Now()
 		for i := range c {
 			wg.Go(func() { answers[i] = ask(ctx, i) })
 		}
 		wg.Wait()
 		wall := time.Since(t0)
+		if err := stopProfile(); err != nil {
+			return err
+		}
 		st1 := sched.Stats()
 		row := benchServeRow{Clients: c, Seconds: wall.Seconds(), Identical: true, Steps: st1.Steps - st0.Steps}
 		var ttft, itl []float64
@@ -352,4 +363,31 @@ func backendCounters(r *runner.Runner) (backend.Counters, bool) {
 		return backend.Counters{}, false
 	}
 	return m.Counters(), true
+}
+
+// levelProfile starts a CPU profile of one concurrency level's requests,
+// written to prefix-c.pprof (none when prefix is empty); the function it
+// returns ends it. It cannot run beside TARFA_CPUPROFILE's profile of the
+// whole process (the runtime has one CPU profile at a time).
+func levelProfile(prefix string, c int) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	path := fmt.Sprintf("%s-%d.pprof", prefix, c)
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("--cpuprofile %s: %w (TARFA_CPUPROFILE profiles the whole process: set one of the two)", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }

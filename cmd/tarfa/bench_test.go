@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -164,5 +167,36 @@ func TestKernelsPerStep(t *testing.T) {
 	want := []kernelPerStep{{"matmul_group", 2, 0.002}, {"rmsnorm", 5, 0.0005}, {"silu_mul", 10, 0.0005}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("kernelsPerStep: %+v, want %+v", got, want)
+	}
+}
+
+// bench serve --cpuprofile writes one CPU profile per concurrency level
+// (gzip-compressed pprof data), and refuses to run beside TARFA_CPUPROFILE.
+func TestBenchServeProfilesEachLevel(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "p")
+	out, err := runCLI(t, "", "bench", "serve", "--clients", "1,2", "--max-tokens", "2", "--prompt-tokens", "2", "--threads", "1", "--cpuprofile", prefix)
+	if err != nil {
+		t.Fatalf("bench serve --cpuprofile: %v\n%s", err, out)
+	}
+	for _, c := range []int{1, 2} {
+		b, err := os.ReadFile(fmt.Sprintf("%s-%d.pprof", prefix, c))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("level %d: profile %d bytes (%v), want gzip-compressed pprof data", c, len(b), err)
+		}
+	}
+	if _, err := os.Stat(prefix + "-4.pprof"); err == nil {
+		t.Error("a profile of a level that did not run")
+	}
+	stop := func() {}
+	if err := pprof.StartCPUProfile(io.Discard); err == nil {
+		stop = pprof.StopCPUProfile
+	}
+	defer stop()
+	_, err = runCLI(t, "", "bench", "serve", "--clients", "1", "--max-tokens", "1", "--prompt-tokens", "2", "--threads", "1", "--cpuprofile", prefix+"b")
+	if err == nil || !strings.Contains(err.Error(), "TARFA_CPUPROFILE") {
+		t.Errorf("beside another CPU profile: %v, want an error naming TARFA_CPUPROFILE", err)
+	}
+	if _, err := os.Stat(prefix + "b-1.pprof"); err == nil {
+		t.Error("the refused profile's file was left behind")
 	}
 }

@@ -5,7 +5,8 @@
 # tarfa bench serve on each backend (cuda: the whole device, so every
 # expert stays resident after its first use; cpu: 16 cores), one process
 # per concurrency level with a CPU profile of the whole process
-# (TARFA_CPUPROFILE), and the tables as JSON. LIMIT seconds in all. TIMED
+# (TARFA_CPUPROFILE), then again with a profile of the level's requests
+# alone (--cpuprofile: level-BACKEND-C.pprof), and the tables as JSON. LIMIT seconds in all. TIMED
 # lists client counts run once more on cuda with --device-time.
 #
 #	device call: command "bash .dev/cuda/serve.sh", carry [".dev/cuda"]
@@ -41,6 +42,10 @@ for be in $BACKENDS; do
 		s0=$SECONDS
 		TARFA_CPUPROFILE=$R/prof-$be-$c.pprof timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
 			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json "${extra[@]}" > "$R/serve-$be-$c.json" 2> "$R/serve-$be-$c.err"
+		# The same level again with a profile of its requests alone (the
+		# load and the solo references left out: bench serve --cpuprofile).
+		[ "$n" = "$c" ] && [ "$(left)" -gt 60 ] && timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
+			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json --cpuprofile "$R/level-$be" > "$R/serve-$be-$c-level.json" 2> "$R/serve-$be-$c-level.err"
 		echo "$be clients=$c rc=$? $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
 	done
 done
