@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/backend/cpu"
 	"github.com/tarfa-ai/tarfa/convert"
 	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf/hf"
@@ -82,4 +83,71 @@ func streamPageCache(b *testing.B, ck *weights.Checkpoint, readers int) {
 	}
 	b.ReportMetric(float64(c.n)/time.Since(t0).Seconds()/1e9, "GB/s")
 	b.ReportMetric(c.first.Seconds()*1e3/float64(max(c.firsts, 1)), "ms-to-first")
+}
+
+// BenchmarkStreamDeviceResident: the host side of a batched step's MoE
+// layer when the device level holds every expert (the H200's 16-client
+// serve: about 100 of 256 experts a layer at 16 rows, all in slots). Each
+// op is one Stream of `experts` distinct experts, consumed by nothing: the
+// hierarchy's bookkeeping (leases, the device level's policy, counters),
+// per expert.
+func BenchmarkStreamDeviceResident(b *testing.B) {
+	dir := b.TempDir()
+	o := synth.Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: 3, Set: map[string]any{"num_experts": 256, "num_experts_per_tok": 8}}
+	if err := synth.Write(filepath.Join(dir, "hf"), o); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := convert.Convert(context.Background(), filepath.Join(dir, "hf"), filepath.Join(dir, "jnf"), convert.Options{LastLayer: -1}); err != nil {
+		b.Fatal(err)
+	}
+	ck := openCk(b, filepath.Join(dir, "jnf"))
+	cfg := ck.Config()
+	be := cpu.New(1)
+	be.SetSlots(cfg.Layers * cfg.Experts)
+	h, err := New(ck, Options{RAMBudget: Auto, StagingBudget: Auto, Slots: be})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	q, err := be.NewQueue()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
+	all := make([]int, cfg.Experts)
+	for i := range all {
+		all[i] = i
+	}
+	layer := -1
+	for l := range cfg.Layers {
+		if cfg.Sparse[l] {
+			layer = l
+			break
+		}
+	}
+	for range 2 { // every expert of the layer into a slot
+		if err := h.Stream(context.Background(), layer, all, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, n := range []int{8, 100} {
+		b.Run(fmt.Sprintf("experts=%d", n), func(b *testing.B) {
+			d0 := h.Stats().Device.Hits
+			step := 0
+			for b.Loop() {
+				xs := make([]int, 0, n)
+				for i := range n {
+					xs = append(xs, (step*37+i*5)%cfg.Experts)
+				}
+				if err := h.Stream(context.Background(), layer, xs, c); err != nil {
+					b.Fatal(err)
+				}
+				step++
+			}
+			if hits := h.Stats().Device.Hits - d0; hits != int64(step*n) {
+				b.Fatalf("%d device hits of %d uses: not every expert was in a slot", hits, step*n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(step*n)/1e3, "µs/expert")
+		})
+	}
 }
