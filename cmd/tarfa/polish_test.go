@@ -189,6 +189,15 @@ func TestSynthLayersStatesTheEffectiveMaximum(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("--out was created: %v", err)
 	}
+	// Options that fail at one layer for another reason say that reason,
+	// not a range of layers.
+	if _, err := runCLI(t, "", "synth", "--arch", "qwen3_5_moe", "--preset", "real", "--layers", "1", "--experts", "4", "--out", out); exitCode(err) != exitError ||
+		!strings.Contains(err.Error(), "num_experts_per_tok 8 > number of experts 4") {
+		t.Errorf("--layers 1 --experts 4 (below top-k 8): %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("--out was created: %v", err)
+	}
 	most, experts := maxSynthLayers(synth.Options{Arch: hf.Qwen35MoE, Preset: "real", Layout: hf.LayoutPerExpert})
 	if most != 256 || experts != 256 {
 		t.Errorf("maxSynthLayers: %d layers of %d experts", most, experts)

@@ -123,7 +123,15 @@ DIR/.tarfa.lock: a second tarfa writing DIR waits for it (--no-wait: fails at on
 			if f.Changed("layers") {
 				o := s.o
 				o.Arch = hf.Arch(s.arch)
-				if most, experts := maxSynthLayers(o); most < hf.MaxLayers && s.o.Layers > most {
+				// most is 0 when the options fail at one layer for another
+				// reason (--experts below the preset's top-k): synth.Config's
+				// own error then names it, before anything is written.
+				if most, experts := maxSynthLayers(o); most == 0 {
+					o.Layers = 1
+					if _, _, err := synth.Config(o); err != nil {
+						return fmt.Errorf("synth config: %w", err)
+					}
+				} else if most < hf.MaxLayers && s.o.Layers > most {
 					return fmt.Errorf("--layers %d: want 1 to %d for the %s preset of %s (%d routed experts a layer; Tarfa accepts at most %d routed experts in all)",
 						s.o.Layers, most, o.Preset, o.Arch, experts, hf.MaxRoutedExperts)
 				}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # prefetch.sh (on the GPU machine): issue 22 item 3, prefetch against
 # --prefetch=false, storage-cold. Two 4-layer slices of Qwen3.5-122B-A10B
-# shapes with a 4096-token vocabulary are made one after the other (synth,
-# convert, the HF copy removed: the disk holds two JNF slices, not four
+# shapes with a 4096-token vocabulary are made one after the other (synth
+# --jnf, no HF copy: the disk holds two JNF slices, not four
 # copies): one with synth's uniform routing (random routers), one with
 # --routing local (a stable half of each layer's experts for every token;
 # the next layer's router on this layer's input predicts the rest). Then
@@ -34,8 +34,9 @@ left() { echo $((LIMIT - (SECONDS - start))); }
 mkslice() { # dir, routing
 	if [ ! -s $1/jnf/manifest.json ]; then
 		rm -rf $1; mkdir -p $1
-		./tarfa synth --arch qwen3_5_moe --preset real --layers $LAYERS --vocab 4096 --routing $2 --out $1/hf --no-tokenizer 2>&1 | tail -1
-		./tarfa convert $1/hf --out $1/jnf 2>&1 | tail -1; rm -rf $1/hf
+		# synth --jnf: the files and root of synth then convert, without
+		# the Hugging Face copy.
+		./tarfa synth --arch qwen3_5_moe --preset real --layers $LAYERS --vocab 4096 --routing $2 --jnf --workers "$(nproc)" --out $1/jnf --no-tokenizer 2>&1 | tail -1
 	fi
 	echo "$2 slice ready at $((SECONDS - start)) s"
 }

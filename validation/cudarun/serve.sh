@@ -28,9 +28,10 @@ B=/tmp/slice2
 if [ ! -s $B/jnf/manifest.json ]; then
 	rm -rf $B; mkdir -p $B
 	s0=$SECONDS
-	./tarfa synth --arch qwen3_5_moe --preset real --layers 2 --out $B/hf --no-tokenizer 2>&1 | tail -1
-	./tarfa convert $B/hf --out $B/jnf 2>&1 | tail -1; rm -rf $B/hf
-	echo "synth+convert $((SECONDS - s0)) s" | tee -a "$R/env.txt"
+	# synth --jnf: the files and root of synth then convert, without the
+	# Hugging Face copy (about 90 s on 16 cores, against 137 for the two).
+	./tarfa synth --arch qwen3_5_moe --preset real --layers 2 --jnf --workers "$(nproc)" --out $B/jnf --no-tokenizer 2>&1 | tail -1
+	echo "synth --jnf $((SECONDS - s0)) s" | tee -a "$R/env.txt"
 fi
 for be in $BACKENDS; do
 	runs=$CLIENTS
