@@ -31,9 +31,11 @@ func dropPages(t *testing.T, path string) {
 	}
 }
 
-// readCached copies a range only when every page of it is in the page
-// cache, and reports a miss otherwise without reading from the device.
-func TestReadCached(t *testing.T) {
+// droppedFile writes 1 MiB of patterned bytes to a file, opens it with a
+// page-cache Map of all of it and drops its pages from the page cache:
+// the file, its descriptor, the Map (closed with the test) and the bytes.
+func droppedFile(t *testing.T) (*os.File, int, *pagecache.Map, []byte) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "f")
 	data := make([]byte, 1<<20)
 	for i := range data {
@@ -46,14 +48,20 @@ func TestReadCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	fd := int(f.Fd())
-	m, err := pagecache.NewMap(fd, int64(len(data)))
+	t.Cleanup(func() { f.Close() })
+	m, err := pagecache.NewMap(int(f.Fd()), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	dropPages(t, p)
+	return f, int(f.Fd()), m, data
+}
+
+// readCached copies a range only when every page of it is in the page
+// cache, and reports a miss otherwise without reading from the device.
+func TestReadCached(t *testing.T) {
+	f, fd, m, data := droppedFile(t)
 	buf := make([]byte, 64<<10)
 	if readCached(m, fd, buf, 128<<10, false) {
 		t.Skip("the kernel reports dropped pages as cached (fadvise DONTNEED ignored here)")
@@ -250,26 +258,7 @@ func TestReadAheadLeavesThePageCacheToTheStep(t *testing.T) {
 // three pages): a read told yes of a range the page cache no longer holds
 // is a buffered read of it from storage, with its bytes.
 func TestReadCachedToldYesOfDroppedPages(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
-	data := make([]byte, 1<<20)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	m, err := pagecache.NewMap(fd, int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	dropPages(t, p)
+	_, fd, m, data := droppedFile(t)
 	if pagecache.Resident(fd, 256<<10, 128<<10) {
 		t.Skip("the kernel reports dropped pages as cached (fadvise DONTNEED ignored here)")
 	}

@@ -10,19 +10,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A file just written is resident; an offset off the page grid, or an
-// empty or negative range, is refused rather than rounded.
-func TestResidentBounds(t *testing.T) {
+// zeroFile writes n zero bytes to a file and opens it for reading and
+// writing (closed with the test): the file and its descriptor.
+func zeroFile(t *testing.T, n int) (*os.File, int) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, make([]byte, 4*pageSize), 0o644); err != nil {
+	if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	fd := int(f.Fd())
+	t.Cleanup(func() { f.Close() })
+	return f, int(f.Fd())
+}
+
+// A file just written is resident; an offset off the page grid, or an
+// empty or negative range, is refused rather than rounded.
+func TestResidentBounds(t *testing.T) {
+	_, fd := zeroFile(t, 4*pageSize)
 	if !Resident(fd, 0, 4*pageSize) {
 		t.Skip("a file just written is not reported resident here")
 	}
@@ -39,16 +46,7 @@ func TestResidentBounds(t *testing.T) {
 // A Map gives Resident's answers for every range of the file, and refuses
 // what Resident refuses and what lies past the file's size when mapped.
 func TestMapAgreesWithResident(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, make([]byte, 8*pageSize), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
+	f, fd := zeroFile(t, 8*pageSize)
 	if !Resident(fd, 0, 8*pageSize) {
 		t.Skip("a file just written is not reported resident here")
 	}
@@ -142,16 +140,7 @@ func BenchmarkResidentExpert(b *testing.B) {
 func TestLikelySamplesThreePages(t *testing.T) {
 	const chunks, chunk = 9, 2 << 20
 	n := chunks * chunk
-	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
+	f, fd := zeroFile(t, n)
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
