@@ -79,11 +79,18 @@ func NewMap(fd int, n int64) (*Map, error) {
 	return &Map{m: m}, nil
 }
 
+// covers says whether p can be asked about n bytes at off: an open
+// mapping, a page-aligned off (mincore takes page addresses) and a
+// non-empty range within the mapping.
+func (p *Map) covers(off int64, n int) bool {
+	return p != nil && !p.closed.Load() && n > 0 && off >= 0 && off%int64(pageSize) == 0 && off <= int64(len(p.m)) && int64(n) <= int64(len(p.m))-off
+}
+
 // Resident reports whether every page of n bytes at off is in the page
 // cache (false for an off that is not page-aligned, an empty or negative
 // range, or one past the mapping).
 func (p *Map) Resident(off int64, n int) bool {
-	if p == nil || p.closed.Load() || n <= 0 || off < 0 || off%int64(pageSize) != 0 || off > int64(len(p.m)) || int64(n) > int64(len(p.m))-off {
+	if !p.covers(off, n) {
 		return false
 	}
 	return resident(p.m[off : off+int64(n)])
@@ -97,7 +104,7 @@ func (p *Map) Resident(off int64, n int) bool {
 // ahead; the bytes are hashed either way). The same ranges as Resident
 // answer no.
 func (p *Map) Likely(off int64, n int) bool {
-	if p == nil || p.closed.Load() || n <= 0 || off < 0 || off%int64(pageSize) != 0 || off > int64(len(p.m)) || int64(n) > int64(len(p.m))-off {
+	if !p.covers(off, n) {
 		return false
 	}
 	pages := (int64(n) + int64(pageSize) - 1) / int64(pageSize)
