@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 )
 
 // Batch runs steps that serve several sessions at once (continuous
@@ -17,6 +19,26 @@ type Batch struct {
 	m    *Model
 	w    *work
 	segs []segment
+	// steps and stepNanos count the steps run and their wall time (Times).
+	steps, stepNanos atomic.Int64
+}
+
+// BatchTimes are where a Batch's steps spent their wall time (Batch.Times):
+// Step is the steps' whole wall time; Sync is the part the host spent
+// waiting for the device queue (Syncs of them: one after each MoE layer's
+// router, one for the logits), so Step − Sync is the host's own work in
+// the steps (launches, routing, the expert hierarchy), some of it beside
+// the device's.
+type BatchTimes struct {
+	Steps, Syncs int64
+	Step, Sync   time.Duration
+}
+
+// Times returns the counters of b's steps so far. It is safe to call
+// beside a step.
+func (b *Batch) Times() BatchTimes {
+	return BatchTimes{Steps: b.steps.Load(), Syncs: b.w.syncs.Load(),
+		Step: time.Duration(b.stepNanos.Load()), Sync: time.Duration(b.w.syncNanos.Load())}
 }
 
 // NewBatch returns a Batch for m's sessions.
@@ -75,7 +97,10 @@ func (b *Batch) step(ctx context.Context, sessions []*Session, tokens [][]int, r
 			ids = append(ids, int32(id))
 		}
 	}
+	t0 := time.Now()
 	lg, err := b.w.step(ctx, b.segs, reuse)
+	b.stepNanos.Add(int64(time.Since(t0)))
+	b.steps.Add(1)
 	if err != nil {
 		for _, sg := range b.segs {
 			sg.s.broken = err

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/canon"
@@ -289,6 +290,9 @@ type work struct {
 	m   *Model
 	q   backend.Queue
 	err error // the first allocation error of the current step
+	// syncs and syncNanos count the queue's Syncs and the wall time the
+	// host spent in them (Batch.Times).
+	syncs, syncNanos atomic.Int64
 	// dead are grown-out-of allocations, freed after the next Sync.
 	dead []backend.Buf
 
@@ -385,7 +389,10 @@ func (w *work) buf(p *backend.Buf, n int) backend.Buf {
 
 // sync waits for the queue and frees what buf grew out of.
 func (w *work) sync() error {
+	t0 := time.Now()
 	err := w.q.Sync()
+	w.syncNanos.Add(int64(time.Since(t0)))
+	w.syncs.Add(1)
 	w.freeDead()
 	if w.err != nil {
 		return w.err

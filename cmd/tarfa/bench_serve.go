@@ -31,6 +31,7 @@ type benchServeOptions struct {
 	maxTokens    int
 	promptTokens int
 	threads      int
+	lpWorkers    int
 	asJSON       bool
 	cpuProfile   string
 	tier         tierFlags
@@ -51,6 +52,15 @@ type benchServeRow struct {
 	Steps          int64   `json:"steps"`
 	RowsPerStep    float64 `json:"rows_per_step"`
 	Identical      bool    `json:"identical_to_solo"`
+	// Where a batch step's wall time went, per step (runner.SchedStats):
+	// in the engine's step, the part of it spent waiting for the device
+	// queue (syncs_per_step of them), emitting the tokens, and the rest of
+	// the level's wall time (the loop between steps, idle time).
+	StepSecPerStep  float64 `json:"step_s_per_step,omitempty"`
+	SyncSecPerStep  float64 `json:"sync_s_per_step,omitempty"`
+	SyncsPerStep    float64 `json:"syncs_per_step,omitempty"`
+	EmitSecPerStep  float64 `json:"emit_s_per_step,omitempty"`
+	OtherSecPerStep float64 `json:"other_s_per_step,omitempty"`
 	// With --device-time, per batch step: the device time of the kernels
 	// and of the host-to-device copies, and the kernels launched (a device
 	// backend only).
@@ -114,6 +124,9 @@ shares.`,
 			if err := checkRange("prompt-tokens", o.promptTokens, 1, 1<<16); err != nil {
 				return err
 			}
+			if err := checkRange("logprob-workers", o.lpWorkers, 0, 1<<10); err != nil {
+				return err
+			}
 			if err := threadsFlag(o.threads); err != nil {
 				return err
 			}
@@ -128,6 +141,7 @@ shares.`,
 	f.IntVar(&o.maxTokens, "max-tokens", 32, "tokens generated per request")
 	f.IntVar(&o.promptTokens, "prompt-tokens", 16, "prompt length in tokens")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads (0 = all cores)")
+	f.IntVar(&o.lpWorkers, "logprob-workers", 0, "the most rows' logprobs computed at once beside the steps (0 = GOMAXPROCS)")
 	f.BoolVar(&o.asJSON, "json", false, "print the rows as JSON")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each concurrency level's requests alone (not the load, nor the solo references) to PREFIX-C.pprof")
 	f.BoolVar(&o.tier.timing, "device-time", false, "measure the device time of kernels and copies per step (cuda; slows the steps a little)")
@@ -165,7 +179,7 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 	}
 	defer r.Close()
 	most := slices.Max(levels)
-	sched, err := runner.NewScheduler(r, runner.SchedOptions{MaxBatch: most, MaxQueue: most, StepRows: max(256, most)})
+	sched, err := runner.NewScheduler(r, runner.SchedOptions{MaxBatch: most, MaxQueue: most, StepRows: max(256, most), LogprobWorkers: o.lpWorkers})
 	if err != nil {
 		return err
 	}
@@ -307,10 +321,15 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 			row.ReadPerTok = float64(r.Tier.Stats().BytesRead-read0) / float64(max(row.Tokens, 1))
 		}
 		if row.Steps > 0 {
-			row.RowsPerStep = float64(st1.Rows-st0.Rows) / float64(row.Steps)
+			n := float64(row.Steps)
+			row.RowsPerStep = float64(st1.Rows-st0.Rows) / n
+			row.StepSecPerStep = (st1.StepTime - st0.StepTime).Seconds() / n
+			row.SyncSecPerStep = (st1.SyncTime - st0.SyncTime).Seconds() / n
+			row.SyncsPerStep = float64(st1.Syncs-st0.Syncs) / n
+			row.EmitSecPerStep = (st1.EmitTime - st0.EmitTime).Seconds() / n
+			row.OtherSecPerStep = wall.Seconds()/n - row.StepSecPerStep - row.EmitSecPerStep
 			if c1, _ := backendCounters(r); metered && o.tier.timing {
 				d := c1.Sub(c0)
-				n := float64(row.Steps)
 				row.KernelSecPerStep, row.H2DSecPerStep, row.KernelsPerStep = d.KernelSeconds/n, d.H2DSeconds/n, float64(d.Kernels)/n
 				row.KernelsByName = kernelsPerStep(d.KernelTimes, n)
 			}
@@ -320,6 +339,10 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "%11s: %6d tokens in %7.2fs = %8.1f tok/s · TTFT p50 %7.1f ms p99 %7.1f ms · ITL p50 %7.1f ms p99 %7.1f ms · verified %s/token, read %s/token · %.1f tokens computed per batch step · identical to solo: %v\n",
 				plural(c, "client", "clients"), row.Tokens, row.Seconds, row.TokensPerSec, 1e3*row.TTFTp50, 1e3*row.TTFTp99, 1e3*row.ITLp50, 1e3*row.ITLp99,
 				sizeWords(int64(row.VerifiedPerTok)), sizeWords(int64(row.ReadPerTok)), row.RowsPerStep, row.Identical)
+			if row.Steps > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%11s  a step: %.2f ms in the engine (%.2f ms of it waiting for the device, %.1f waits), %.2f ms emitting, %.2f ms between steps\n", "",
+					1e3*row.StepSecPerStep, 1e3*row.SyncSecPerStep, row.SyncsPerStep, 1e3*row.EmitSecPerStep, 1e3*row.OtherSecPerStep)
+			}
 			if row.KernelsPerStep > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "%11s  device a step: kernels %.2f ms (%.0f launches), copies %.2f ms; by kernel:", "",
 					1e3*row.KernelSecPerStep, row.KernelsPerStep, 1e3*row.H2DSecPerStep)

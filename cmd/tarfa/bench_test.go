@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"fmt"
 	"io"
 	"os"
@@ -155,6 +156,32 @@ func TestBenchServeDeviceTimeOnCPU(t *testing.T) {
 		if _, ok := rows[0][k]; ok {
 			t.Errorf("cpu: %s = %v, want no device figure", k, rows[0][k])
 		}
+	}
+}
+
+// bench serve says where a step's wall time went: in the engine (the part
+// waiting for the queue within it), emitting and between steps, and the
+// parts add up to the level's wall time per step.
+func TestBenchServeSplitsTheStep(t *testing.T) {
+	out, err := runCLI(t, "", "bench", "serve", "--clients", "2", "--max-tokens", "3", "--prompt-tokens", "2", "--threads", "1", "--json")
+	if err != nil {
+		t.Fatalf("bench serve: %v\n%s", err, out)
+	}
+	var rows []benchServeRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("bench serve --json: %v\n%s", err, out)
+	}
+	r := rows[0]
+	perStep := r.Seconds / float64(r.Steps)
+	if r.Steps == 0 || r.StepSecPerStep <= 0 || r.EmitSecPerStep <= 0 || r.SyncsPerStep < 1 ||
+		r.SyncSecPerStep > r.StepSecPerStep || r.StepSecPerStep+r.EmitSecPerStep > perStep ||
+		math.Abs(r.StepSecPerStep+r.EmitSecPerStep+r.OtherSecPerStep-perStep) > 1e-9 {
+		t.Errorf("a step of %.3g s: engine %.3g s (waiting %.3g s, %.3g waits), emitting %.3g s, other %.3g s", perStep,
+			r.StepSecPerStep, r.SyncSecPerStep, r.SyncsPerStep, r.EmitSecPerStep, r.OtherSecPerStep)
+	}
+	out, err = runCLI(t, "", "bench", "serve", "--clients", "1", "--max-tokens", "2", "--prompt-tokens", "2", "--threads", "1")
+	if err != nil || !strings.Contains(out, "ms in the engine (") || !strings.Contains(out, "ms between steps") {
+		t.Errorf("bench serve's table: %v\n%s", err, out)
 	}
 }
 
