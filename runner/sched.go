@@ -115,6 +115,9 @@ type SchedOptions struct {
 	// (default 64) and StepRows the most rows of a step (default 256, at
 	// least MaxBatch). Results never depend on them.
 	PrefillChunk, StepRows int
+	// LogprobWorkers is the most rows' logprobs computed at once beside
+	// the steps (default GOMAXPROCS). Results never depend on it.
+	LogprobWorkers int
 }
 
 func (o *SchedOptions) fill() error {
@@ -130,6 +133,9 @@ func (o *SchedOptions) fill() error {
 	if o.StepRows == 0 {
 		o.StepRows = max(256, o.MaxBatch)
 	}
+	if o.LogprobWorkers == 0 {
+		o.LogprobWorkers = runtime.GOMAXPROCS(0)
+	}
 	switch {
 	case o.MaxBatch < 1:
 		return fmt.Errorf("runner: MaxBatch %d, want at least 1", o.MaxBatch)
@@ -141,6 +147,8 @@ func (o *SchedOptions) fill() error {
 		return fmt.Errorf("runner: PrefillChunk %d, want at least 1", o.PrefillChunk)
 	case o.StepRows < o.MaxBatch:
 		return fmt.Errorf("runner: StepRows %d, want at least MaxBatch (%d)", o.StepRows, o.MaxBatch)
+	case o.LogprobWorkers < 1:
+		return fmt.Errorf("runner: LogprobWorkers %d, want at least 1", o.LogprobWorkers)
 	}
 	return nil
 }
@@ -179,6 +187,13 @@ type SchedStats struct {
 	Generated      int64 // tokens generated
 	Finished       int64 // requests finished (any way)
 	Cancelled      int64 // requests ended by their context
+	// Where the steps' wall time went: StepTime in the engine's batch
+	// steps, SyncTime the part of it the host waited for the device queue
+	// (Syncs of them), EmitTime in emitting the steps' tokens (sampling,
+	// the ledgers; logprobs are computed beside the next steps). The rest
+	// of a level's wall time is the loop between steps and idle time.
+	StepTime, SyncTime, EmitTime time.Duration
+	Syncs                        int64
 }
 
 // Scheduler runs requests with continuous batching: one engine.Batch step
@@ -206,6 +221,9 @@ type Scheduler struct {
 	idle     chan struct{} // closed and replaced when nothing is queued or active
 
 	steps, rows, generated, finished, cancelled atomic.Int64
+	emitNanos                                   atomic.Int64
+	logprobSem                                  chan struct{} // cap LogprobWorkers
+	batch                                       *engine.Batch // the loop's, for its times
 
 	// The loop goroutine's buffers, reused step by step so that a decode
 	// step allocates nothing here.
@@ -265,6 +283,8 @@ func NewScheduler(r *Runner, opt SchedOptions) (*Scheduler, error) {
 	s := &Scheduler{r: r, opt: opt, wake: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{}),
 		idle: make(chan struct{})}
 	s.checkFn = s.checkStep
+	s.batch = b
+	s.logprobSem = make(chan struct{}, opt.LogprobWorkers)
 	go s.loop(b)
 	return s, nil
 }
@@ -279,6 +299,9 @@ func (s *Scheduler) Stats() SchedStats {
 	s.mu.Unlock()
 	st.Steps, st.Rows, st.Generated = s.steps.Load(), s.rows.Load(), s.generated.Load()
 	st.Finished, st.Cancelled = s.finished.Load(), s.cancelled.Load()
+	bt := s.batch.Times()
+	st.StepTime, st.SyncTime, st.Syncs = bt.Step, bt.Sync, bt.Syncs
+	st.EmitTime = time.Duration(s.emitNanos.Load())
 	return st
 }
 
@@ -593,7 +616,9 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 	}
 	s.steps.Add(1)
 	s.rows.Add(int64(rows))
+	t0 := time.Now()
 	s.emitAll(in, lg)
+	s.emitNanos.Add(int64(time.Since(t0)))
 }
 
 // emitAll emits the next token of every request in the step whose prompt
@@ -601,7 +626,7 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 // (sampling, the ledger's logits hash) is independent per request, so it
 // runs on up to GOMAXPROCS goroutines: each request's tokens, logprobs and
 // ledger are the same bits as when emitted alone, only sooner. Logprobs
-// (a log-softmax: about 5 ms a row at a 248k vocabulary) are computed
+// (a log-softmax: 2.5 ms of CPU a row at a 248k vocabulary) are computed
 // beside the next steps (emitTail).
 func (s *Scheduler) emitAll(in []*seq, lg [][]float32) {
 	if cap(s.emitRes) < len(in) {
@@ -684,8 +709,9 @@ func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
 
 // emitTail pushes t once its logprobs under logits are computed, on a
 // goroutine of its own, so that the next step does not wait for them: a
-// log-softmax over the vocabulary is about 5 ms a row at 248k tokens, as
-// long as a step of the 2-layer slice's kernels on the H200. Its tokens
+// log-softmax over the vocabulary is 2.5 ms of CPU a row at 248k tokens
+// (split over four goroutines: expSum), about a one-row step of the
+// 2-layer slice on the H200. Its tokens
 // are pushed in order (each waits for the one before), with the same
 // values as computed in place (Logprobs of a copy of the same logits),
 // and at most two a request are pending: the third waits here for the
@@ -708,7 +734,12 @@ func (s *Scheduler) emitTail(q *seq, t Token, logits []float32) {
 	top := q.req.TopLogprobs
 	go func() {
 		defer close(done)
+		s.logprobSem <- struct{}{}
+		if logprobsInside != nil {
+			logprobsInside()
+		}
 		t.Logprob, t.Top = Logprobs(lg, t.ID, top)
+		<-s.logprobSem
 		if logprobsHook != nil {
 			logprobsHook(t.ID)
 		}
@@ -728,8 +759,12 @@ func (q *seq) waitTail() {
 }
 
 // logprobsHook, when set (tests), is called by emitTail's goroutine after
-// a token's logprobs are computed and before it is pushed.
-var logprobsHook func(tok int)
+// a token's logprobs are computed and before it is pushed; logprobsInside
+// just before they are computed, within the LogprobWorkers bound.
+var (
+	logprobsHook   func(tok int)
+	logprobsInside func()
+)
 
 // checkStep cancels the step in flight once every request in it has ended
 // or the scheduler is closing.
@@ -762,11 +797,7 @@ func Logprobs(logits []float32, tok, top int) (float32, []TokenLogprob) {
 	for _, l := range logits {
 		m = max(m, l)
 	}
-	e := make([]float32, len(logits))
-	for i, l := range logits {
-		e[i] = canon.Exp(l - m)
-	}
-	ls := canon.Log(canon.Sum(e))
+	ls := canon.Log(expSum(logits, m))
 	lp := func(i int) float32 { return (logits[i] - m) - ls }
 	if top == 0 {
 		return lp(tok), nil
@@ -793,6 +824,61 @@ func Logprobs(logits []float32, tok, top int) (float32, []TokenLogprob) {
 		out[i] = TokenLogprob{ID: id, Logprob: lp(id)}
 	}
 	return lp(tok), out
+}
+
+// expSum is canon.Sum of canon.Exp(ℓᵢ − m) over x, with no term stored:
+// each lane adds its terms in increasing index as they are computed, which
+// is Sum's order. A row of at least expSplit logits is split by lanes over
+// expParts goroutines (a vocabulary of 248k takes a few milliseconds on one
+// core); each lane is still one goroutine's, so the bits are the same.
+func expSum(x []float32, m float32) float32 {
+	var acc [canon.Lanes]float32
+	parts := 1
+	if len(x) >= expSplit {
+		parts = min(expParts, runtime.GOMAXPROCS(0))
+	}
+	if parts <= 1 {
+		expLanes(x, m, acc[:], 0)
+		return canon.Combine(&acc)
+	}
+	per := canon.Lanes / parts
+	var wg sync.WaitGroup
+	for p := range parts {
+		l0, l1 := p*per, (p+1)*per
+		if p == parts-1 {
+			l1 = canon.Lanes
+		}
+		wg.Go(func() { expLanes(x, m, acc[l0:l1], l0) })
+	}
+	wg.Wait()
+	return canon.Combine(&acc)
+}
+
+const (
+	expSplit = 1 << 15
+	expParts = 4
+)
+
+// expLanes adds canon.Exp(x[k] − m) into lanes l0 … l0+len(acc)−1 of a
+// canonical sum (acc[i] is lane l0+i), each lane's terms in increasing k.
+func expLanes(x []float32, m float32, acc []float32, l0 int) {
+	var a [canon.Lanes]float32 // this goroutine's lanes, written back once
+	n := len(acc)
+	for s := 0; s < len(x); s += canon.Stride {
+		for i := range n {
+			lo := s + (l0+i)*canon.Chunk
+			if lo >= len(x) {
+				break
+			}
+			hi := min(lo+canon.Chunk, len(x))
+			v := a[i]
+			for _, l := range x[lo:hi] {
+				v = v + canon.Exp(l-m)
+			}
+			a[i] = v
+		}
+	}
+	copy(acc, a[:n])
 }
 
 // Stream is a submitted request's tokens as they are generated. Tokens

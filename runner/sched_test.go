@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/engine"
 )
 
@@ -393,6 +395,98 @@ func TestLogprobsBesideTheNextSteps(t *testing.T) {
 	for j, tk := range toks {
 		if tk.ID != want.tokens[j] || math.Float32bits(tk.Logprob) != math.Float32bits(want.logprobs[j]) || !slices.Equal(tk.Top, want.top[j]) {
 			t.Errorf("token %d: %d logprob %v top %v, alone %d %v %v", j, tk.ID, tk.Logprob, tk.Top, want.tokens[j], want.logprobs[j], want.top[j])
+		}
+	}
+}
+
+// TestExpSumIsCanonSum: Logprobs' fused, lane-split sum of exponentials is
+// canon.Sum of the stored terms, bit for bit, at lengths around a chunk,
+// a round of lanes and the split, with ±Inf, a NaN, ±0 and subnormals
+// among the logits.
+func TestExpSumIsCanonSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, 248320)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * 8)
+	}
+	special := []float32{float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, 80, -200}
+	for i, v := range special {
+		x[1000+37*i] = v
+	}
+	for _, n := range []int{1, 7, 8, 9, 255, 256, 257, 1000, expSplit - 1, expSplit, expSplit + 9, 100003, len(x)} {
+		for _, m := range []float32{0, 3.5, x[0]} {
+			e := make([]float32, n)
+			for i, l := range x[:n] {
+				e[i] = canon.Exp(l - m)
+			}
+			if got, want := expSum(x[:n], m), canon.Sum(e); math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%d logits, m %v: %v (%#x), canon.Sum %v (%#x)", n, m, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
+		}
+	}
+	x[5] = float32(math.NaN())
+	if s := expSum(x, 0); s == s {
+		t.Errorf("a NaN logit: sum %v, want NaN", s)
+	}
+}
+
+// SchedOptions.LogprobWorkers bounds the rows' logprobs computed at once
+// beside the steps, and the values stay those of the request alone.
+func TestLogprobWorkersBound(t *testing.T) {
+	r, err := Open(context.Background(), defaultModel(t), Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := NewScheduler(r, SchedOptions{LogprobWorkers: -1}); err == nil {
+		t.Error("LogprobWorkers -1 accepted")
+	}
+	reqs := make([]Request, 4)
+	want := make([]soloRun, len(reqs))
+	for i := range reqs {
+		reqs[i] = Request{Prompt: []int{3 + i, 40, 7}, Gen: engine.GenOptions{MaxTokens: 4}, Logprobs: true, TopLogprobs: 1}
+		want[i] = solo(t, r, reqs[i])
+	}
+	for _, workers := range []int{1, 2} {
+		var in, most atomic.Int32
+		logprobsInside = func() {
+			n := in.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(2 * time.Millisecond) // long enough for the rows of a step to meet
+			in.Add(-1)
+		}
+		s, err := NewScheduler(r, SchedOptions{MaxBatch: len(reqs), LogprobWorkers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		toks := make([][]Token, len(reqs))
+		for i := range reqs {
+			wg.Go(func() {
+				if _, err := Do(context.Background(), s, reqs[i], func(tk Token) error {
+					toks[i] = append(toks[i], tk)
+					return nil
+				}); err != nil {
+					t.Errorf("workers %d, request %d: %v", workers, i, err)
+				}
+			})
+		}
+		wg.Wait()
+		s.Close()
+		logprobsInside = nil
+		if m := int(most.Load()); m > workers || m < 1 {
+			t.Errorf("LogprobWorkers %d: %d rows' logprobs computed at once", workers, m)
+		}
+		for i := range reqs {
+			if len(toks[i]) != len(want[i].tokens) {
+				t.Fatalf("workers %d, request %d: %d tokens, alone %d", workers, i, len(toks[i]), len(want[i].tokens))
+			}
+			for j, tk := range toks[i] {
+				if tk.ID != want[i].tokens[j] || tk.Logprob != want[i].logprobs[j] {
+					t.Errorf("workers %d, request %d token %d: %d %v, alone %d %v", workers, i, j, tk.ID, tk.Logprob, want[i].tokens[j], want[i].logprobs[j])
+				}
+			}
 		}
 	}
 }
