@@ -40,6 +40,7 @@ type Backend struct {
 	host  *cpu.CPU
 	desc  string
 	total int64
+	sms   int       // multiprocessors
 	aux   cu.Stream // zeroing new allocations
 
 	allocMu sync.Mutex                   // budget check and allocation together
@@ -145,6 +146,7 @@ func (m *devMem) Elems() int { return m.n }
 type kernels struct {
 	copyRows, gatherRows, scatterRows, embedBF16, embedF32 cu.Function
 	matmulBF16, matmulF32, matmulGroup                     cu.Function
+	matmulBF16R4, matmulF32R4                              cu.Function
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
@@ -164,6 +166,7 @@ func (k *kernels) table() []struct {
 		{"copy_rows", &k.copyRows}, {"gather_rows", &k.gatherRows}, {"scatter_rows", &k.scatterRows},
 		{"embed_bf16", &k.embedBF16}, {"embed_f32", &k.embedF32},
 		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
+		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
 		{"rmsnorm", &k.rmsnorm}, {"gated_rmsnorm", &k.gatedRMSNorm}, {"l2norm", &k.l2norm},
 		{"rope", &k.rope}, {"attention", &k.attention},
 		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},
@@ -179,6 +182,9 @@ func (k *kernels) table() []struct {
 func New(o Options) (backend.Backend, error) {
 	if o.VRAMBudget < 0 || o.Reserve < 0 {
 		return nil, fmt.Errorf("cuda: budget %d and reserve %d bytes: want >= 0", o.VRAMBudget, o.Reserve)
+	}
+	if o.MatMulRows != 0 && o.MatMulRows != 1 && o.MatMulRows != 4 {
+		return nil, fmt.Errorf("cuda: MatMulRows %d: want 0 (choose), 1 or 4", o.MatMulRows)
 	}
 	if o.Reserve == 0 {
 		o.Reserve = DefaultReserve
@@ -223,6 +229,9 @@ func New(o Options) (backend.Backend, error) {
 		return fail("%w", err)
 	}
 	b.desc = fmt.Sprintf("%s (sm_%d%d, %.1f GiB)", name, major, minor, float64(b.total)/(1<<30))
+	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return fail("%w", err)
+	}
 	ptx := ptxFor(major)
 	if ptx == "" {
 		return fail("%s: the kernels need compute capability 8.0 or later", b.desc)

@@ -30,6 +30,12 @@ type Options struct {
 	// the device, against the digest it was verified with on the host, and
 	// fails the step at its synchronisation if the copy differs (digest.go).
 	VerifyCopies bool
+	// MatMulRows is the weight rows one warp of a MatMul computes: 0
+	// chooses (four for a step of at least 4 tokens whose grid still
+	// fills the device twice over, else one), 1 or 4 forces it (tests and
+	// benchmarks). Every row's lane order is the same either way, so the
+	// bits are too.
+	MatMulRows int
 }
 
 // DefaultReserve is the device memory Options.Reserve keeps free for

@@ -485,16 +485,36 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 			q.matMulFP8(yy, dw, xx, N, K, T)
 			return
 		}
-		fn := q.b.k.matmulF32
-		if dw.bf16 {
-			fn = q.b.k.matmulBF16
-		}
 		if K == 0 {
 			q.check("MatMul", cu.MemsetD32Async(yy, 0, int64(T*N), q.s))
 			return
 		}
-		q.launch("MatMul", fn, blocks(N, rowsPerBlock), blocks(T, 8), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
+		fn, rows := q.b.k.matmulF32, 1
+		if q.b.matMulRows(N, T) == 4 {
+			fn, rows = q.b.k.matmulF32R4, 4
+			if dw.bf16 {
+				fn = q.b.k.matmulBF16R4
+			}
+		} else if dw.bf16 {
+			fn = q.b.k.matmulBF16
+		}
+		q.launch("MatMul", fn, blocks(N, rows*rowsPerBlock), blocks(T, 8), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
 	})
+}
+
+// matMulRows is the weight rows a warp of MatMul computes for an N-row
+// weight and T tokens (Options.MatMulRows): four when the step has at
+// least 4 tokens (each token's activations are then loaded once for four
+// rows, not once a row) and the grid of four-row blocks is still at least
+// two blocks a multiprocessor, else one.
+func (b *Backend) matMulRows(N, T int) int {
+	if b.o.MatMulRows != 0 {
+		return b.o.MatMulRows
+	}
+	if T >= 4 && blocks(N, 4*rowsPerBlock)*blocks(T, 8) >= 2*b.sms {
+		return 4
+	}
+	return 1
 }
 
 // matMulFP8 enqueues the block-FP8 product y = W·x (kernels/fp8.cu): the

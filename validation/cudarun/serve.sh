@@ -7,7 +7,10 @@
 # per concurrency level with a CPU profile of the whole process
 # (TARFA_CPUPROFILE), then again with a profile of the level's requests
 # alone (--cpuprofile: level-BACKEND-C.pprof), and the tables as JSON. LIMIT seconds in all. TIMED
-# lists client counts run once more on cuda with --device-time.
+# lists client counts run once more on cuda with --device-time. VARIANTS
+# (';'-separated "label|VAR=value …|flags …") are run at 16 clients on cuda
+# after that, in ROUNDS rounds (default 2), each round also running the
+# plain level first, so that every variant sits beside a baseline.
 #
 #	device call: command "bash .dev/cuda/serve.sh", carry [".dev/cuda"]
 set -o pipefail
@@ -19,12 +22,14 @@ TOKENS=${TOKENS:-32}
 CLIENTS=${CLIENTS:-1 16}
 BACKENDS=${BACKENDS:-cuda cpu}
 TIMED=${TIMED:-} # client counts run again on cuda with --device-time (kernel and copy time per step)
+VARIANTS=${VARIANTS:-}
+ROUNDS=${ROUNDS:-2}
 start=$SECONDS
 left() { echo $((LIMIT - (SECONDS - start))); }
 R=$OUT/serve; mkdir -p "$R"
 trap 'tar -czf "$OUT/results.tgz" -C "$OUT" serve; rm -rf "$R"' EXIT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$R/env.txt"
-B=/tmp/slice2
+B=${SLICE:-/tmp/slice2}
 if [ ! -s $B/jnf/manifest.json ]; then
 	rm -rf $B; mkdir -p $B
 	s0=$SECONDS
@@ -50,4 +55,18 @@ for be in $BACKENDS; do
 		echo "$be clients=$c rc=$? $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
 	done
 done
+if [ -n "$VARIANTS" ]; then
+	IFS=';' read -ra vs <<< "baseline||;$VARIANTS"
+	for round in $(seq "$ROUNDS"); do
+		for v in "${vs[@]}"; do
+			IFS='|' read -r label envs flags <<< "$v"
+			[ "$(left)" -lt 40 ] && { echo "variant $label: skipped, $(left) s left"; continue; }
+			f="$R/variant-$round-${label// /_}"
+			# shellcheck disable=SC2086 # envs and flags are word lists
+			env $envs timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend ${VBACKEND:-cuda} --clients 16 --max-tokens $TOKENS \
+				--prompt-tokens 16 --heat=false --json $flags > "$f.json" 2> "$f.err"
+			echo "variant $round $label ($envs $flags) rc=$?: $(tr -d '\n' < "$f.json" | head -c 900)"
+		done
+	done
+fi
 echo "done in $((SECONDS - start)) s"

@@ -358,64 +358,96 @@ __global__ void embed_f32(float *dst, const float *table, const int *ids, i64 T,
 
 // ---- MatMul ----
 
-// matmul: y[t·N+n] = dot(W row n, x row t). One warp per weight row and
-// group of up to TT tokens: each lane loads its 8 weights once per chunk and
-// uses them for every token of the group; every token's lane total is the
-// canonical one (lane l: chunks l, l+32, … in increasing k; the partial
-// chunk last, on lane chunks mod 32). Blocks of 8 warps (8 rows).
+// matmul: y[t·N+n] = dot(W row n, x row t). One warp per R consecutive
+// weight rows and group of up to TT tokens: each lane loads its 8 weights of
+// each row once per chunk and uses them for every token of the group, and
+// each token's 8 activations once for all R rows; every (row, token) lane
+// total is the canonical one (lane l: chunks l, l+32, … in increasing k; the
+// partial chunk last, on lane chunks mod 32), so R does not change a bit.
+// Blocks of 8 warps (8·R rows).
 #define TT 8
-// Block (bx, by) computes rows bx·8 … of W for tokens by·TT ….
-template <typename WT>
+// Block (bx, by) computes rows bx·8·R … of W for tokens by·TT ….
+template <typename WT, int R>
 __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *x, i64 N, i64 K, i64 T, i64 bx, i64 by) {
   const int lane = threadIdx.x & 31;
-  const i64 n = bx * (blockDim.x / 32) + (threadIdx.x / 32);
-  if (n >= N) return;  // whole warps only
+  const i64 n0 = (bx * (blockDim.x / 32) + (threadIdx.x / 32)) * R;
+  if (n0 >= N) return;  // whole warps only
+  const int nr = (int)min((i64)R, N - n0);
   const i64 t0 = by * TT;
   const int nt = (int)min((i64)TT, T - t0);
-  const WT *w = W + n * K;
+  const WT *w = W + n0 * K;
   const i64 chunks = K / 8;
   const bool alw = aligned16(W) && (K % 8 == 0);
   const bool alx = aligned16(x) && (K % 4 == 0);
-  float acc[TT];
+  float acc[R][TT];
 #pragma unroll
-  for (int u = 0; u < TT; u++) acc[u] = 0.0f;
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int u = 0; u < TT; u++) acc[r][u] = 0.0f;
   for (i64 c = lane; c < chunks; c += 32) {
-    float wv[8];
-    load8(w + c * 8, alw, wv);
+    float wv[R][8];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      if (r < nr) load8(w + r * K + c * 8, alw, wv[r]);
+    }
 #pragma unroll
     for (int u = 0; u < TT; u++) {
       if (u < nt) {
         float xv[8];
         load8(x + (t0 + u) * K + c * 8, alx, xv);
 #pragma unroll
-        for (int j = 0; j < 8; j++) acc[u] = fadd(acc[u], fmul(wv[j], xv[j]));
+        for (int r = 0; r < R; r++) {
+          if (r < nr) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[r][u] = fadd(acc[r][u], fmul(wv[r][j], xv[j]));
+          }
+        }
       }
     }
   }
   if (lane == (int)(chunks % 32)) {
     for (i64 k = chunks * 8; k < K; k++) {
-      float wk = widen(w[k]);
 #pragma unroll
-      for (int u = 0; u < TT; u++) {
-        if (u < nt) acc[u] = fadd(acc[u], fmul(wk, x[(t0 + u) * K + k]));
+      for (int r = 0; r < R; r++) {
+        if (r < nr) {
+          float wk = widen(w[r * K + k]);
+#pragma unroll
+          for (int u = 0; u < TT; u++) {
+            if (u < nt) acc[r][u] = fadd(acc[r][u], fmul(wk, x[(t0 + u) * K + k]));
+          }
+        }
       }
     }
   }
 #pragma unroll
-  for (int u = 0; u < TT; u++) {
-    float r = canon::warp_combine(acc[u]);
-    if (lane == 0 && u < nt) y[(t0 + u) * N + n] = r;
+  for (int r = 0; r < R; r++) {
+#pragma unroll
+    for (int u = 0; u < TT; u++) {
+      float v = canon::warp_combine(acc[r][u]);
+      if (lane == 0 && r < nr && u < nt) y[(t0 + u) * N + n0 + r] = v;
+    }
   }
 }
 
 extern "C" {
 
 __global__ void matmul_bf16(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
-  matmul_body(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+  matmul_body<uint16_t, 1>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
 }
 
 __global__ void matmul_f32(float *y, const float *W, const float *x, i64 N, i64 K, i64 T) {
-  matmul_body(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+  matmul_body<float, 1>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
+// matmul_bf16_r4 / matmul_f32_r4: four weight rows a warp (the same bits as
+// matmul_bf16 / matmul_f32), for steps of several tokens, where reading
+// each token's activations once for four rows takes load off L1.
+__global__ void matmul_bf16_r4(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<uint16_t, 4>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
+__global__ void matmul_f32_r4(float *y, const float *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<float, 4>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
 }
 
 // matmul_group: G independent products in one launch (the experts of one
@@ -440,9 +472,9 @@ __global__ void matmul_group(const mm_entry *e, i64 G) {
   const mm_entry m = e[lo];
   const i64 r = b - m.first;
   if (m.bf16) {
-    matmul_body(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<uint16_t, 1>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   } else {
-    matmul_body(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<float, 1>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   }
 }
 
