@@ -58,7 +58,9 @@ func BenchmarkMatMul(b *testing.B) {
 		rows, cols int
 	}{{"head", 248320, 3072}, {"wide", 12288, 3072}, {"proj", 3072, 4096}, {"up", 1024, 3072}, {"down", 3072, 1024}}
 	r := rand.New(rand.NewPCG(9, 10))
-	m := &weightstest.Model{Config: []byte(testConfig), Tensors: map[string]jnf.TensorView{}}
+	// A checkpoint holds its layers' experts: one small one.
+	m := &weightstest.Model{Config: []byte(testConfig), Tensors: map[string]jnf.TensorView{},
+		Experts: map[weights.ExpertID][3]jnf.TensorView{{Layer: 0, Expert: 0}: {bf16Tensor(r, 24, 256), bf16Tensor(r, 24, 256), bf16Tensor(r, 256, 24)}}}
 	for _, s := range shapes {
 		m.Tensors[s.name] = bf16Tensor(r, s.rows, s.cols)
 	}

@@ -156,7 +156,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.StringSliceVar(&o.vram, "vram-budget", nil, "device-memory budgets of the cuda backend, e.g. 16GiB,12GiB: its decodes run under each (default: the whole device)")
 	f.StringVar(&o.placement, "placement", "auto", "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", "))
 	f.BoolVar(&o.deviceVerify, "device-verify", true, "let a device backend hash every routed expert it copies into device memory again there, against its digest (see tarfa run --help)")
-	f.BoolVar(&o.pinSlots, "pin-slots", false, "let a device backend pin the hierarchy's staging buffers (streamed experts copied to the device from where they were read, no staging copy)")
+	f.BoolVar(&o.pinSlots, "pin-slots", true, "let a device backend pin the hierarchy's staging buffers and its RAM tier's (experts copied to the device from where they were read or lie, no staging copy), as tarfa run does; =false measures the staging copy")
 	return cmd
 }
 

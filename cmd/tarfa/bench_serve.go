@@ -141,7 +141,7 @@ shares.`,
 	f.IntVar(&o.maxTokens, "max-tokens", 32, "tokens generated per request")
 	f.IntVar(&o.promptTokens, "prompt-tokens", 16, "prompt length in tokens")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads (0 = all cores)")
-	f.IntVar(&o.lpWorkers, "logprob-workers", 0, "the most rows' logprobs computed at once beside the steps (0 = GOMAXPROCS)")
+	f.IntVar(&o.lpWorkers, "logprob-workers", 0, "the most rows' logprobs computed at once beside the steps (0 = half the cores)")
 	f.BoolVar(&o.asJSON, "json", false, "print the rows as JSON")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each concurrency level's requests alone (not the load, nor the solo references) to PREFIX-C.pprof")
 	f.BoolVar(&o.tier.timing, "device-time", false, "measure the device time of kernels and copies per step (cuda; slows the steps a little)")

@@ -227,3 +227,15 @@ func TestBenchServeProfilesEachLevel(t *testing.T) {
 		t.Error("the refused profile's file was left behind")
 	}
 }
+
+// bench decode pins the hierarchy's buffers by default, as tarfa run does
+// (runner.Options.PinSlots nil: on for a backend that can pin), so that
+// its figures are those of the defaults users run: the 48-layer warm
+// figure of 2026-12-03 was measured before this, with every RAM-tier hit
+// staged through one core's copy.
+func TestBenchDecodePinsLikeRun(t *testing.T) {
+	f := newBenchDecodeCommand().Flags().Lookup("pin-slots")
+	if f == nil || f.DefValue != "true" {
+		t.Fatalf("bench decode --pin-slots: %+v, want a flag on by default", f)
+	}
+}
