@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ type benchServeOptions struct {
 	lpWorkers    int
 	asJSON       bool
 	cpuProfile   string
+	execTrace    string
 	tier         tierFlags
 }
 
@@ -144,6 +146,7 @@ shares.`,
 	f.IntVar(&o.lpWorkers, "logprob-workers", 0, "the most rows' logprobs computed at once beside the steps (0 = half the cores)")
 	f.BoolVar(&o.asJSON, "json", false, "print the rows as JSON")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each concurrency level's requests alone (not the load, nor the solo references) to PREFIX-C.pprof")
+	f.StringVar(&o.execTrace, "exectrace", "", "write an execution trace (runtime/trace: where each goroutine ran, waited and blocked; go tool trace) of each concurrency level's requests alone to PREFIX-C.trace")
 	f.BoolVar(&o.tier.timing, "device-time", false, "measure the device time of kernels and copies per step (cuda; slows the steps a little)")
 	o.tier.add(cmd)
 	return cmd
@@ -288,12 +291,21 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 		if err != nil {
 			return err
 		}
+		stopTrace, err := levelTrace(o.execTrace, c)
+		if err != nil {
+			stopProfile()
+			return err
+		}
 		t0 := time.Now()
 		for i := range c {
 			wg.Go(func() { answers[i] = ask(ctx, i) })
 		}
 		wg.Wait()
 		wall := time.Since(t0)
+		if err := stopTrace(); err != nil {
+			stopProfile()
+			return err
+		}
 		if err := stopProfile(); err != nil {
 			return err
 		}
@@ -386,6 +398,32 @@ func backendCounters(r *runner.Runner) (backend.Counters, bool) {
 		return backend.Counters{}, false
 	}
 	return m.Counters(), true
+}
+
+// levelTrace starts an execution trace of one concurrency level's
+// requests, written to prefix-c.trace (none when prefix is empty); the
+// function it returns ends it. The runtime has one trace at a time.
+func levelTrace(prefix string, c int) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	path := fmt.Sprintf("%s-%d.trace", prefix, c)
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--exectrace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("--exectrace %s: %w", path, err)
+	}
+	return func() error {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--exectrace %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // levelProfile starts a CPU profile of one concurrency level's requests,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -225,6 +226,26 @@ func TestBenchServeProfilesEachLevel(t *testing.T) {
 	}
 	if _, err := os.Stat(prefix + "b-1.pprof"); err == nil {
 		t.Error("the refused profile's file was left behind")
+	}
+}
+
+// bench serve --exectrace writes one execution trace per concurrency level
+// (beside --cpuprofile's profiles, which the trace can hold together).
+func TestBenchServeTracesEachLevel(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "t")
+	out, err := runCLI(t, "", "bench", "serve", "--clients", "1,2", "--max-tokens", "2", "--prompt-tokens", "2", "--threads", "1",
+		"--exectrace", prefix, "--cpuprofile", prefix)
+	if err != nil {
+		t.Fatalf("bench serve --exectrace: %v\n%s", err, out)
+	}
+	for _, c := range []int{1, 2} {
+		b, err := os.ReadFile(fmt.Sprintf("%s-%d.trace", prefix, c))
+		if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:16], []byte(" trace")) || len(b) < 1000 {
+			t.Errorf("level %d: trace of %d bytes (%v), want a Go execution trace", c, len(b), err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("%s-%d.pprof", prefix, c)); err != nil {
+			t.Errorf("level %d: no CPU profile beside the trace: %v", c, err)
+		}
 	}
 }
 

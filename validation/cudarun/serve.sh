@@ -7,7 +7,9 @@
 # per concurrency level with a CPU profile of the whole process
 # (TARFA_CPUPROFILE), then again with a profile of the level's requests
 # alone (--cpuprofile: level-BACKEND-C.pprof), and the tables as JSON. LIMIT seconds in all. TIMED
-# lists client counts run once more on cuda with --device-time. VARIANTS
+# lists client counts run once more on cuda with --device-time. EXECTRACE=1
+# adds an execution trace to each level-alone run (level-BACKEND-C.trace:
+# go tool trace shows where the step's goroutine waited). VARIANTS
 # (';'-separated "label|VAR=value …|flags …") are run at 16 clients on cuda
 # after that, in ROUNDS rounds (default 2), each round also running the
 # plain level first, so that every variant sits beside a baseline.
@@ -51,7 +53,7 @@ for be in $BACKENDS; do
 		# The same level again with a profile of its requests alone (the
 		# load and the solo references left out: bench serve --cpuprofile).
 		[ "$n" = "$c" ] && [ "$(left)" -gt 60 ] && timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
-			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json --cpuprofile "$R/level-$be" > "$R/serve-$be-$c-level.json" 2> "$R/serve-$be-$c-level.err"
+			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json --cpuprofile "$R/level-$be" ${EXECTRACE:+--exectrace "$R/level-$be"} > "$R/serve-$be-$c-level.json" 2> "$R/serve-$be-$c-level.err"
 		echo "$be clients=$c rc=$? $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
 	done
 done
