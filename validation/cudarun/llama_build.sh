@@ -43,8 +43,13 @@ C=$(cat $S/COMMIT)
 if [ ! -s $B/build.ninja ]; then
 	[ "$(left)" -gt 0 ] || { echo "build.sh: no time left to configure"; exit 1; }
 	cuda=(-DGGML_CUDA=OFF)
+	# The FlashAttention kernels (fattn-*.cu, about a third of the CUDA
+	# sources and more of the build time) are compiled empty unless
+	# LLAMA_FA=ON: llama.cpp then runs attention without them (-fa auto
+	# finds none), which at the 52 positions of llama.sh's runs is a small
+	# part of a token's time.
 	[ "$GGML_CUDA" = ON ] && cuda=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-		-DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF)
+		-DGGML_CUDA_FA=${LLAMA_FA:-OFF} -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF)
 	timeout -k 5 $(left) cmake -S $S -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" \
 		-DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF \
 		-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
