@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -404,26 +405,7 @@ func backendCounters(r *runner.Runner) (backend.Counters, bool) {
 // requests, written to prefix-c.trace (none when prefix is empty); the
 // function it returns ends it. The runtime has one trace at a time.
 func levelTrace(prefix string, c int) (stop func() error, err error) {
-	if prefix == "" {
-		return func() error { return nil }, nil
-	}
-	path := fmt.Sprintf("%s-%d.trace", prefix, c)
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--exectrace: %w", err)
-	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("--exectrace %s: %w", path, err)
-	}
-	return func() error {
-		trace.Stop()
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("--exectrace %s: %w", path, err)
-		}
-		return nil
-	}, nil
+	return levelCapture("--exectrace", prefix, "trace", c, trace.Start, trace.Stop, "")
 }
 
 // levelProfile starts a CPU profile of one concurrency level's requests,
@@ -431,23 +413,31 @@ func levelTrace(prefix string, c int) (stop func() error, err error) {
 // returns ends it. It cannot run beside TARFA_CPUPROFILE's profile of the
 // whole process (the runtime has one CPU profile at a time).
 func levelProfile(prefix string, c int) (stop func() error, err error) {
+	return levelCapture("--cpuprofile", prefix, "pprof", c, pprof.StartCPUProfile, pprof.StopCPUProfile,
+		" (TARFA_CPUPROFILE profiles the whole process: set one of the two)")
+}
+
+// levelCapture starts a capture of the runtime's (start, ended by end)
+// into prefix-c.ext for flag; a file it could not start is removed, and
+// its error carries why (and hint).
+func levelCapture(flag, prefix, ext string, c int, start func(io.Writer) error, end func(), hint string) (stop func() error, err error) {
 	if prefix == "" {
 		return func() error { return nil }, nil
 	}
-	path := fmt.Sprintf("%s-%d.pprof", prefix, c)
+	path := fmt.Sprintf("%s-%d.%s", prefix, c, ext)
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		os.Remove(path)
-		return nil, fmt.Errorf("--cpuprofile %s: %w (TARFA_CPUPROFILE profiles the whole process: set one of the two)", path, err)
+		return nil, fmt.Errorf("%s %s: %w%s", flag, path, err, hint)
 	}
 	return func() error {
-		pprof.StopCPUProfile()
+		end()
 		if err := f.Close(); err != nil {
-			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+			return fmt.Errorf("%s %s: %w", flag, path, err)
 		}
 		return nil
 	}, nil
