@@ -57,6 +57,7 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--placement", "left"}, `--placement "left": want one of`},
 		{[]string{"bench", "decode", "--backend", "cpu,cpu"}, "--backend cpu, --vram-budget \"\": given twice"},
 		{[]string{"bench", "decode", "--backend", "cpu", "--vram-budget", "16GiB,12GiB"}, "--vram-budget 16GiB,12GiB: a device-memory budget needs --backend cuda"},
+		{[]string{"bench", "serve", "--logprob-workers", "-1"}, "--logprob-workers -1: want 0 to 1024"},
 	} {
 		_, err := runCLI(t, "", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitCode(err) != exitError {
