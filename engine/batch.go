@@ -19,8 +19,8 @@ type Batch struct {
 	m    *Model
 	w    *work
 	segs []segment
-	// steps and stepNanos count the steps run and their wall time (Times).
-	steps, stepNanos atomic.Int64
+	// stepNanos is the steps' wall time (Times).
+	stepNanos atomic.Int64
 }
 
 // BatchTimes are where a Batch's steps spent their wall time (Batch.Times):
@@ -30,14 +30,14 @@ type Batch struct {
 // the steps (launches, routing, the expert hierarchy), some of it beside
 // the device's.
 type BatchTimes struct {
-	Steps, Syncs int64
-	Step, Sync   time.Duration
+	Syncs      int64
+	Step, Sync time.Duration
 }
 
 // Times returns the counters of b's steps so far. It is safe to call
 // beside a step.
 func (b *Batch) Times() BatchTimes {
-	return BatchTimes{Steps: b.steps.Load(), Syncs: b.w.syncs.Load(),
+	return BatchTimes{Syncs: b.w.syncs.Load(),
 		Step: time.Duration(b.stepNanos.Load()), Sync: time.Duration(b.w.syncNanos.Load())}
 }
 
@@ -100,7 +100,6 @@ func (b *Batch) step(ctx context.Context, sessions []*Session, tokens [][]int, r
 	t0 := time.Now()
 	lg, err := b.w.step(ctx, b.segs, reuse)
 	b.stepNanos.Add(int64(time.Since(t0)))
-	b.steps.Add(1)
 	if err != nil {
 		for _, sg := range b.segs {
 			sg.s.broken = err
