@@ -227,7 +227,7 @@ type Scheduler struct {
 	steps, rows, generated, finished, cancelled atomic.Int64
 	emitNanos                                   atomic.Int64
 	logprobSem                                  chan struct{} // cap LogprobWorkers
-	batch                                       *engine.Batch // the loop's, for its times
+	batch                                       *engine.Batch // the loop's steps (and Stats' times)
 
 	// The loop goroutine's buffers, reused step by step so that a decode
 	// step allocates nothing here.
@@ -289,7 +289,7 @@ func NewScheduler(r *Runner, opt SchedOptions) (*Scheduler, error) {
 	s.checkFn = s.checkStep
 	s.batch = b
 	s.logprobSem = make(chan struct{}, opt.LogprobWorkers)
-	go s.loop(b)
+	go s.loop()
 	return s, nil
 }
 
@@ -419,7 +419,8 @@ func (s *Scheduler) Close() error {
 	return nil
 }
 
-func (s *Scheduler) loop(b *engine.Batch) {
+func (s *Scheduler) loop() {
+	b := s.batch
 	defer close(s.exited)
 	defer b.Close()
 	var step []*seq
@@ -715,12 +716,12 @@ func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
 // goroutine of its own, so that the next step does not wait for them: a
 // log-softmax over the vocabulary is 2.5 ms of CPU a row at 248k tokens
 // (split over four goroutines: expSum), about a one-row step of the
-// 2-layer slice on the H200. Its tokens
-// are pushed in order (each waits for the one before), with the same
-// values as computed in place (Logprobs of a copy of the same logits),
-// and at most two a request are pending: the third waits here for the
-// first, so a request whose logprobs fall behind holds its steps back
-// rather than queue without bound.
+// 2-layer slice on the H200. Its tokens are pushed in order (each waits
+// for the one before), with the same values as computed in place
+// (Logprobs of a copy of the same logits), and at most two a request are
+// pending: the third waits here for the first, so a request whose
+// logprobs fall behind holds its steps back rather than queue without
+// bound.
 func (s *Scheduler) emitTail(q *seq, t Token, logits []float32) {
 	if q.tail0 != nil {
 		<-q.tail0
@@ -739,14 +740,11 @@ func (s *Scheduler) emitTail(q *seq, t Token, logits []float32) {
 	go func() {
 		defer close(done)
 		s.logprobSem <- struct{}{}
-		if logprobsInside != nil {
-			logprobsInside()
-		}
-		t.Logprob, t.Top = Logprobs(lg, t.ID, top)
-		<-s.logprobSem
 		if logprobsHook != nil {
 			logprobsHook(t.ID)
 		}
+		t.Logprob, t.Top = Logprobs(lg, t.ID, top)
+		<-s.logprobSem
 		if prev != nil {
 			<-prev
 		}
@@ -762,13 +760,10 @@ func (q *seq) waitTail() {
 	}
 }
 
-// logprobsHook, when set (tests), is called by emitTail's goroutine after
-// a token's logprobs are computed and before it is pushed; logprobsInside
-// just before they are computed, within the LogprobWorkers bound.
-var (
-	logprobsHook   func(tok int)
-	logprobsInside func()
-)
+// logprobsHook, when set (tests), is called by emitTail's goroutine within
+// the LogprobWorkers bound, before it computes a token's logprobs (and so
+// before the token is pushed).
+var logprobsHook func(tok int)
 
 // checkStep cancels the step in flight once every request in it has ended
 // or the scheduler is closing.
