@@ -27,6 +27,23 @@ type soloRun struct {
 	chain, routed string
 }
 
+// doAll sends reqs to s at once and returns each one's result, the tokens
+// it streamed and its error.
+func doAll(s *Scheduler, reqs []Request) ([]Result, [][]Token, []error) {
+	res, toks, errs := make([]Result, len(reqs)), make([][]Token, len(reqs)), make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Go(func() {
+			res[i], errs[i] = Do(context.Background(), s, reqs[i], func(tk Token) error {
+				toks[i] = append(toks[i], tk)
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	return res, toks, errs
+}
+
 func solo(t *testing.T, r *Runner, req Request) soloRun {
 	t.Helper()
 	sess, l := r.NewSession()
@@ -100,19 +117,7 @@ func TestSchedulerBatchedMatchesSolo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		got := make([]Result, n)
-		lps := make([][]Token, n)
-		errs := make([]error, n)
-		for i := range n {
-			wg.Go(func() {
-				got[i], errs[i] = Do(context.Background(), s, reqs[i], func(tk Token) error {
-					lps[i] = append(lps[i], tk)
-					return nil
-				})
-			})
-		}
-		wg.Wait()
+		got, lps, errs := doAll(s, reqs[:n])
 		st := s.Stats()
 		s.Close()
 		if st.Steps == 0 || st.Rows <= st.Steps {
@@ -449,7 +454,7 @@ func TestLogprobWorkersBound(t *testing.T) {
 	}
 	for _, workers := range []int{1, 2} {
 		var in, most atomic.Int32
-		logprobsInside = func() {
+		logprobsHook = func(int) {
 			n := in.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
@@ -460,21 +465,14 @@ func TestLogprobWorkersBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		toks := make([][]Token, len(reqs))
-		for i := range reqs {
-			wg.Go(func() {
-				if _, err := Do(context.Background(), s, reqs[i], func(tk Token) error {
-					toks[i] = append(toks[i], tk)
-					return nil
-				}); err != nil {
-					t.Errorf("workers %d, request %d: %v", workers, i, err)
-				}
-			})
+		_, toks, errs := doAll(s, reqs)
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("workers %d, request %d: %v", workers, i, err)
+			}
 		}
-		wg.Wait()
 		s.Close()
-		logprobsInside = nil
+		logprobsHook = nil
 		if m := int(most.Load()); m > workers || m < 1 {
 			t.Errorf("LogprobWorkers %d: %d rows' logprobs computed at once", workers, m)
 		}
