@@ -120,15 +120,7 @@ func BenchmarkLoadExpert(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	m := &weightstest.Model{Config: []byte(testConfig), Tensors: map[string]jnf.TensorView{"small": bf16Tensor(r, 64, 256)},
 		Experts: map[weights.ExpertID][3]jnf.TensorView{{Layer: 0, Expert: 0}: {bf16Tensor(r, I, H), bf16Tensor(r, I, H), bf16Tensor(r, H, I)}}}
-	dir := b.TempDir()
-	if err := weightstest.Write(dir, m); err != nil {
-		b.Fatal(err)
-	}
-	ck, err := weights.Open(b.Context(), dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ck.Close()
+	ck := weightstest.Open(b, m)
 	ref, err := ck.ExpertRef(0, 0)
 	if err != nil {
 		b.Fatal(err)

@@ -64,15 +64,7 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, s := range shapes {
 		m.Tensors[s.name] = bf16Tensor(r, s.rows, s.cols)
 	}
-	dir := b.TempDir()
-	if err := weightstest.Write(dir, m); err != nil {
-		b.Fatal(err)
-	}
-	ck, err := weights.Open(b.Context(), dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ck.Close()
+	ck := weightstest.Open(b, m)
 	q, err := be.NewQueue()
 	if err != nil {
 		b.Fatal(err)
