@@ -92,15 +92,12 @@ func streamPageCache(b *testing.B, ck *weights.Checkpoint, readers int) {
 // hierarchy's bookkeeping (leases, the device level's policy, counters),
 // per expert.
 func BenchmarkStreamDeviceResident(b *testing.B) {
-	dir := b.TempDir()
 	o := synth.Options{Arch: hf.Qwen35MoE, Preset: "tiny", Seed: 3, Set: map[string]any{"num_experts": 256, "num_experts_per_tok": 8}}
-	if err := synth.Write(filepath.Join(dir, "hf"), o); err != nil {
+	dir, err := synth.Converted(context.Background(), b.TempDir(), o)
+	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := convert.Convert(context.Background(), filepath.Join(dir, "hf"), filepath.Join(dir, "jnf"), convert.Options{LastLayer: -1}); err != nil {
-		b.Fatal(err)
-	}
-	ck := openCk(b, filepath.Join(dir, "jnf"))
+	ck := openCk(b, dir)
 	cfg := ck.Config()
 	be := cpu.New(1)
 	be.SetSlots(cfg.Layers * cfg.Experts)
