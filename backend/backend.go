@@ -387,6 +387,15 @@ type Grouper interface {
 	MatMuls(ops []MatMulOp)
 }
 
+// Normaliser is implemented by queues that compute a log-softmax's
+// normaliser where the values are, so that a device's logits need no pass
+// on the host for their logprobs: for each of the rows rows of n values of
+// x, out gets the row's canon.Max m and canon.ExpSum(row, m), in that order
+// (2·rows values). Their bits are canon's.
+type Normaliser interface {
+	SoftmaxNorm(out, x Buf, rows, n int)
+}
+
 // SlotQueue is implemented by the queues of a SlotPool backend.
 type SlotQueue interface {
 	// FillSlot copies the verified bytes of an expert (as LoadExpert takes

@@ -23,6 +23,18 @@ type Batch struct {
 	stepNanos atomic.Int64
 }
 
+// Norms returns, after a step whose sessions asked (Session.SetSoftmaxNorm)
+// on a backend that computes them (backend.Normaliser), the softmax
+// normaliser of each row of logits the step returned: m and s of row i at
+// 2i and 2i+1 (canon.Max and canon.ExpSum of the row); nil otherwise. They
+// live in b's buffers until its next step.
+func (b *Batch) Norms() []float32 {
+	if !b.w.normed {
+		return nil
+	}
+	return b.w.norms
+}
+
 // BatchTimes are where a Batch's steps spent their wall time (Batch.Times):
 // Step is the steps' whole wall time; Sync is the part the host spent
 // waiting for the device queue (Syncs of them: one after each MoE layer's

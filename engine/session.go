@@ -34,7 +34,16 @@ type Session struct {
 	seg    [1]segment
 	// resetState: the DeltaNet state must be zeroed before the next step.
 	resetState bool
+	// norm: its logits' softmax normaliser is wanted (SetSoftmaxNorm).
+	norm bool
 }
+
+// SetSoftmaxNorm asks that the steps computing this session's logits also
+// compute each logits row's softmax normaliser (canon.Max and
+// canon.ExpSum) where the logits are, when the backend can
+// (backend.Normaliser: a device, whose logits then need no pass on the
+// host for their logprobs); Batch.Norms returns them. It changes no logit.
+func (s *Session) SetSoftmaxNorm(on bool) { s.norm = on }
 
 // sessionState is what a session holds in the backend: its layers' state
 // and its own queue and scratch (solo, for Forward; a Batch brings its
@@ -306,7 +315,7 @@ type work struct {
 	logits, wts            backend.Buf
 	xe, ge, ue, ye, slots  backend.Buf
 	sg, su, ss, gl         backend.Buf
-	xf, lgB                backend.Buf
+	xf, lgB, normB         backend.Buf
 	hintLogits, hintW      backend.Buf
 
 	// host buffers
@@ -321,6 +330,8 @@ type work struct {
 	hintIdx                     []int32
 	hintList                    []int
 	lg                          []float32 // logits of the last step (reused by Generate)
+	norms                       []float32 // their normalisers (m, s a wanted row), when computed
+	normed                      bool      // the last step computed norms
 	rows                        [][]float32
 	xH, xeH, geH, ueH, yeH      []float32
 	xHB, xeHB, geHB, ueHB, yeHB backend.Buf   // host Bufs viewing the slices above
@@ -498,6 +509,7 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 		q.Add(h, h, out)
 	}
 	var res [][]float32
+	w.normed = false
 	if want > 0 {
 		// The wanted rows: the last want of each segment, in order.
 		xf := w.buf(&w.xf, want*H)
@@ -517,6 +529,12 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 		}
 		lgB := w.buf(&w.lgB, want*c.Vocab)
 		q.MatMul(lgB, m.head, xf, want)
+		if nq, ok := q.(backend.Normaliser); ok && wantNorm(segs) {
+			nb := w.buf(&w.normB, 2*want)
+			nq.SoftmaxNorm(nb, lgB, want, c.Vocab)
+			q.Read(grow(&w.norms, 2*want), nb)
+			w.normed = true
+		}
 		q.Read(lg, lgB)
 		for i := range res {
 			res[i] = lg[i*c.Vocab : (i+1)*c.Vocab : (i+1)*c.Vocab]
@@ -531,6 +549,17 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 	}
 	m.tokens.Add(int64(T))
 	return res, nil
+}
+
+// wantNorm says whether a segment with wanted rows asks for their softmax
+// normalisers (Session.SetSoftmaxNorm).
+func wantNorm(segs []segment) bool {
+	for _, sg := range segs {
+		if sg.want > 0 && sg.s.norm {
+			return true
+		}
+	}
+	return false
 }
 
 // prepare makes the session's state ready for n more tokens: DeltaNet

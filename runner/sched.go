@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -498,6 +497,7 @@ func (s *Scheduler) start(q *seq) {
 	q.queued = q.admit.Sub(q.submit)
 	q.sess, q.l = s.r.NewSession()
 	q.dec, _ = engine.NewDecoder(q.sess, q.req.Prompt, q.req.Gen) // checked by Submit
+	q.sess.SetSoftmaxNorm(q.req.Logprobs)
 	q.stopWait = context.AfterFunc(q.ctx, s.checkFn)
 }
 
@@ -622,7 +622,7 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 	s.steps.Add(1)
 	s.rows.Add(int64(rows))
 	t0 := time.Now()
-	s.emitAll(in, lg)
+	s.emitAll(in, lg, b.Norms())
 	s.emitNanos.Add(int64(time.Since(t0)))
 }
 
@@ -633,7 +633,7 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 // ledger are the same bits as when emitted alone, only sooner. Logprobs
 // (a log-softmax: 2.5 ms of CPU a row at a 248k vocabulary) are computed
 // beside the next steps (emitTail).
-func (s *Scheduler) emitAll(in []*seq, lg [][]float32) {
+func (s *Scheduler) emitAll(in []*seq, lg [][]float32, norms []float32) {
 	if cap(s.emitRes) < len(in) {
 		s.emitRes = make([]emitResult, len(in))
 	}
@@ -650,7 +650,7 @@ func (s *Scheduler) emitAll(in []*seq, lg [][]float32) {
 	if workers := min(n, runtime.GOMAXPROCS(0)); workers <= 1 {
 		for i, q := range in {
 			if res[i].fed {
-				res[i].done, res[i].err = s.emit(q, lg[i])
+				res[i].done, res[i].err = s.emit(q, lg[i], norm(norms, i))
 			}
 		}
 	} else {
@@ -666,7 +666,7 @@ func (s *Scheduler) emitAll(in []*seq, lg [][]float32) {
 						return
 					}
 					if res[i].fed {
-						res[i].done, res[i].err = s.emit(in[i], lg[i])
+						res[i].done, res[i].err = s.emit(in[i], lg[i], norm(norms, i))
 					}
 				}
 			}()
@@ -688,7 +688,15 @@ type emitResult struct {
 
 // emit picks q's next token from logits and hands it to the stream; done
 // when the request has ended.
-func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
+// norm is row i's softmax normaliser of a step's norms (nil if none).
+func norm(norms []float32, i int) []float32 {
+	if norms == nil {
+		return nil
+	}
+	return norms[2*i : 2*i+2]
+}
+
+func (s *Scheduler) emit(q *seq, logits, nm []float32) (done bool, err error) {
 	tok, done, err := q.dec.Emit(logits) // the ledger records the step
 	if err != nil {
 		return true, err
@@ -701,9 +709,15 @@ func (s *Scheduler) emit(q *seq, logits []float32) (done bool, err error) {
 		t.Logits = slices.Clone(logits)
 	}
 	s.generated.Add(1)
-	if q.req.Logprobs {
+	switch {
+	case q.req.Logprobs && nm != nil && q.tailIdle():
+		// The device summed the exponentials: what is left is a
+		// subtraction and, for top logprobs, one pass for the largest.
+		t.Logprob, t.Top = LogprobsNorm(logits, nm[0], nm[1], t.ID, q.req.TopLogprobs)
+		q.st.push(t)
+	case q.req.Logprobs:
 		s.emitTail(q, t, logits)
-	} else {
+	default:
 		q.st.push(t)
 	}
 	if done {
@@ -752,6 +766,21 @@ func (s *Scheduler) emitTail(q *seq, t Token, logits []float32) {
 	}()
 }
 
+// tailIdle reports whether every token handed to emitTail for q is
+// pushed, without waiting.
+func (q *seq) tailIdle() bool {
+	if q.tail == nil {
+		return true
+	}
+	select {
+	case <-q.tail:
+		q.tail, q.tail0 = nil, nil
+		return true
+	default:
+		return false
+	}
+}
+
 // waitTail waits until every token handed to emitTail for q is pushed.
 func (q *seq) waitTail() {
 	if q.tail != nil {
@@ -792,11 +821,14 @@ func (s *Scheduler) checkStep() {
 // log p = (ℓ − m) − canon.Log(S), so the values are the same bits on every
 // machine.
 func Logprobs(logits []float32, tok, top int) (float32, []TokenLogprob) {
-	m := float32(math.Inf(-1))
-	for _, l := range logits {
-		m = max(m, l)
-	}
-	ls := canon.Log(expSum(logits, m))
+	m := canon.Max(logits)
+	return LogprobsNorm(logits, m, expSum(logits, m), tok, top)
+}
+
+// LogprobsNorm is Logprobs given the row's max m and ExpSum s (a backend's
+// Normaliser): the same values, with no pass over the logits when top is 0.
+func LogprobsNorm(logits []float32, m, s float32, tok, top int) (float32, []TokenLogprob) {
+	ls := canon.Log(s)
 	lp := func(i int) float32 { return (logits[i] - m) - ls }
 	if top == 0 {
 		return lp(tok), nil
@@ -825,11 +857,9 @@ func Logprobs(logits []float32, tok, top int) (float32, []TokenLogprob) {
 	return lp(tok), out
 }
 
-// expSum is canon.Sum of canon.Exp(ℓᵢ − m) over x, with no term stored:
-// each lane adds its terms in increasing index as they are computed, which
-// is Sum's order. A row of at least expSplit logits is split by lanes over
-// expParts goroutines (a vocabulary of 248k takes a few milliseconds on one
-// core); each lane is still one goroutine's, so the bits are the same.
+// expSum is canon.ExpSum, a row of at least expSplit logits split by lanes
+// over expParts goroutines (a vocabulary of 248k takes 2.5 ms on one core);
+// each lane is still one goroutine's, so the bits are the same.
 func expSum(x []float32, m float32) float32 {
 	var acc [canon.Lanes]float32
 	parts := 1
@@ -837,7 +867,7 @@ func expSum(x []float32, m float32) float32 {
 		parts = min(expParts, runtime.GOMAXPROCS(0))
 	}
 	if parts <= 1 {
-		expLanes(x, m, acc[:], 0)
+		canon.ExpSumLanes(x, m, acc[:], 0)
 		return canon.Combine(&acc)
 	}
 	per := canon.Lanes / parts
@@ -847,7 +877,7 @@ func expSum(x []float32, m float32) float32 {
 		if p == parts-1 {
 			l1 = canon.Lanes
 		}
-		wg.Go(func() { expLanes(x, m, acc[l0:l1], l0) })
+		wg.Go(func() { canon.ExpSumLanes(x, m, acc[l0:l1], l0) })
 	}
 	wg.Wait()
 	return canon.Combine(&acc)
@@ -857,28 +887,6 @@ const (
 	expSplit = 1 << 15
 	expParts = 4
 )
-
-// expLanes adds canon.Exp(x[k] − m) into lanes l0 … l0+len(acc)−1 of a
-// canonical sum (acc[i] is lane l0+i), each lane's terms in increasing k.
-func expLanes(x []float32, m float32, acc []float32, l0 int) {
-	var a [canon.Lanes]float32 // this goroutine's lanes, written back once
-	n := len(acc)
-	for s := 0; s < len(x); s += canon.Stride {
-		for i := range n {
-			lo := s + (l0+i)*canon.Chunk
-			if lo >= len(x) {
-				break
-			}
-			hi := min(lo+canon.Chunk, len(x))
-			v := a[i]
-			for _, l := range x[lo:hi] {
-				v = v + canon.Exp(l-m)
-			}
-			a[i] = v
-		}
-	}
-	copy(acc, a[:n])
-}
 
 // Stream is a submitted request's tokens as they are generated. Tokens
 // are kept until read, so a slow reader never holds the scheduler up; they

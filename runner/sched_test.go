@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tarfa-ai/tarfa/backend"
+	"github.com/tarfa-ai/tarfa/backend/backendtest"
 	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/engine"
 )
@@ -483,6 +485,72 @@ func TestLogprobWorkersBound(t *testing.T) {
 			for j, tk := range toks[i] {
 				if tk.ID != want[i].tokens[j] || tk.Logprob != want[i].logprobs[j] {
 					t.Errorf("workers %d, request %d token %d: %d %v, alone %d %v", workers, i, j, tk.ID, tk.Logprob, want[i].tokens[j], want[i].logprobs[j])
+				}
+			}
+		}
+	}
+}
+
+// On a backend that computes the softmax normaliser where the logits are
+// (backend.Normaliser: the fake device here), the scheduler takes the
+// rows' logprobs from it, with no sum on the host, and they are the values
+// of the request run alone on the CPU, top logprobs included.
+func TestLogprobsFromTheDeviceNorms(t *testing.T) {
+	dir := defaultModel(t)
+	ref, err := Open(context.Background(), dir, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	reqs := make([]Request, 4)
+	want := make([]soloRun, len(reqs))
+	for i := range reqs {
+		reqs[i] = Request{Prompt: []int{9 + i, 4, 31}, Gen: engine.GenOptions{MaxTokens: 5}, Logprobs: true, TopLogprobs: i % 3}
+		want[i] = solo(t, ref, reqs[i])
+	}
+	for _, dev := range []bool{false, true} {
+		o := Options{Threads: 1}
+		if dev {
+			o.NewBackend = func() (backend.Backend, error) { return backendtest.NewDevice(1, 0), nil }
+		}
+		r, err := Open(context.Background(), dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var onHost atomic.Int32
+		logprobsInside = func() { onHost.Add(1) }
+		s, err := NewScheduler(r, SchedOptions{MaxBatch: len(reqs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		toks := make([][]Token, len(reqs))
+		for i := range reqs {
+			wg.Go(func() {
+				if _, err := Do(context.Background(), s, reqs[i], func(tk Token) error {
+					toks[i] = append(toks[i], tk)
+					return nil
+				}); err != nil {
+					t.Errorf("device %v, request %d: %v", dev, i, err)
+				}
+			})
+		}
+		wg.Wait()
+		s.Close()
+		r.Close()
+		logprobsInside = nil
+		if n := onHost.Load(); dev != (n == 0) {
+			t.Errorf("device %v: %d rows' exponentials summed on the host", dev, n)
+		}
+		for i := range reqs {
+			if len(toks[i]) != len(want[i].tokens) {
+				t.Fatalf("device %v, request %d: %d tokens, alone %d", dev, i, len(toks[i]), len(want[i].tokens))
+			}
+			for j, tk := range toks[i] {
+				if tk.ID != want[i].tokens[j] || math.Float32bits(tk.Logprob) != math.Float32bits(want[i].logprobs[j]) ||
+					!slices.Equal(tk.Top, want[i].top[j]) {
+					t.Errorf("device %v, request %d token %d: %d %v %v, alone %d %v %v", dev, i, j,
+						tk.ID, tk.Logprob, tk.Top, want[i].tokens[j], want[i].logprobs[j], want[i].top[j])
 				}
 			}
 		}

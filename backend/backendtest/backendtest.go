@@ -53,6 +53,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"GDNGates", (*suite).gdnGates},
 		{"DeltaRule", (*suite).deltaRule},
 		{"Elementwise", (*suite).elementwise},
+		{"SoftmaxNorm", (*suite).softmaxNorm},
 		{"Route", (*suite).route},
 		{"Combine", (*suite).combine},
 		{"GateAdd", (*suite).gateAdd},
@@ -184,6 +185,57 @@ func (s *suite) normals(n int, scale float64) []float32 {
 		x[i] = float32(s.r.NormFloat64() * scale)
 	}
 	return x
+}
+
+// softmaxNorm checks a backend.Normaliser against canon's Max and ExpSum:
+// rows of lengths around a chunk, a round of lanes and a vocabulary, with
+// the suite's specials (±Inf, NaN, ±0, subnormals) in some, rows of only
+// −Inf, of equal maxima of both zero signs, and rows of 0 values. A backend
+// without one skips nothing: the runner then sums on the host.
+func (s *suite) softmaxNorm() {
+	if _, ok := s.queue().(backend.Normaliser); !ok {
+		return
+	}
+	negZero := float32(math.Copysign(0, -1))
+	for _, c := range []struct {
+		rows, n int
+		fill    func(i int) float32
+	}{
+		{1, 1, nil}, {3, 7, nil}, {2, 8, nil}, {2, 9, nil}, {4, 255, nil}, {3, 256, nil}, {5, 257, nil},
+		{2, 4099, nil}, {3, 151936, nil}, {16, 248320, nil},
+		{3, 300, func(i int) float32 { return float32(s.r.NormFloat64() * 30) }}, // logits' scale
+		{2, 40, func(int) float32 { return float32(math.Inf(-1)) }},
+		{2, 64, func(i int) float32 { return [2]float32{negZero, 0}[i%2] }},
+		{2, 33, func(i int) float32 { return negZero }},
+		{3, 0, nil},
+	} {
+		x := s.values(c.rows*c.n, 4)
+		if c.fill != nil {
+			for i := range x {
+				x[i] = c.fill(i)
+			}
+		}
+		xp := s.pair(x)
+		out, err := s.be.Alloc(2 * c.rows)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		q := s.queue()
+		q.(backend.Normaliser).SoftmaxNorm(out, xp.got, c.rows, c.n)
+		if err := q.Sync(); err != nil {
+			s.t.Fatalf("SoftmaxNorm %d×%d: %v", c.rows, c.n, err)
+		}
+		want := make([]float32, 2*c.rows)
+		for r := range c.rows {
+			row := x[r*c.n : (r+1)*c.n]
+			want[2*r] = canon.Max(row)
+			want[2*r+1] = canon.ExpSum(row, want[2*r])
+		}
+		if err := Same(s.read(out), want); err != nil {
+			s.t.Fatalf("SoftmaxNorm %d rows of %d: %v", c.rows, c.n, err)
+		}
+		s.be.Free(out)
+	}
 }
 
 // pair is one value on the backend under test and on the reference.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tarfa-ai/tarfa/backend"
 	"github.com/tarfa-ai/tarfa/backend/cpu"
+	"github.com/tarfa-ai/tarfa/canon"
 	"github.com/tarfa-ai/tarfa/jnf"
 	"github.com/tarfa-ai/tarfa/weights"
 )
@@ -388,6 +389,24 @@ func (q *devQueue) DeltaRule(o, qb, k, v, beta, alpha, S backend.Buf, T, nk, nv,
 	oo, qq, kk, vv := q.b("DeltaRule", o), q.b("DeltaRule", qb), q.b("DeltaRule", k), q.b("DeltaRule", v)
 	be, al, ss := q.b("DeltaRule", beta), q.b("DeltaRule", alpha), q.b("DeltaRule", S)
 	q.do(func() { q.h.DeltaRule(oo, qq, kk, vv, be, al, ss, T, nk, nv, dk, dv) })
+}
+
+// SoftmaxNorm is backend.Normaliser's, computed at Sync with canon's
+// reference on the host copy.
+func (q *devQueue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
+	oo, xx := q.b("SoftmaxNorm", out), q.b("SoftmaxNorm", x)
+	if q.err == nil && (rows < 0 || n < 0 || oo.Len() != 2*rows || xx.Len() < rows*n) {
+		q.fail("SoftmaxNorm: %d rows of %d into %d values from %d", rows, n, oo.Len(), xx.Len())
+		return
+	}
+	q.do(func() {
+		xs, ys := cpu.Floats(xx), cpu.Floats(oo)
+		for r := range rows {
+			row := xs[r*n : (r+1)*n]
+			m := canon.Max(row)
+			ys[2*r], ys[2*r+1] = m, canon.ExpSum(row, m)
+		}
+	})
 }
 
 func (q *devQueue) SiLUMul(y, g, u backend.Buf) {

@@ -147,6 +147,7 @@ type kernels struct {
 	copyRows, gatherRows, scatterRows, embedBF16, embedF32 cu.Function
 	matmulBF16, matmulF32, matmulGroup                     cu.Function
 	matmulBF16R4, matmulF32R4                              cu.Function
+	softmaxMax, softmaxExp, softmaxSum                     cu.Function
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
@@ -167,6 +168,7 @@ func (k *kernels) table() []struct {
 		{"embed_bf16", &k.embedBF16}, {"embed_f32", &k.embedF32},
 		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
 		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
+		{"softmax_max", &k.softmaxMax}, {"softmax_exp", &k.softmaxExp}, {"softmax_sum", &k.softmaxSum},
 		{"rmsnorm", &k.rmsnorm}, {"gated_rmsnorm", &k.gatedRMSNorm}, {"l2norm", &k.l2norm},
 		{"rope", &k.rope}, {"attention", &k.attention},
 		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},

@@ -502,6 +502,37 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 	})
 }
 
+// SoftmaxNorm is backend.Normaliser's: each row's canon.Max (one block a
+// row, reduced in any order: Max is associative), the terms canon.Exp(x −
+// m) into the queue's scratch, then their canonical sum (one warp a row).
+func (q *Queue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
+	if rows < 0 || n < 0 {
+		q.fail("SoftmaxNorm: %d rows of %d", rows, n)
+		return
+	}
+	q.do(func() {
+		oo, _ := q.dev("SoftmaxNorm", "out", out, 2*rows)
+		xx, xn := q.dev("SoftmaxNorm", "x", x, -1)
+		if !q.ok() || rows == 0 {
+			return
+		}
+		if xn < rows*n {
+			q.fail("SoftmaxNorm: x holds %d values, want %d rows of %d", xn, rows, n)
+			return
+		}
+		sc := q.scratchBuf(4 * (int64(rows)*int64(n) + int64(rows)))
+		if !q.ok() {
+			return
+		}
+		e, m := sc, sc+cu.DevicePtr(4*int64(rows)*int64(n))
+		q.launch("SoftmaxNorm", q.b.k.softmaxMax, rows, 1, blockThreads, p(m), p(xx), i(rows), i(n))
+		if n > 0 {
+			q.launch("SoftmaxNorm", q.b.k.softmaxExp, blocks(rows*n, blockThreads), 1, blockThreads, p(e), p(xx), p(m), i(rows), i(n))
+		}
+		q.launch("SoftmaxNorm", q.b.k.softmaxSum, blocks(rows, rowsPerBlock), 1, blockThreads, p(oo), p(e), p(m), i(rows), i(n))
+	})
+}
+
 // matMulRows is the weight rows a warp of MatMul computes for an N-row
 // weight and T tokens (Options.MatMulRows): four when the step has at
 // least 4 tokens (each token's activations are then loaded once for four

@@ -478,6 +478,61 @@ __global__ void matmul_group(const mm_entry *e, i64 G) {
   }
 }
 
+// ---- softmax normaliser (backend.Normaliser): a row's max and ExpSum ----
+
+// gomax is Go's max of two float32: a NaN if either is one, +0 above −0.
+// It is commutative and associative, so any reduction order gives canon.Max.
+__device__ __forceinline__ float gomax(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return __float_as_uint(a) == 0x80000000u ? b : a;
+  return a > b ? a : b;
+}
+
+// softmax_max: m[r] = canon.Max of row r of x (rows × n); one block a row.
+__global__ void softmax_max(float *m, const float *x, i64 rows, i64 n) {
+  __shared__ float sh[256];
+  const i64 r = blockIdx.x;
+  if (r >= rows) return;  // whole blocks only
+  const float *row = x + r * n;
+  float v = __uint_as_float(0xff800000u);  // −Inf
+  for (i64 i = threadIdx.x; i < n; i += blockDim.x) v = gomax(v, row[i]);
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) sh[threadIdx.x] = gomax(sh[threadIdx.x], sh[threadIdx.x + o]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) m[r] = sh[0];
+}
+
+// softmax_exp: e[i] = canon.Exp(x[i] − m[row of i]) for the rows × n values.
+__global__ void softmax_exp(float *e, const float *x, const float *m, i64 rows, i64 n) {
+  const i64 i = gtid();
+  if (i >= rows * n) return;
+  e[i] = canon::exp(__fsub_rn(x[i], m[i / n]));
+}
+
+// softmax_sum: out[2r], out[2r+1] = m[r], canon.Sum of row r of e: one warp
+// a row, lane l adding chunks l, l+32, … of 8 terms in increasing k from +0
+// (the partial chunk last, on its lane), then the butterfly: canon.ExpSum.
+__global__ void softmax_sum(float *out, const float *e, const float *m, i64 rows, i64 n) {
+  const i64 r = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows) return;  // whole warps only
+  const int lane = threadIdx.x & 31;
+  const float *row = e + r * n;
+  float acc = 0.0f;
+  for (i64 k0 = (i64)lane * 8; k0 < n; k0 += 256) {
+    const i64 k1 = min(k0 + 8, n);
+    for (i64 k = k0; k < k1; k++) acc = fadd(acc, row[k]);
+  }
+  const float s = canon::warp_combine(acc);
+  if (lane == 0) {
+    out[2 * r] = m[r];
+    out[2 * r + 1] = s;
+  }
+}
+
 // ---- norms: one warp per row ----
 
 // rmsnorm: inv = Rsqrt(RN(Sum(x²)/n) + eps); y = RN(RN(x·inv)·scale).
