@@ -518,27 +518,20 @@ func TestLogprobsFromTheDeviceNorms(t *testing.T) {
 			t.Fatal(err)
 		}
 		var onHost atomic.Int32
-		logprobsInside = func() { onHost.Add(1) }
+		logprobsHook = func(int) { onHost.Add(1) }
 		s, err := NewScheduler(r, SchedOptions{MaxBatch: len(reqs)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		toks := make([][]Token, len(reqs))
-		for i := range reqs {
-			wg.Go(func() {
-				if _, err := Do(context.Background(), s, reqs[i], func(tk Token) error {
-					toks[i] = append(toks[i], tk)
-					return nil
-				}); err != nil {
-					t.Errorf("device %v, request %d: %v", dev, i, err)
-				}
-			})
+		_, toks, errs := doAll(s, reqs)
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("device %v, request %d: %v", dev, i, err)
+			}
 		}
-		wg.Wait()
 		s.Close()
 		r.Close()
-		logprobsInside = nil
+		logprobsHook = nil
 		if n := onHost.Load(); dev != (n == 0) {
 			t.Errorf("device %v: %d rows' exponentials summed on the host", dev, n)
 		}
