@@ -387,6 +387,23 @@ type Grouper interface {
 	MatMuls(ops []MatMulOp)
 }
 
+// DeltaRuler is implemented by queues that run the gated delta rule
+// (Queue.DeltaRule) of several sessions in one call: each op gets the bits
+// DeltaRule gives it alone, in its own state S. The ops share the head
+// counts and dimensions; no op's S may be another's, or be read or written
+// by another op. A device launches them together: one session's rule over
+// a token keeps a few of its multiprocessors busy, a batch's fill it.
+type DeltaRuler interface {
+	DeltaRules(ops []DeltaRuleOp, nk, nv, dk, dv int)
+}
+
+// DeltaRuleOp is one session's DeltaRule of a DeltaRules call: T tokens'
+// o, q, k, v, beta and alpha rows, and the state S they update.
+type DeltaRuleOp struct {
+	O, Q, K, V, Beta, Alpha, S Buf
+	T                          int
+}
+
 // Normaliser is implemented by queues that compute a log-softmax's
 // normaliser where the values are, so that a device's logits need no pass
 // on the host for their logprobs: for each of the rows rows of n values of

@@ -42,12 +42,27 @@ func (w *work) deltaNet(L *layer, segs []segment, x, out backend.Buf, T int) {
 	alpha := w.buf(&w.alpha, T*nv)
 	q.GDNGates(beta, alpha, b, a, g.aLog, g.dtBias)
 	o := w.buf(&w.o, T*vd)
+	dr, group := q.(backend.DeltaRuler)
+	group = group && len(segs) > 1
+	ops := w.drOps[:0]
 	for _, sg := range segs {
 		st := &sg.s.st.layers[L.index]
 		r0, r1 := sg.row0, sg.row0+sg.n
-		q.DeltaRule(o.Rows(r0, r1, vd), qn.Rows(r0, r1, kd), kn.Rows(r0, r1, kd), vv.Rows(r0, r1, vd),
-			beta.Rows(r0, r1, nv), alpha.Rows(r0, r1, nv), st.state, r1-r0, nk, nv, dk, dv)
+		op := backend.DeltaRuleOp{O: o.Rows(r0, r1, vd), Q: qn.Rows(r0, r1, kd), K: kn.Rows(r0, r1, kd), V: vv.Rows(r0, r1, vd),
+			Beta: beta.Rows(r0, r1, nv), Alpha: alpha.Rows(r0, r1, nv), S: st.state, T: r1 - r0}
+		if group {
+			ops = append(ops, op)
+		} else {
+			q.DeltaRule(op.O, op.Q, op.K, op.V, op.Beta, op.Alpha, op.S, op.T, nk, nv, dk, dv)
+		}
 	}
+	if group {
+		// One call for the batch's sessions (each its own state): the
+		// same bits as one DeltaRule each.
+		dr.DeltaRules(ops, nk, nv, dk, dv)
+	}
+	clear(ops) // keep no session's state alive
+	w.drOps = ops[:0]
 	q.GatedRMSNorm(o, o, z, g.norm, dv, c.RMSNormEps)
 	q.MatMul(out, g.out, o, T)
 }

@@ -339,6 +339,7 @@ type work struct {
 	x3                          backend.Expert
 	held                        []heldExpert // experts bound for the grouped compute (moeUse)
 	mmOps                       []backend.MatMulOp
+	drOps                       []backend.DeltaRuleOp
 	use                         moeUse
 	segPairs                    []int
 	placeStats                  placeState

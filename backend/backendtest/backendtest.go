@@ -52,6 +52,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"CausalConv", (*suite).causalConv},
 		{"GDNGates", (*suite).gdnGates},
 		{"DeltaRule", (*suite).deltaRule},
+		{"DeltaRules", (*suite).deltaRules},
 		{"Elementwise", (*suite).elementwise},
 		{"SoftmaxNorm", (*suite).softmaxNorm},
 		{"Route", (*suite).route},
@@ -666,6 +667,46 @@ func (s *suite) deltaRule() {
 		})
 		s.same(fmt.Sprintf("DeltaRule %+v output", c), o)
 		s.same(fmt.Sprintf("DeltaRule %+v state", c), S)
+	}
+}
+
+// deltaRules checks a backend.DeltaRuler: several sessions' rules of
+// different token counts in one call, against each op's DeltaRule on the
+// reference (outputs and states). A backend without one skips nothing: the
+// engine then calls DeltaRule once a session.
+func (s *suite) deltaRules() {
+	if _, ok := s.queue().(backend.DeltaRuler); !ok {
+		return
+	}
+	for _, c := range []struct{ nk, nv, dk, dv int }{{1, 1, 8, 8}, {2, 4, 16, 16}, {1, 3, 13, 5}, {2, 4, 128, 128}, {16, 64, 128, 128}} {
+		kd, vd := c.nk*c.dk, c.nv*c.dv
+		type op struct{ o, q, k, v, beta, alpha, S pair }
+		Ts := []int{1, 3, 1, 2, 5}
+		ops := make([]op, len(Ts))
+		for i, T := range Ts {
+			ops[i] = op{s.zeros(T * vd), s.pair(s.normals(T*kd, 0.3)), s.pair(s.normals(T*kd, 0.3)), s.pair(s.values(T*vd, 1)),
+				s.pair(s.normals(T*c.nv, 0.3)), s.pair(s.normals(T*c.nv, 0.3)), s.pair(s.normals(c.nv*c.dk*c.dv, 0.1))}
+		}
+		q := s.queue()
+		dr := make([]backend.DeltaRuleOp, len(ops))
+		for i, o := range ops {
+			dr[i] = backend.DeltaRuleOp{O: o.o.got, Q: o.q.got, K: o.k.got, V: o.v.got, Beta: o.beta.got, Alpha: o.alpha.got, S: o.S.got, T: Ts[i]}
+		}
+		q.(backend.DeltaRuler).DeltaRules(dr, c.nk, c.nv, c.dk, c.dv)
+		if err := q.Sync(); err != nil {
+			s.t.Fatalf("DeltaRules %+v: %v", c, err)
+		}
+		rq := s.ref.NewHostQueue()
+		for i, o := range ops {
+			rq.DeltaRule(o.o.want, o.q.want, o.k.want, o.v.want, o.beta.want, o.alpha.want, o.S.want, Ts[i], c.nk, c.nv, c.dk, c.dv)
+		}
+		if err := rq.Sync(); err != nil {
+			s.t.Fatal(err)
+		}
+		for i, o := range ops {
+			s.same(fmt.Sprintf("DeltaRules %+v op %d output", c, i), o.o)
+			s.same(fmt.Sprintf("DeltaRules %+v op %d state", c, i), o.S)
+		}
 	}
 }
 

@@ -391,6 +391,13 @@ func (q *devQueue) DeltaRule(o, qb, k, v, beta, alpha, S backend.Buf, T, nk, nv,
 	q.do(func() { q.h.DeltaRule(oo, qq, kk, vv, be, al, ss, T, nk, nv, dk, dv) })
 }
 
+// DeltaRules is backend.DeltaRuler's: each op's DeltaRule, in order.
+func (q *devQueue) DeltaRules(ops []backend.DeltaRuleOp, nk, nv, dk, dv int) {
+	for _, o := range ops {
+		q.DeltaRule(o.O, o.Q, o.K, o.V, o.Beta, o.Alpha, o.S, o.T, nk, nv, dk, dv)
+	}
+}
+
 // SoftmaxNorm is backend.Normaliser's, computed at Sync with canon's
 // reference on the host copy.
 func (q *devQueue) SoftmaxNorm(out, x backend.Buf, rows, n int) {

@@ -148,6 +148,7 @@ type kernels struct {
 	matmulBF16, matmulF32, matmulGroup                     cu.Function
 	matmulBF16R4, matmulF32R4                              cu.Function
 	softmaxMax, softmaxExp, softmaxSum                     cu.Function
+	deltaRuleGroup                                         cu.Function
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
@@ -169,6 +170,7 @@ func (k *kernels) table() []struct {
 		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
 		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
 		{"softmax_max", &k.softmaxMax}, {"softmax_exp", &k.softmaxExp}, {"softmax_sum", &k.softmaxSum},
+		{"delta_rule_group", &k.deltaRuleGroup},
 		{"rmsnorm", &k.rmsnorm}, {"gated_rmsnorm", &k.gatedRMSNorm}, {"l2norm", &k.l2norm},
 		{"rope", &k.rope}, {"attention", &k.attention},
 		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},

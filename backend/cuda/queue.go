@@ -37,6 +37,7 @@ type Queue struct {
 	// mmTab and mmRest are MatMuls' scratch: the launch's table, the
 	// products it leaves to MatMul.
 	mmTab  []mmEntry
+	drTab  []drEntry // DeltaRules' launch table
 	mmRest []backend.MatMulOp
 
 	// arena is pinned memory for the host side of transfers, reset at each
@@ -317,11 +318,20 @@ func (q *Queue) launch(name string, fn cu.Function, gx, gy, bx int, args ...uint
 
 // launchOn launches fn on stream s (launch: the compute stream).
 func (q *Queue) launchOn(s cu.Stream, name string, fn cu.Function, gx, gy, bx int, args ...uint64) {
-	if !q.ok() || gx == 0 || gy == 0 {
+	q.launchGrid(s, name, fn, gx, gy, 1, bx, args...)
+}
+
+// launch3 launches fn on the compute stream over a three-dimensional grid.
+func (q *Queue) launch3(name string, fn cu.Function, gx, gy, gz, bx int, args ...uint64) {
+	q.launchGrid(q.s, name, fn, gx, gy, gz, bx, args...)
+}
+
+func (q *Queue) launchGrid(s cu.Stream, name string, fn cu.Function, gx, gy, gz, bx int, args ...uint64) {
+	if !q.ok() || gx == 0 || gy == 0 || gz == 0 {
 		return
 	}
-	if gy > 65535 {
-		q.fail("%s: grid of %d×%d blocks", name, gx, gy)
+	if gy > 65535 || gz > 65535 {
+		q.fail("%s: grid of %d×%d×%d blocks", name, gx, gy, gz)
 		return
 	}
 	n := copy(q.argv[:], args)
@@ -329,7 +339,7 @@ func (q *Queue) launchOn(s cu.Stream, name string, fn cu.Function, gx, gy, bx in
 		q.argp[j] = unsafe.Pointer(&q.argv[j])
 	}
 	t0, timed := q.timeStart(s)
-	q.check(name, fn.Launch(gx, gy, 1, bx, 1, 1, 0, s, q.argp[:n]))
+	q.check(name, fn.Launch(gx, gy, gz, bx, 1, 1, 0, s, q.argp[:n]))
 	q.timeEnd(s, t0, timed, false, name)
 	q.b.meter.kernels.Add(1)
 }
@@ -776,6 +786,54 @@ func (q *Queue) DeltaRule(o, qb, k, v, beta, alpha, S backend.Buf, T, nk, nv, dk
 		ss, _ := q.dev("DeltaRule", "S", S, nv*dk*dv)
 		const bt = 64
 		q.launch("DeltaRule", q.b.k.deltaRule, nv, blocks(dv, bt), bt, p(oo), p(qq), p(kk), p(vv), p(be), p(al), p(ss), i(T), i(nk), i(nv), i(dk), i(dv))
+	})
+}
+
+// drEntry is kernels/ops.cu's dr_entry: one session of a delta_rule_group
+// launch.
+type drEntry struct {
+	o, q, k, v, beta, alpha, s uint64
+	t                          int64
+}
+
+// DeltaRules is backend.DeltaRuler's: one delta_rule_group launch, whose
+// grid's z is the op, each block the block of delta_rule over its op.
+func (q *Queue) DeltaRules(ops []backend.DeltaRuleOp, nk, nv, dk, dv int) {
+	if nk <= 0 || nv <= 0 || dk <= 0 || dv <= 0 || nv%nk != 0 || len(ops) > 65535 {
+		q.fail("DeltaRules: %d ops, %d key heads, %d value heads, dims %d and %d", len(ops), nk, nv, dk, dv)
+		return
+	}
+	for _, o := range ops {
+		if o.T <= 0 {
+			q.fail("DeltaRules: an op of %d tokens", o.T)
+			return
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	q.do(func() {
+		tab := q.drTab[:0]
+		for _, o := range ops {
+			T := o.T
+			oo, _ := q.dev("DeltaRules", "o", o.O, T*nv*dv)
+			qq, _ := q.dev("DeltaRules", "q", o.Q, T*nk*dk)
+			kk, _ := q.dev("DeltaRules", "k", o.K, T*nk*dk)
+			vv, _ := q.dev("DeltaRules", "v", o.V, T*nv*dv)
+			be, _ := q.dev("DeltaRules", "beta", o.Beta, T*nv)
+			al, _ := q.dev("DeltaRules", "alpha", o.Alpha, T*nv)
+			ss, _ := q.dev("DeltaRules", "S", o.S, nv*dk*dv)
+			tab = append(tab, drEntry{p(oo), p(qq), p(kk), p(vv), p(be), p(al), p(ss), int64(T)})
+		}
+		q.drTab = tab
+		if !q.ok() {
+			return
+		}
+		n := int(unsafe.Sizeof(drEntry{})) * len(tab)
+		sc := q.scratchBuf(int64(n))
+		q.upload(sc, unsafe.Pointer(unsafe.SliceData(tab)), n)
+		const bt = 64 // DeltaRule's
+		q.launch3("DeltaRule", q.b.k.deltaRuleGroup, nv, blocks(dv, bt), len(tab), bt, p(sc), i(nk), i(nv), i(dk), i(dv))
 	})
 }
 

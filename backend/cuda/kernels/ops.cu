@@ -711,8 +711,10 @@ __global__ void gdn_gates(float *beta, float *alpha, const float *b, const float
 // other column, so each thread runs its tokens in order alone. The reads
 // Sum_r over dk visit the 32 lanes one after the other (lane l: rows of
 // chunks l, l+32, …), which only reorders independent element updates.
-__global__ void delta_rule(float *o, const float *q, const float *k, const float *v, const float *beta,
-                           const float *alpha, float *S, i64 T, i64 nk, i64 nv, i64 dk, i64 dv) {
+// delta_rule_body is one session's gated delta rule for the thread's value
+// head blockIdx.x and state column blockIdx.y·blockDim.x + threadIdx.x.
+__device__ __forceinline__ void delta_rule_body(float *o, const float *q, const float *k, const float *v, const float *beta,
+                                                const float *alpha, float *S, i64 T, i64 nk, i64 nv, i64 dk, i64 dv) {
   const i64 h = blockIdx.x;
   const i64 c = (i64)blockIdx.y * blockDim.x + threadIdx.x;
   if (h >= nv || c >= dv) return;
@@ -757,6 +759,26 @@ __global__ void delta_rule(float *o, const float *q, const float *k, const float
     }
     o[(t * nv + h) * dv + c] = butterfly(lanes);
   }
+}
+
+__global__ void delta_rule(float *o, const float *q, const float *k, const float *v, const float *beta,
+                           const float *alpha, float *S, i64 T, i64 nk, i64 nv, i64 dk, i64 dv) {
+  delta_rule_body(o, q, k, v, beta, alpha, S, T, nk, nv, dk, dv);
+}
+
+// delta_rule_group: G sessions' delta rules in one launch (backend.DeltaRuler),
+// entry blockIdx.z: each block runs exactly the block of delta_rule over its
+// entry, so every session gets the bits of its own launch.
+struct dr_entry {
+  float *o;
+  const float *q, *k, *v, *beta, *alpha;
+  float *S;
+  i64 T;
+};
+
+__global__ void delta_rule_group(const dr_entry *e, i64 nk, i64 nv, i64 dk, i64 dv) {
+  const dr_entry d = e[blockIdx.z];
+  delta_rule_body(d.o, d.q, d.k, d.v, d.beta, d.alpha, d.S, d.T, nk, nv, dk, dv);
 }
 
 // ---- elementwise ----
