@@ -483,6 +483,12 @@ type Counters struct {
 	DeviceVerifiedBytes  int64 `json:"device_verified_bytes,omitempty"`
 	DeviceScrubbedBytes  int64 `json:"device_scrubbed_bytes,omitempty"`
 	DeviceVerifyFailures int64 `json:"device_verify_failures,omitempty"`
+	// WaitSeconds is the host's wall time waiting for its queues' device
+	// work to finish (every synchronisation: a caller's Sync, and one a
+	// queue makes itself, as when its pinned staging must be reused),
+	// Waits their count (a device backend; 0 otherwise).
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	Waits       int64   `json:"waits,omitempty"`
 	// KernelTimes are, with device timing, the kernels' launches and device
 	// time by the name of the operation that launched them (a device
 	// backend with timing on; nil otherwise). Their seconds sum to
@@ -507,6 +513,7 @@ func (c Counters) Sub(o Counters) Counters {
 		HostExperts: c.HostExperts - o.HostExperts, UploadBytes: c.UploadBytes - o.UploadBytes,
 		DeviceVerified: c.DeviceVerified - o.DeviceVerified, DeviceVerifiedBytes: c.DeviceVerifiedBytes - o.DeviceVerifiedBytes,
 		DeviceScrubbedBytes: c.DeviceScrubbedBytes - o.DeviceScrubbedBytes, DeviceVerifyFailures: c.DeviceVerifyFailures - o.DeviceVerifyFailures,
+		WaitSeconds: c.WaitSeconds - o.WaitSeconds, Waits: c.Waits - o.Waits,
 		KernelTimes: subKernelTimes(c.KernelTimes, o.KernelTimes),
 	}
 }

@@ -24,6 +24,7 @@ type meter struct {
 	h2dNs, kernelNs                atomic.Int64
 	verified, verifiedBytes        atomic.Int64
 	scrubbedBytes, verifyFailures  atomic.Int64
+	waitNs, waits                  atomic.Int64 // drain's synchronisations
 
 	// byName are the timed kernels' launches and device time by the name
 	// of their operation (Options.Timing), added under mu by collect.
@@ -53,6 +54,7 @@ func (b *Backend) Counters() backend.Counters {
 		UploadBytes:    m.upload.Load(),
 		DeviceVerified: m.verified.Load(), DeviceVerifiedBytes: m.verifiedBytes.Load(),
 		DeviceScrubbedBytes: m.scrubbedBytes.Load(), DeviceVerifyFailures: m.verifyFailures.Load(),
+		WaitSeconds: time.Duration(m.waitNs.Load()).Seconds(), Waits: m.waits.Load(),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -181,6 +182,7 @@ func (q *Queue) rows(op string, n, r int) bool {
 // drain waits for both streams, copies the due results to the caller's
 // slices and resets the arena.
 func (q *Queue) drain() {
+	t0 := time.Now()
 	if err := q.s.Synchronize(); err != nil {
 		q.check("synchronize", err)
 	}
@@ -192,6 +194,8 @@ func (q *Queue) drain() {
 			q.check("synchronize (device hashes)", err)
 		}
 	}
+	q.b.meter.waitNs.Add(int64(time.Since(t0)))
+	q.b.meter.waits.Add(1)
 	q.collect()
 	if err := q.checkCopies(); err != nil && q.err == nil {
 		q.err = err
