@@ -88,9 +88,11 @@ type matSpec struct {
 }
 
 // matShapes are the matrices of the suite's checkpoint: ragged and round
-// lengths around the canonical chunk (8) and round (256), both dtypes.
+// lengths around the canonical chunk (8) and round (256), both dtypes, and
+// 1160 (145 chunks: a lane of a kernel that loads four chunks at once
+// goes round twice, the second time short).
 func matShapes(short bool) []matSpec {
-	ks := []int{1, 7, 8, 9, 13, 64, 255, 256, 257, 300, 520, 2049}
+	ks := []int{1, 7, 8, 9, 13, 64, 255, 256, 257, 300, 520, 1160, 2049}
 	ns := []int{1, 5, 33, 300}
 	if short {
 		ks = []int{1, 7, 9, 256, 257, 520}
@@ -729,12 +731,32 @@ func (s *suite) elementwise() {
 }
 
 func (s *suite) route() {
-	for _, c := range []struct{ T, E, k int }{{1, 1, 1}, {3, 8, 2}, {5, 16, 4}, {2, 256, 8}, {4, 128, 2}, {3, 64, 1}, {2, 256, 4}, {1, 512, 10}} {
+	// E up to 1024 and beyond (cuda: one warp a token up to 1024, one
+	// thread a token above), E not a multiple of 8 (a lane's partial chunk),
+	// and rows whose maximum is a zero of either sign (zeroMax).
+	negZero := float32(math.Copysign(0, -1))
+	for _, c := range []struct {
+		T, E, k int
+		zeroMax bool
+	}{{1, 1, 1, false}, {3, 8, 2, false}, {5, 16, 4, false}, {2, 256, 8, false}, {4, 128, 2, false}, {3, 64, 1, false},
+		{2, 256, 4, false}, {1, 512, 10, false}, {3, 13, 3, false}, {2, 300, 8, false}, {2, 1024, 8, false},
+		{2, 1100, 8, false}, {3, 256, 8, true}, {2, 40, 3, true}} {
 		for _, renorm := range []bool{true, false} {
 			lg := s.normals(c.T*c.E, 2)
 			if c.E >= 8 { // ties: torch's order must be reproduced exactly
 				for i := 0; i < len(lg); i += 3 {
 					lg[i] = float32(math.Round(float64(lg[i])))
+				}
+			}
+			if c.zeroMax { // every logit ≤ 0, the maximum +0 or −0, first in either order
+				for i := range lg {
+					lg[i] = -float32(math.Abs(float64(lg[i])))
+					switch i % 7 {
+					case 2:
+						lg[i] = negZero
+					case 5:
+						lg[i] = 0
+					}
 				}
 			}
 			lp := s.pair(lg)

@@ -146,12 +146,14 @@ func (m *devMem) Elems() int { return m.n }
 type kernels struct {
 	copyRows, gatherRows, scatterRows, embedBF16, embedF32 cu.Function
 	matmulBF16, matmulF32, matmulGroup                     cu.Function
+	matmulBF16D4, matmulF32D4, matmulGroupD4               cu.Function
 	matmulBF16R4, matmulF32R4                              cu.Function
 	softmaxMax, softmaxExp, softmaxSum                     cu.Function
 	deltaRuleGroup                                         cu.Function
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
 	causalConv, gdnGates, deltaRule                        cu.Function
 	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
+	routeWarp                                              cu.Function
 	blake3Chunks, blake3Parents                            cu.Function
 	// The block-FP8 kernels, of the fp8 module.
 	fp8Quantize, matmulFP8 cu.Function
@@ -168,6 +170,7 @@ func (k *kernels) table() []struct {
 		{"copy_rows", &k.copyRows}, {"gather_rows", &k.gatherRows}, {"scatter_rows", &k.scatterRows},
 		{"embed_bf16", &k.embedBF16}, {"embed_f32", &k.embedF32},
 		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
+		{"matmul_bf16_d4", &k.matmulBF16D4}, {"matmul_f32_d4", &k.matmulF32D4}, {"matmul_group_d4", &k.matmulGroupD4},
 		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
 		{"softmax_max", &k.softmaxMax}, {"softmax_exp", &k.softmaxExp}, {"softmax_sum", &k.softmaxSum},
 		{"delta_rule_group", &k.deltaRuleGroup},
@@ -175,7 +178,7 @@ func (k *kernels) table() []struct {
 		{"rope", &k.rope}, {"attention", &k.attention},
 		{"causal_conv", &k.causalConv}, {"gdn_gates", &k.gdnGates}, {"delta_rule", &k.deltaRule},
 		{"silu_mul", &k.siluMul}, {"sigmoid_mul", &k.sigmoidMul}, {"add", &k.add}, {"gate_add", &k.gateAdd},
-		{"route", &k.route}, {"combine", &k.combine},
+		{"route", &k.route}, {"route_warp", &k.routeWarp}, {"combine", &k.combine},
 		{"blake3_chunks", &k.blake3Chunks}, {"blake3_parents", &k.blake3Parents},
 	}
 }
@@ -189,6 +192,9 @@ func New(o Options) (backend.Backend, error) {
 	}
 	if o.MatMulRows != 0 && o.MatMulRows != 1 && o.MatMulRows != 4 {
 		return nil, fmt.Errorf("cuda: MatMulRows %d: want 0 (choose), 1 or 4", o.MatMulRows)
+	}
+	if o.MatMulDepth != 0 && o.MatMulDepth != 1 && o.MatMulDepth != 4 {
+		return nil, fmt.Errorf("cuda: MatMulDepth %d: want 0 (choose), 1 or 4", o.MatMulDepth)
 	}
 	if o.Reserve == 0 {
 		o.Reserve = DefaultReserve

@@ -24,6 +24,24 @@ func TestCUDAMatMulFourRows(t *testing.T) {
 	backendtest.Run(t, be, backendtest.Options{Slots: true})
 }
 
+// TestCUDAMatMulDepthOne: the whole suite with one chunk in flight a lane
+// (the default is four; the bits must not change).
+func TestCUDAMatMulDepthOne(t *testing.T) {
+	be := open(t, Options{MatMulDepth: 1})
+	backendtest.Run(t, be, backendtest.Options{Slots: true})
+}
+
+// TestMatMulDepthOption: a MatMulDepth other than 0, 1 and 4 is refused;
+// 0 chooses four.
+func TestMatMulDepthOption(t *testing.T) {
+	if _, err := New(Options{MatMulDepth: 2}); err == nil {
+		t.Fatal("MatMulDepth 2 accepted")
+	}
+	if got := open(t, Options{}).(*Backend).matMulDepth(); got != 4 {
+		t.Errorf("default depth %d, want 4", got)
+	}
+}
+
 // TestMatMulRowsOption: a MatMulRows other than 0, 1 and 4 is refused, and
 // the choice follows the rule MatMulRows documents.
 func TestMatMulRowsOption(t *testing.T) {
@@ -93,10 +111,11 @@ func BenchmarkMatMul(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, rows := range []int{1, 4} {
-				b.Run(fmt.Sprintf("%s-%dx%d/T=%d/rows=%d", s.name, s.rows, s.cols, T, rows), func(b *testing.B) {
-					cb.o.MatMulRows = rows
-					defer func() { cb.o.MatMulRows = 0 }()
+			for _, v := range []struct{ rows, depth int }{{1, 1}, {1, 4}, {4, 1}} {
+				rows := v.rows
+				b.Run(fmt.Sprintf("%s-%dx%d/T=%d/rows=%d/depth=%d", s.name, s.rows, s.cols, T, rows, v.depth), func(b *testing.B) {
+					cb.o.MatMulRows, cb.o.MatMulDepth = rows, v.depth
+					defer func() { cb.o.MatMulRows, cb.o.MatMulDepth = 0, 0 }()
 					q.MatMul(y, w, x, T) // warm
 					if err := q.Sync(); err != nil {
 						b.Fatal(err)

@@ -36,6 +36,12 @@ type Options struct {
 	// benchmarks). Every row's lane order is the same either way, so the
 	// bits are too.
 	MatMulRows int
+	// MatMulDepth is the chunks of 8 weights a lane of a one-row-a-warp
+	// MatMul (and of the grouped experts' MatMuls) loads before it uses
+	// the first: 0 chooses (4), 1 or 4 forces it (tests and benchmarks).
+	// Each lane still adds its chunks in increasing order, so the bits are
+	// the same either way.
+	MatMulDepth int
 }
 
 // DefaultReserve is the device memory Options.Reserve keeps free for

@@ -509,6 +509,11 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 			if dw.bf16 {
 				fn = q.b.k.matmulBF16R4
 			}
+		} else if q.b.matMulDepth() == 4 {
+			fn = q.b.k.matmulF32D4
+			if dw.bf16 {
+				fn = q.b.k.matmulBF16D4
+			}
 		} else if dw.bf16 {
 			fn = q.b.k.matmulBF16
 		}
@@ -560,6 +565,15 @@ func (b *Backend) matMulRows(N, T int) int {
 		return 4
 	}
 	return 1
+}
+
+// matMulDepth is the chunks in flight a lane of the one-row MatMuls
+// (Options.MatMulDepth): four unless forced.
+func (b *Backend) matMulDepth() int {
+	if b.o.MatMulDepth != 0 {
+		return b.o.MatMulDepth
+	}
+	return 4
 }
 
 // matMulFP8 enqueues the block-FP8 product y = W·x (kernels/fp8.cu): the
@@ -640,7 +654,11 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 		n := int(unsafe.Sizeof(mmEntry{})) * len(tab)
 		sc := q.scratchBuf(int64(n))
 		q.upload(sc, unsafe.Pointer(unsafe.SliceData(tab)), n)
-		q.launch("MatMuls", q.b.k.matmulGroup, int(first), 1, blockThreads, p(sc), i(len(tab)))
+		fn := q.b.k.matmulGroup
+		if q.b.matMulDepth() == 4 {
+			fn = q.b.k.matmulGroupD4
+		}
+		q.launch("MatMuls", fn, int(first), 1, blockThreads, p(sc), i(len(tab)))
 	})
 }
 
@@ -858,6 +876,9 @@ func (q *Queue) SigmoidMul(y, x, g backend.Buf) {
 }
 func (q *Queue) Add(y, a, b backend.Buf) { q.elementwise("Add", q.b.k.add, y, a, b) }
 
+// routeWarpE is kernels/ops.cu's ROUTE_WARP_E: route_warp's largest E.
+const routeWarpE = 1024
+
 func (q *Queue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
 	if T <= 0 || E <= 0 || k <= 0 || k > E || len(idx) != T*k {
 		q.fail("Route: %d tokens, %d experts, top-%d into %d ids", T, E, k, len(idx))
@@ -869,15 +890,22 @@ func (q *Queue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bo
 		if !q.ok() {
 			return
 		}
+		rn := 0
+		if renorm {
+			rn = 1
+		}
+		if E <= routeWarpE { // one warp a token, p and the pairs in shared memory
+			idBytes := (4*int64(T*k) + 255) &^ 255
+			ids := q.scratchBuf(idBytes)
+			q.launch("Route", q.b.k.routeWarp, T, 1, 32, p(ids), p(ww), p(lg), i(T), i(E), i(k), i(rn))
+			q.download(nil, idx, ids, T*k)
+			return
+		}
 		// Scratch: the ids (T·k), then p (T·E), then the pairs (T·E·8 bytes).
 		idBytes := (4*int64(T*k) + 255) &^ 255
 		pBytes := (4*int64(T*E) + 255) &^ 255
 		sc := q.scratchBuf(idBytes + pBytes + 8*int64(T*E))
 		ids, pp, pairs := sc, sc+cu.DevicePtr(idBytes), sc+cu.DevicePtr(idBytes+pBytes)
-		rn := 0
-		if renorm {
-			rn = 1
-		}
 		q.launch("Route", q.b.k.route, blocks(T, 64), 1, 64, p(ids), p(ww), p(lg), p(pp), p(pairs), i(T), i(E), i(k), i(rn))
 		q.download(nil, idx, ids, T*k)
 	})

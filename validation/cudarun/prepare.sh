@@ -11,18 +11,24 @@
 #	bash .dev/cuda/conformance.sh   # suite, validate hf, replay
 #	bash .dev/cuda/decode.sh        # decode on a synth --preset real slice
 #	bash .dev/cuda/bench.sh         # issue 12 §3 in one call (see its header)
+#
+# TAGS=cuda,ptxdir builds the binaries that take the kernels' PTX from
+# TARFA_CUDA_PTX_DIR (backend/cuda/ptxdir.go): PTX made on the GPU machine by
+# kernels/gen.sh from the same sources, run there before it is committed
+# (a device-validation build, never a release).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${DEV:-$root/.dev/cuda}
 : "${SDK:?SDK=the extracted nvidia-cuda-dev root (usr/include/cuda.h, usr/lib/x86_64-linux-gnu/stubs)}"
+tags=${TAGS:-cuda}
 export CGO_CFLAGS="-I$SDK/usr/include" CGO_LDFLAGS="-L$SDK/usr/lib/x86_64-linux-gnu/stubs"
 mkdir -p "$dev"
 cd "$root"
-go test -c -tags cuda -ldflags="-s -w" -o "$dev/cuda.test" ./backend/cuda
-go test -c -tags cuda -ldflags="-s -w" -o "$dev/engine.test" ./engine
-go test -c -tags cuda -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/decodebench
+go test -c -tags "$tags" -ldflags="-s -w" -o "$dev/cuda.test" ./backend/cuda
+go test -c -tags "$tags" -ldflags="-s -w" -o "$dev/engine.test" ./engine
+go test -c -tags "$tags" -ldflags="-s -w" -o "$dev/decodebench.test" ./validation/decodebench
 go build -ldflags="-s -w" -o "$dev/charts" ./reports/cmd/charts
-go build -tags cuda -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
+go build -tags "$tags" -ldflags="-s -w" -o "$dev/tarfa" ./cmd/tarfa
 go build -o "$dev/tarfa-cpu" ./cmd/tarfa
 cp validation/cudarun/*.sh validation/cudarun/*.py "$dev/"
 # The PTX tests read the kernel sources from kernels/ beside the test binary.

@@ -364,10 +364,36 @@ __global__ void embed_f32(float *dst, const float *table, const int *ids, i64 T,
 // each token's 8 activations once for all R rows; every (row, token) lane
 // total is the canonical one (lane l: chunks l, l+32, … in increasing k; the
 // partial chunk last, on lane chunks mod 32), so R does not change a bit.
-// Blocks of 8 warps (8·R rows).
+// Blocks of 8 warps (8·R rows). With U > 1 (aligned rows only), a lane
+// issues the loads of its next U chunks of each row before it uses the
+// first (U·16 bytes of weights in flight a row, where one chunk's load
+// would wait alone), then adds them in the same increasing order: the
+// same bits for every U.
 #define TT 8
+// rawload reads one chunk of 8 weights as they are stored; widen8 makes the
+// 8 floats of it (exactly: BF16 is a float's upper half).
+struct raw_bf16 { uint4 q; };
+struct raw_f32 { float4 a, b; };
+template <typename WT> struct raw_of;
+template <> struct raw_of<uint16_t> { typedef raw_bf16 type; };
+template <> struct raw_of<float> { typedef raw_f32 type; };
+__device__ __forceinline__ void rawload(raw_bf16 &r, const uint16_t *p) { r.q = *reinterpret_cast<const uint4 *>(p); }
+__device__ __forceinline__ void rawload(raw_f32 &r, const float *p) {
+  r.a = *reinterpret_cast<const float4 *>(p);
+  r.b = *reinterpret_cast<const float4 *>(p + 4);
+}
+__device__ __forceinline__ void widen8(const raw_bf16 &r, float (&out)[8]) {
+  out[0] = __uint_as_float(r.q.x << 16); out[1] = __uint_as_float(r.q.x & 0xffff0000u);
+  out[2] = __uint_as_float(r.q.y << 16); out[3] = __uint_as_float(r.q.y & 0xffff0000u);
+  out[4] = __uint_as_float(r.q.z << 16); out[5] = __uint_as_float(r.q.z & 0xffff0000u);
+  out[6] = __uint_as_float(r.q.w << 16); out[7] = __uint_as_float(r.q.w & 0xffff0000u);
+}
+__device__ __forceinline__ void widen8(const raw_f32 &r, float (&out)[8]) {
+  out[0] = r.a.x; out[1] = r.a.y; out[2] = r.a.z; out[3] = r.a.w;
+  out[4] = r.b.x; out[5] = r.b.y; out[6] = r.b.z; out[7] = r.b.w;
+}
 // Block (bx, by) computes rows bx·8·R … of W for tokens by·TT ….
-template <typename WT, int R>
+template <typename WT, int R, int U = 1>
 __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *x, i64 N, i64 K, i64 T, i64 bx, i64 by) {
   const int lane = threadIdx.x & 31;
   const i64 n0 = (bx * (blockDim.x / 32) + (threadIdx.x / 32)) * R;
@@ -384,6 +410,38 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
   for (int r = 0; r < R; r++)
 #pragma unroll
     for (int u = 0; u < TT; u++) acc[r][u] = 0.0f;
+  if (U > 1 && alw && alx) {
+    for (i64 c0 = lane; c0 < chunks; c0 += 32 * U) {
+      typename raw_of<WT>::type raw[U][R];
+#pragma unroll
+      for (int j = 0; j < U; j++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+          if (r < nr && c0 + 32 * j < chunks) rawload(raw[j][r], w + r * K + (c0 + 32 * j) * 8);
+#pragma unroll
+      for (int j = 0; j < U; j++) {
+        const i64 c = c0 + 32 * j;
+        if (c >= chunks) break;
+        float wv[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) widen8(raw[j][r], wv[r]);
+#pragma unroll
+        for (int u = 0; u < TT; u++) {
+          if (u < nt) {
+            float xv[8];
+            load8(x + (t0 + u) * K + c * 8, true, xv);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+              if (r < nr) {
+#pragma unroll
+                for (int k = 0; k < 8; k++) acc[r][u] = fadd(acc[r][u], fmul(wv[r][k], xv[k]));
+              }
+            }
+          }
+        }
+      }
+    }
+  } else
   for (i64 c = lane; c < chunks; c += 32) {
     float wv[R][8];
 #pragma unroll
@@ -439,6 +497,17 @@ __global__ void matmul_f32(float *y, const float *W, const float *x, i64 N, i64 
   matmul_body<float, 1>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
 }
 
+// matmul_bf16_d4 / matmul_f32_d4: matmul_bf16 / matmul_f32 with four
+// chunks of loads in flight a lane (U = 4; the same bits), for products
+// of few tokens, whose time is the weights' reads.
+__global__ void __launch_bounds__(256, 3) matmul_bf16_d4(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<uint16_t, 1, 4>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
+__global__ void __launch_bounds__(256, 3) matmul_f32_d4(float *y, const float *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<float, 1, 4>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
 // matmul_bf16_r4 / matmul_f32_r4: four weight rows a warp (the same bits as
 // matmul_bf16 / matmul_f32), for steps of several tokens, where reading
 // each token's activations once for four rows takes load off L1.
@@ -462,7 +531,10 @@ struct mm_entry {
   i64 N, K, T, bf16, first, rb;
 };
 
-__global__ void matmul_group(const mm_entry *e, i64 G) {
+}  // extern "C"
+
+template <int U>
+__device__ __forceinline__ void matmul_group_body(const mm_entry *e, i64 G) {
   const i64 b = blockIdx.x;
   i64 lo = 0, hi = G - 1;  // the last entry whose first is <= b
   while (lo < hi) {
@@ -472,11 +544,19 @@ __global__ void matmul_group(const mm_entry *e, i64 G) {
   const mm_entry m = e[lo];
   const i64 r = b - m.first;
   if (m.bf16) {
-    matmul_body<uint16_t, 1>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<uint16_t, 1, U>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   } else {
-    matmul_body<float, 1>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<float, 1, 1>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   }
 }
+
+extern "C" {
+
+__global__ void matmul_group(const mm_entry *e, i64 G) { matmul_group_body<1>(e, G); }
+
+// matmul_group_d4 is matmul_group with matmul_bf16_d4's loads (U = 4) for
+// BF16 weights (FP32 weights as in matmul_group).
+__global__ void __launch_bounds__(256, 2) matmul_group_d4(const mm_entry *e, i64 G) { matmul_group_body<4>(e, G); }
 
 // ---- softmax normaliser (backend.Normaliser): a row's max and ExpSum ----
 
@@ -851,6 +931,69 @@ __global__ void route(int *idx, float *w, const float *logits, float *p, void *p
     acc.zero();
     for (int s = 0; s < kk; s++) acc.add(s, tw[s]);
     float sum = acc.sum();
+    for (int s = 0; s < kk; s++) tw[s] = fdiv(tw[s], sum);
+  }
+}
+
+// route_warp is route for E <= ROUTE_WARP_E: one warp a token, the same
+// bits. The maximum is taken by each lane over its experts and combined
+// (a maximum is exact in any order; only the sign of a zero maximum can
+// differ, and RN(ℓ − (±0)) and Exp(±0) do not see it); the exponentials
+// are computed by the lanes that own them in the canonical order (expert e
+// on lane (e/8) mod 32, in increasing e) and summed by the warp's
+// butterfly; p and the (value, index) pairs are in shared memory, where
+// lane 0 selects the top-k with route's algorithm.
+#define ROUTE_WARP_E 1024
+__global__ void route_warp(int *idx, float *w, const float *logits, i64 T, i64 E, i64 k, i64 renorm) {
+  __shared__ Pair a[ROUTE_WARP_E];
+  __shared__ float pt[ROUTE_WARP_E];
+  const i64 t = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  if (t >= T || threadIdx.x >= 32) return;
+  const float *l = logits + t * E;
+  float m = -__int_as_float(0x7f800000);
+  for (i64 e = lane; e < E; e += 32)
+    if (l[e] > m) m = l[e];
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) {
+    float v = __shfl_xor_sync(0xffffffffu, m, o);
+    if (v > m) m = v;
+  }
+  float acc = 0.0f;
+  for (i64 c = lane; c * 8 < E; c += 32) {
+    for (i64 e = c * 8; e < c * 8 + 8 && e < E; e++) {
+      float x = canon::exp(fsub(l[e], m));
+      pt[e] = x;
+      acc = fadd(acc, x);
+    }
+  }
+  const float z = __shfl_sync(0xffffffffu, canon::warp_combine(acc), 0);
+  for (i64 e = lane; e < E; e += 32) {
+    float v = fdiv(pt[e], z);
+    pt[e] = v;
+    a[e].v = v;
+    a[e].i = (int)e;
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  const int n = (int)E, kk = (int)k;
+  if (kk * 64 <= n) {
+    partial_sort(a, 0, kk, n);
+  } else {
+    nth_element(a, 0, kk - 1, n);
+    intro_sort(a, 0, kk - 1);
+  }
+  int *ti = idx + t * k;
+  float *tw = w + t * k;
+  for (int s = 0; s < kk; s++) {
+    ti[s] = a[s].i;
+    tw[s] = pt[a[s].i];
+  }
+  if (renorm) {
+    Lanes r;
+    r.zero();
+    for (int s = 0; s < kk; s++) r.add(s, tw[s]);
+    float sum = r.sum();
     for (int s = 0; s < kk; s++) tw[s] = fdiv(tw[s], sum);
   }
 }
