@@ -187,6 +187,9 @@ func (k *kernels) table() []struct {
 // kernels from the embedded PTX and checks the budget against what the
 // driver reports in use.
 func New(o Options) (backend.Backend, error) {
+	if devOptions != nil {
+		devOptions(&o)
+	}
 	if o.VRAMBudget < 0 || o.Reserve < 0 {
 		return nil, fmt.Errorf("cuda: budget %d and reserve %d bytes: want >= 0", o.VRAMBudget, o.Reserve)
 	}

@@ -50,10 +50,12 @@ func TestMatMulRowsOption(t *testing.T) {
 	}
 	b := open(t, Options{}).(*Backend)
 	for _, c := range []struct{ N, T, want int }{
-		{248320, 16, 4}, {248320, 3, 1}, {248320, 1, 1}, // the LM head
-		{300, 64, 1}, // 10 blocks of 32 rows × 8 of 8 tokens: under two a multiprocessor
-		{64 * b.sms, 4, 4},
-		{64*b.sms - 32, 4, 1},
+		{248320, 16, 4}, {248320, 3, 4}, {248320, 1, 4}, // the LM head
+		{300, 64, 1}, // 10 blocks of 32 rows × 8 of 8 tokens: under one a multiprocessor
+		{32 * b.sms, 1, 4},
+		{32*b.sms - 32, 1, 1},
+		{16 * b.sms, 9, 4}, // two token groups
+		{16*b.sms - 32, 9, 1},
 	} {
 		if got := b.matMulRows(c.N, c.T); got != c.want {
 			t.Errorf("%d rows, %d tokens, %d multiprocessors: %d rows a warp, want %d", c.N, c.T, b.sms, got, c.want)

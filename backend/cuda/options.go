@@ -31,8 +31,8 @@ type Options struct {
 	// fails the step at its synchronisation if the copy differs (digest.go).
 	VerifyCopies bool
 	// MatMulRows is the weight rows one warp of a MatMul computes: 0
-	// chooses (four for a step of at least 4 tokens whose grid still
-	// fills the device twice over, else one), 1 or 4 forces it (tests and
+	// chooses (four where the grid of four-row blocks still has a block
+	// for every multiprocessor, else one), 1 or 4 forces it (tests and
 	// benchmarks). Every row's lane order is the same either way, so the
 	// bits are too.
 	MatMulRows int
@@ -43,6 +43,10 @@ type Options struct {
 	// the same either way.
 	MatMulDepth int
 }
+
+// devOptions, when set (only by a device-validation build: ptxdir.go),
+// changes the Options every New is given.
+var devOptions func(*Options)
 
 // DefaultReserve is the device memory Options.Reserve keeps free for
 // sessions by default.

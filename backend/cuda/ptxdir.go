@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -16,7 +17,38 @@ import (
 // is committed. Each file must name the same sources with the same sha256
 // as the embedded PTX (the header gen.sh writes), or the process stops:
 // only a different compiler's output for the same code can come in this way.
+//
+// TARFA_CUDA_MATMUL_DEPTH and TARFA_CUDA_MATMUL_ROWS set Options.MatMulDepth
+// and MatMulRows of every backend the process opens (kernel variants of the
+// same bits, compared in one device call).
 func init() {
+	knobs := []struct {
+		env string
+		set func(*Options, int)
+	}{
+		{"TARFA_CUDA_MATMUL_DEPTH", func(o *Options, v int) { o.MatMulDepth = v }},
+		{"TARFA_CUDA_MATMUL_ROWS", func(o *Options, v int) { o.MatMulRows = v }},
+	}
+	var sets []func(*Options)
+	for _, k := range knobs {
+		if e := os.Getenv(k.env); e != "" {
+			v, err := strconv.Atoi(e)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ptxdir: %s=%q: %v\n", k.env, e, err)
+				os.Exit(2)
+			}
+			set := k.set
+			sets = append(sets, func(o *Options) { set(o, v) })
+			fmt.Fprintf(os.Stderr, "ptxdir: %s=%d\n", k.env, v)
+		}
+	}
+	if len(sets) > 0 {
+		devOptions = func(o *Options) {
+			for _, s := range sets {
+				s(o)
+			}
+		}
+	}
 	dir := os.Getenv("TARFA_CUDA_PTX_DIR")
 	if dir == "" {
 		return

@@ -548,20 +548,24 @@ func (q *Queue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
 		if n > 0 {
 			q.launch("SoftmaxNorm", q.b.k.softmaxExp, blocks(rows*n, blockThreads), 1, blockThreads, p(e), p(xx), p(m), i(rows), i(n))
 		}
-		q.launch("SoftmaxNorm", q.b.k.softmaxSum, blocks(rows, rowsPerBlock), 1, blockThreads, p(oo), p(e), p(m), i(rows), i(n))
+		// One warp a block: a step's few rows spread over as many multiprocessors.
+		q.launch("SoftmaxNorm", q.b.k.softmaxSum, rows, 1, 32, p(oo), p(e), p(m), i(rows), i(n))
 	})
 }
 
 // matMulRows is the weight rows a warp of MatMul computes for an N-row
-// weight and T tokens (Options.MatMulRows): four when the step has at
-// least 4 tokens (each token's activations are then loaded once for four
-// rows, not once a row) and the grid of four-row blocks is still at least
-// two blocks a multiprocessor, else one.
+// weight and T tokens (Options.MatMulRows): four when the grid of
+// four-row blocks still has a block for every multiprocessor (each token's
+// activations are then loaded once for four rows, and a lane has four
+// rows' loads in flight), else one. Measured on the H200 (BenchmarkMatMul,
+// BENCHMARKS.md): four rows were faster at every shape and token count
+// whose grid had 192 blocks or more, one row (four chunks deep) wherever
+// it had 96 or fewer.
 func (b *Backend) matMulRows(N, T int) int {
 	if b.o.MatMulRows != 0 {
 		return b.o.MatMulRows
 	}
-	if T >= 4 && blocks(N, 4*rowsPerBlock)*blocks(T, 8) >= 2*b.sms {
+	if blocks(N, 4*rowsPerBlock)*blocks(T, 8) >= b.sms {
 		return 4
 	}
 	return 1

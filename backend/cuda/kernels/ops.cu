@@ -596,13 +596,30 @@ __global__ void softmax_exp(float *e, const float *x, const float *m, i64 rows, 
 // softmax_sum: out[2r], out[2r+1] = m[r], canon.Sum of row r of e: one warp
 // a row, lane l adding chunks l, l+32, … of 8 terms in increasing k from +0
 // (the partial chunk last, on its lane), then the butterfly: canon.ExpSum.
+// Where the row is aligned, a lane loads its next SUM_DEPTH whole chunks
+// before it adds the first (the adds keep their order; a row's time is
+// otherwise one memory latency a chunk).
+#define SUM_DEPTH 8
 __global__ void softmax_sum(float *out, const float *e, const float *m, i64 rows, i64 n) {
   const i64 r = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows) return;  // whole warps only
   const int lane = threadIdx.x & 31;
   const float *row = e + r * n;
   float acc = 0.0f;
-  for (i64 k0 = (i64)lane * 8; k0 < n; k0 += 256) {
+  i64 k0 = (i64)lane * 8;
+  if (aligned16(row)) {
+    const i64 whole = n / 8;  // chunks of 8 terms that are whole
+    for (; k0 / 8 + 32 * (SUM_DEPTH - 1) < whole; k0 += 256 * SUM_DEPTH) {
+      float v[SUM_DEPTH][8];
+#pragma unroll
+      for (int j = 0; j < SUM_DEPTH; j++) load8(row + k0 + 256 * j, true, v[j]);
+#pragma unroll
+      for (int j = 0; j < SUM_DEPTH; j++)
+#pragma unroll
+        for (int q = 0; q < 8; q++) acc = fadd(acc, v[j][q]);
+    }
+  }
+  for (; k0 < n; k0 += 256) {
     const i64 k1 = min(k0 + 8, n);
     for (i64 k = k0; k < k1; k++) acc = fadd(acc, row[k]);
   }
