@@ -205,7 +205,7 @@ func (s *suite) softmaxNorm() {
 		fill    func(i int) float32
 	}{
 		{1, 1, nil}, {3, 7, nil}, {2, 8, nil}, {2, 9, nil}, {4, 255, nil}, {3, 256, nil}, {5, 257, nil},
-		{2, 4099, nil}, {3, 151936, nil}, {16, 248320, nil},
+		{2, 4099, nil}, {2, 4100, nil}, {3, 2050, nil}, {3, 151936, nil}, {16, 248320, nil},
 		{3, 300, func(i int) float32 { return float32(s.r.NormFloat64() * 30) }}, // logits' scale
 		{2, 40, func(int) float32 { return float32(math.Inf(-1)) }},
 		{2, 64, func(i int) float32 { return [2]float32{negZero, 0}[i%2] }},
