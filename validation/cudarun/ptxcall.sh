@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# ptxcall.sh (on the GPU machine, from the repository root): one device call
+# for kernels not yet committed as the device's PTX. The device's nvcc makes
+# the PTX from the sources the binaries embed (gen.sh in DEV/kernels), every
+# binary loads it (TARFA_CUDA_PTX_DIR; the binaries must be built with
+# TAGS=cuda,ptxdir prepare.sh, which refuse PTX of other sources), then:
+# conformance.sh (suite, validate hf, replays), BenchmarkMatMul, and
+# serve.sh (TIMED=16; SERVE_VARIANTS become serve.sh's VARIANTS). MM=1 also
+# runs mmbench.cu. Results: $OUT/ptx.tgz (commit it when everything passed)
+# and $OUT/all.tgz.
+#
+#	# here: DEV=$PWD/.dev/cuda TAGS=cuda,ptxdir SDK=... validation/cudarun/prepare.sh
+#	# device call: command "bash .dev/cuda/ptxcall.sh", carry [".dev/cuda"]
+#	# then: tar -xzf ptx.tgz -C backend/cuda/kernels; commit; TestPTXIsCurrent passes
+set -o pipefail
+dev=$(cd "$(dirname "$0")" && pwd)
+: "${OUT:?}"
+O=$OUT; mkdir -p $O/r
+export PATH=$PATH:/usr/local/cuda/bin
+(cd $dev/kernels && bash gen.sh && rm -rf /tmp/ptx && mkdir -p /tmp/ptx && cp *.ptx /tmp/ptx && tar -czf $O/ptx.tgz *.ptx) > $O/r/gen.txt 2>&1 || { cat $O/r/gen.txt; exit 1; }
+head -1 /tmp/ptx/ops.compute_90.ptx
+export TARFA_CUDA_PTX_DIR=/tmp/ptx
+if [ "${MM:-0}" = 1 ]; then
+	nvcc -arch=sm_90 -std=c++17 -O3 --fmad=false -ftz=false -prec-div=true -prec-sqrt=true -o /tmp/mmbench validation/cudarun/mmbench.cu &&
+		timeout 100 /tmp/mmbench > $O/r/mmbench.txt 2>&1
+	echo "mmbench: $(grep -c same $O/r/mmbench.txt) same, $(grep -c DIFF $O/r/mmbench.txt) different"
+fi
+mkdir -p $O/r/conf; OUT=$O/r/conf bash $dev/conformance.sh > $O/r/conf/log.txt 2>&1; echo "conformance rc=$?"
+grep -E 'rc=|exact=|FAIL' $O/r/conf/log.txt | grep -v 'rc=0' | head -20
+(cd $dev && ./cuda.test -test.run XXX -test.bench BenchmarkMatMul -test.benchtime 20x) > $O/r/matmulbench.txt 2>&1
+echo "BenchmarkMatMul: $(grep -c ns/op $O/r/matmulbench.txt) results"
+mkdir -p $O/r/serve
+OUT=$O/r/serve LIMIT=${SERVE_LIMIT:-330} TIMED=16 BACKENDS=cuda ROUNDS=${ROUNDS:-2} VARIANTS="${SERVE_VARIANTS:-}" bash $dev/serve.sh > $O/r/serve/log.txt 2>&1
+echo "serve rc=$?"
+grep -oE '^(cuda|variant)[^:]*|"tokens_per_second":[0-9.]*' $O/r/serve/log.txt | paste - -
+cd $O && tar -czf all.tgz r && rm -rf r
