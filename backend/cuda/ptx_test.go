@@ -137,6 +137,42 @@ func TestPTXStaleDetected(t *testing.T) {
 	}
 }
 
+// TestSameSources: PTX loaded in place of the embedded one (ptxdir.go) must
+// name the same sources with the same sha256: another compiler's output
+// passes, a changed, missing or extra source does not, nor PTX without a
+// header.
+func TestSameSources(t *testing.T) {
+	other := strings.Replace(ptx90, "with nvcc ", "with nvcc 99.9 (another) ", 1)
+	if err := sameSources(other, ptx90); err != nil {
+		t.Errorf("the same sources refused: %v", err)
+	}
+	if c := ptxCompiler(ptx90); !strings.HasPrefix(c, "nvcc release ") {
+		t.Errorf("compiler %q", c)
+	}
+	i := strings.Index(ptx90, "// source ops.cu sha256 ")
+	if i < 0 {
+		t.Fatal("no ops.cu line in the PTX's header")
+	}
+	j := i + len("// source ops.cu sha256 ")
+	flip := map[byte]byte{'0': '1'}[ptx90[j]]
+	if flip == 0 {
+		flip = '0'
+	}
+	for name, ptx := range map[string]string{
+		"changed":   ptx90[:j] + string(flip) + ptx90[j+1:],
+		"missing":   strings.Replace(ptx90, "// source canon.cuh", "// sourcex canon.cuh", 1),
+		"extra":     strings.Replace(ptx90, "// source ops.cu", "// source gone.cu sha256 00\n// source ops.cu", 1),
+		"no header": ".version 8.0\n.target sm_90\n",
+	} {
+		if err := sameSources(ptx, ptx90); err == nil {
+			t.Errorf("%s source accepted", name)
+		}
+	}
+	if err := sameSources(ptx90, ".version 8.0\n"); err == nil {
+		t.Error("an embedded PTX without sources accepted")
+	}
+}
+
 // forbidden matches PTX instructions the canonical arithmetic rules out:
 // floating-point fused multiply-adds (fma, mad), approximate or
 // flush-to-zero arithmetic (which covers ex2, lg2, sin, cos, rsqrt),

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // A device-validation build (-tags cuda,ptxdir, never a release) loads the
@@ -65,32 +64,11 @@ func init() {
 			fmt.Fprintf(os.Stderr, "ptxdir: %v\n", err)
 			os.Exit(2)
 		}
-		got, want := ptxSources(string(b)), ptxSources(*f.v)
-		if got != want || want == "" {
-			fmt.Fprintf(os.Stderr, "ptxdir: %s names sources\n%s\nwant those of the embedded PTX\n%s\n", f.name, got, want)
+		if err := sameSources(string(b), *f.v); err != nil {
+			fmt.Fprintf(os.Stderr, "ptxdir: %s: %v\n", f.name, err)
 			os.Exit(2)
 		}
 		*f.v = string(b)
 		fmt.Fprintf(os.Stderr, "ptxdir: %s from %s (%s)\n", f.name, dir, ptxCompiler(string(b)))
 	}
-}
-
-// ptxSources is the "// source NAME sha256 HEX" lines of gen.sh's header.
-func ptxSources(ptx string) string {
-	var s []string
-	for _, l := range strings.SplitN(ptx, "\n", 32) {
-		if strings.HasPrefix(l, "// source ") {
-			s = append(s, l)
-		}
-	}
-	return strings.Join(s, "\n")
-}
-
-// ptxCompiler is the nvcc release gen.sh's first line names.
-func ptxCompiler(ptx string) string {
-	l, _, _ := strings.Cut(ptx, "\n")
-	if _, v, ok := strings.Cut(l, " with nvcc "); ok {
-		return "nvcc " + strings.TrimSuffix(v, ": do not edit.")
-	}
-	return "compiler not named"
 }
