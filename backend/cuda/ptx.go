@@ -44,6 +44,10 @@ func ptxFP8For(major int) string {
 	return ""
 }
 
+// routeWarpE is kernels/ops.cu's ROUTE_WARP_E, route_warp's largest E
+// (shared memory for E pairs and probabilities); Route uses route for more.
+const routeWarpE = 1024
+
 // sameSources is nil when PTX names the same sources with the same sha256
 // as the embedded PTX want (gen.sh's "// source NAME sha256 HEX" header
 // lines): what a device-validation build (ptxdir.go) asks of PTX it loads

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -134,6 +135,17 @@ func TestPTXStaleDetected(t *testing.T) {
 	extra := "// source gone.cu sha256 00\n" + ptx90
 	if bad := checkCurrent(t, extra, srcs, read); len(bad) != 1 || !strings.Contains(bad[0], "not in kernels") {
 		t.Errorf("an extra source: %q", bad)
+	}
+}
+
+// TestRouteWarpE: the Go side's bound on route_warp is the kernel's.
+func TestRouteWarpE(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("kernels", "ops.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("#define ROUTE_WARP_E %d\n", routeWarpE); !strings.Contains(string(src), want) {
+		t.Errorf("kernels/ops.cu has no %q", want)
 	}
 }
 

@@ -880,9 +880,6 @@ func (q *Queue) SigmoidMul(y, x, g backend.Buf) {
 }
 func (q *Queue) Add(y, a, b backend.Buf) { q.elementwise("Add", q.b.k.add, y, a, b) }
 
-// routeWarpE is kernels/ops.cu's ROUTE_WARP_E: route_warp's largest E.
-const routeWarpE = 1024
-
 func (q *Queue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bool) {
 	if T <= 0 || E <= 0 || k <= 0 || k > E || len(idx) != T*k {
 		q.fail("Route: %d tokens, %d experts, top-%d into %d ids", T, E, k, len(idx))
@@ -898,15 +895,14 @@ func (q *Queue) Route(idx []int32, w, logits backend.Buf, T, E, k int, renorm bo
 		if renorm {
 			rn = 1
 		}
+		idBytes := (4*int64(T*k) + 255) &^ 255
 		if E <= routeWarpE { // one warp a token, p and the pairs in shared memory
-			idBytes := (4*int64(T*k) + 255) &^ 255
 			ids := q.scratchBuf(idBytes)
 			q.launch("Route", q.b.k.routeWarp, T, 1, 32, p(ids), p(ww), p(lg), i(T), i(E), i(k), i(rn))
 			q.download(nil, idx, ids, T*k)
 			return
 		}
 		// Scratch: the ids (T·k), then p (T·E), then the pairs (T·E·8 bytes).
-		idBytes := (4*int64(T*k) + 255) &^ 255
 		pBytes := (4*int64(T*E) + 255) &^ 255
 		sc := q.scratchBuf(idBytes + pBytes + 8*int64(T*E))
 		ids, pp, pairs := sc, sc+cu.DevicePtr(idBytes), sc+cu.DevicePtr(idBytes+pBytes)
