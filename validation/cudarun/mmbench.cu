@@ -48,13 +48,7 @@ __global__ void __launch_bounds__(256) mmv(float *y, const uint16_t *W, const fl
       if (c < chunks) {
         float wv[R][8];
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-          uint4 q = raw[j][r];
-          wv[r][0] = __uint_as_float(q.x << 16); wv[r][1] = __uint_as_float(q.x & 0xffff0000u);
-          wv[r][2] = __uint_as_float(q.y << 16); wv[r][3] = __uint_as_float(q.y & 0xffff0000u);
-          wv[r][4] = __uint_as_float(q.z << 16); wv[r][5] = __uint_as_float(q.z & 0xffff0000u);
-          wv[r][6] = __uint_as_float(q.w << 16); wv[r][7] = __uint_as_float(q.w & 0xffff0000u);
-        }
+        for (int r = 0; r < R; r++) widen8(raw_bf16{raw[j][r]}, wv[r]);  // ops.cu's widening
 #pragma unroll
         for (int u = 0; u < Q; u++) {
           if (u < nt) {
