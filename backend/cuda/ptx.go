@@ -3,6 +3,9 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
 )
 
@@ -81,4 +84,58 @@ func ptxCompiler(ptx string) string {
 		return "nvcc " + strings.TrimSuffix(v, ": do not edit.")
 	}
 	return "compiler not named"
+}
+
+// maxPTX bounds a PTX file readPTX reads (the ops module's is about 1.3 MB).
+const maxPTX = 64 << 20
+
+// readPTX reads a PTX file of at most maxPTX bytes.
+func readPTX(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPTX+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxPTX {
+		return "", fmt.Errorf("%s: more than %d bytes, too long for PTX", path, maxPTX)
+	}
+	return string(b), nil
+}
+
+// devKnobs reads the device-validation build's Options overrides from
+// getenv: TARFA_CUDA_MATMUL_DEPTH and TARFA_CUDA_MATMUL_ROWS set
+// MatMulDepth and MatMulRows (nil: neither is set; New checks the values).
+func devKnobs(getenv func(string) string) (func(*Options), error) {
+	knobs := []struct {
+		env string
+		set func(*Options, int)
+	}{
+		{"TARFA_CUDA_MATMUL_DEPTH", func(o *Options, v int) { o.MatMulDepth = v }},
+		{"TARFA_CUDA_MATMUL_ROWS", func(o *Options, v int) { o.MatMulRows = v }},
+	}
+	var sets []func(*Options)
+	for _, k := range knobs {
+		e := getenv(k.env)
+		if e == "" {
+			continue
+		}
+		v, err := strconv.Atoi(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", k.env, e, err)
+		}
+		set := k.set
+		sets = append(sets, func(o *Options) { set(o, v) })
+	}
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	return func(o *Options) {
+		for _, s := range sets {
+			s(o)
+		}
+	}, nil
 }

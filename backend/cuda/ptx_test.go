@@ -138,6 +138,51 @@ func TestPTXStaleDetected(t *testing.T) {
 	}
 }
 
+// TestDevKnobs: the validation build's overrides set their fields, and a
+// value that is not a number is refused.
+func TestDevKnobs(t *testing.T) {
+	env := map[string]string{"TARFA_CUDA_MATMUL_DEPTH": "1", "TARFA_CUDA_MATMUL_ROWS": "4"}
+	set, err := devKnobs(func(k string) string { return env[k] })
+	if err != nil || set == nil {
+		t.Fatalf("knobs: %v", err)
+	}
+	var o Options
+	set(&o)
+	if o.MatMulDepth != 1 || o.MatMulRows != 4 {
+		t.Errorf("options %+v", o)
+	}
+	if set, err := devKnobs(func(string) string { return "" }); set != nil || err != nil {
+		t.Errorf("no knobs: %v, %v", set != nil, err)
+	}
+	if _, err := devKnobs(func(k string) string { return map[string]string{"TARFA_CUDA_MATMUL_ROWS": "four"}[k] }); err == nil {
+		t.Error("TARFA_CUDA_MATMUL_ROWS=four accepted")
+	}
+}
+
+// TestReadPTXBounded: a PTX file longer than maxPTX is refused, not read
+// whole.
+func TestReadPTXBounded(t *testing.T) {
+	dir := t.TempDir()
+	ok, long := filepath.Join(dir, "ok.ptx"), filepath.Join(dir, "long.ptx")
+	if err := os.WriteFile(ok, []byte(ptx90), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readPTX(ok); err != nil || got != ptx90 {
+		t.Errorf("a PTX file read back: %v (%d bytes)", err, len(got))
+	}
+	f, err := os.Create(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxPTX + 1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := readPTX(long); err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("a %d-byte file: %v", maxPTX+1, err)
+	}
+}
+
 // TestRouteWarpE: the Go side's bound on route_warp is the kernel's.
 func TestRouteWarpE(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("kernels", "ops.cu"))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 )
 
 // A device-validation build (-tags cuda,ptxdir, never a release) loads the
@@ -21,33 +20,12 @@ import (
 // and MatMulRows of every backend the process opens (kernel variants of the
 // same bits, compared in one device call).
 func init() {
-	knobs := []struct {
-		env string
-		set func(*Options, int)
-	}{
-		{"TARFA_CUDA_MATMUL_DEPTH", func(o *Options, v int) { o.MatMulDepth = v }},
-		{"TARFA_CUDA_MATMUL_ROWS", func(o *Options, v int) { o.MatMulRows = v }},
+	set, err := devKnobs(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ptxdir: %v\n", err)
+		os.Exit(2)
 	}
-	var sets []func(*Options)
-	for _, k := range knobs {
-		if e := os.Getenv(k.env); e != "" {
-			v, err := strconv.Atoi(e)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "ptxdir: %s=%q: %v\n", k.env, e, err)
-				os.Exit(2)
-			}
-			set := k.set
-			sets = append(sets, func(o *Options) { set(o, v) })
-			fmt.Fprintf(os.Stderr, "ptxdir: %s=%d\n", k.env, v)
-		}
-	}
-	if len(sets) > 0 {
-		devOptions = func(o *Options) {
-			for _, s := range sets {
-				s(o)
-			}
-		}
-	}
+	devOptions = set
 	dir := os.Getenv("TARFA_CUDA_PTX_DIR")
 	if dir == "" {
 		return
@@ -59,16 +37,16 @@ func init() {
 		{"ops.compute_80.ptx", &ptx80}, {"ops.compute_90.ptx", &ptx90},
 		{"fp8.compute_80.ptx", &ptxFP8_80}, {"fp8.compute_90.ptx", &ptxFP8_90},
 	} {
-		b, err := os.ReadFile(filepath.Join(dir, f.name))
+		b, err := readPTX(filepath.Join(dir, f.name))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "ptxdir: %v\n", err)
 			os.Exit(2)
 		}
-		if err := sameSources(string(b), *f.v); err != nil {
+		if err := sameSources(b, *f.v); err != nil {
 			fmt.Fprintf(os.Stderr, "ptxdir: %s: %v\n", f.name, err)
 			os.Exit(2)
 		}
-		*f.v = string(b)
-		fmt.Fprintf(os.Stderr, "ptxdir: %s from %s (%s)\n", f.name, dir, ptxCompiler(string(b)))
+		*f.v = b
+		fmt.Fprintf(os.Stderr, "ptxdir: %s from %s (%s)\n", f.name, dir, ptxCompiler(b))
 	}
 }
