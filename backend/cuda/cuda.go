@@ -144,17 +144,18 @@ func (m *devMem) Elems() int { return m.n }
 
 // kernels are the module's functions.
 type kernels struct {
-	copyRows, gatherRows, scatterRows, embedBF16, embedF32 cu.Function
-	matmulBF16, matmulF32, matmulGroup                     cu.Function
-	matmulBF16D4, matmulF32D4, matmulGroupD4               cu.Function
-	matmulBF16R4, matmulF32R4                              cu.Function
-	softmaxMax, softmaxExp, softmaxSum                     cu.Function
-	deltaRuleGroup                                         cu.Function
-	rmsnorm, gatedRMSNorm, l2norm, rope, attention         cu.Function
-	causalConv, gdnGates, deltaRule                        cu.Function
-	siluMul, sigmoidMul, add, gateAdd, route, combine      cu.Function
-	routeWarp                                              cu.Function
-	blake3Chunks, blake3Parents                            cu.Function
+	copyRows, gatherRows, scatterRows, embedBF16, embedF32  cu.Function
+	matmulBF16, matmulF32, matmulGroup                      cu.Function
+	matmulBF16D4, matmulF32D4, matmulGroupD4                cu.Function
+	matmulBF16T1, matmulF32T1, matmulGroupT1, matmulBF16R4A cu.Function
+	matmulBF16R4, matmulF32R4                               cu.Function
+	softmaxMax, softmaxExp, softmaxSum                      cu.Function
+	deltaRuleGroup                                          cu.Function
+	rmsnorm, gatedRMSNorm, l2norm, rope, attention          cu.Function
+	causalConv, gdnGates, deltaRule                         cu.Function
+	siluMul, sigmoidMul, add, gateAdd, route, combine       cu.Function
+	routeWarp                                               cu.Function
+	blake3Chunks, blake3Parents                             cu.Function
 	// The block-FP8 kernels, of the fp8 module.
 	fp8Quantize, matmulFP8 cu.Function
 }
@@ -171,6 +172,8 @@ func (k *kernels) table() []struct {
 		{"embed_bf16", &k.embedBF16}, {"embed_f32", &k.embedF32},
 		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
 		{"matmul_bf16_d4", &k.matmulBF16D4}, {"matmul_f32_d4", &k.matmulF32D4}, {"matmul_group_d4", &k.matmulGroupD4},
+		{"matmul_bf16_t1", &k.matmulBF16T1}, {"matmul_f32_t1", &k.matmulF32T1}, {"matmul_group_t1", &k.matmulGroupT1},
+		{"matmul_bf16_r4a", &k.matmulBF16R4A},
 		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
 		{"softmax_max", &k.softmaxMax}, {"softmax_exp", &k.softmaxExp}, {"softmax_sum", &k.softmaxSum},
 		{"delta_rule_group", &k.deltaRuleGroup},

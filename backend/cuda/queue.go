@@ -38,6 +38,7 @@ type Queue struct {
 	// mmTab and mmRest are MatMuls' scratch: the launch's table, the
 	// products it leaves to MatMul.
 	mmTab  []mmEntry
+	mmOne  []mmEntry // the table of the products of one token
 	drTab  []drEntry // DeltaRules' launch table
 	mmRest []backend.MatMulOp
 
@@ -503,21 +504,30 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 			q.check("MatMul", cu.MemsetD32Async(yy, 0, int64(T*N), q.s))
 			return
 		}
-		fn, rows := q.b.k.matmulF32, 1
-		if q.b.matMulRows(N, T) == 4 {
-			fn, rows = q.b.k.matmulF32R4, 4
+		fn, rows, group := q.b.k.matmulF32, 1, 8
+		aligned := uint64(dw.ptr)%16 == 0 && uint64(xx)%16 == 0 && K%8 == 0
+		switch {
+		case q.b.matMulOneToken(T):
+			fn, group = q.b.k.matmulF32T1, 1
 			if dw.bf16 {
+				fn = q.b.k.matmulBF16T1
+			}
+		case q.b.matMulRows(N, T) == 4:
+			fn, rows = q.b.k.matmulF32R4, 4
+			if dw.bf16 && aligned {
+				fn = q.b.k.matmulBF16R4A
+			} else if dw.bf16 {
 				fn = q.b.k.matmulBF16R4
 			}
-		} else if q.b.matMulDepth() == 4 {
+		case q.b.matMulDepth() == 4:
 			fn = q.b.k.matmulF32D4
 			if dw.bf16 {
 				fn = q.b.k.matmulBF16D4
 			}
-		} else if dw.bf16 {
+		case dw.bf16:
 			fn = q.b.k.matmulBF16
 		}
-		q.launch("MatMul", fn, blocks(N, rows*rowsPerBlock), blocks(T, 8), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
+		q.launch("MatMul", fn, blocks(N, rows*rowsPerBlock), blocks(T, group), blockThreads, p(yy), p(dw.ptr), p(xx), i(N), i(K), i(T))
 	})
 }
 
@@ -571,6 +581,14 @@ func (b *Backend) matMulRows(N, T int) int {
 	return 1
 }
 
+// matMulOneToken says whether a product of T tokens runs the one-token
+// kernels (matmul_*_t1, matmul_group_t1: one token's accumulators a lane,
+// four chunks in flight): for one token, unless MatMulRows or MatMulDepth
+// force a kernel.
+func (b *Backend) matMulOneToken(T int) bool {
+	return T == 1 && b.o.MatMulRows == 0 && b.o.MatMulDepth == 0
+}
+
 // matMulDepth is the chunks in flight a lane of the one-row MatMuls
 // (Options.MatMulDepth): four unless forced.
 func (b *Backend) matMulDepth() int {
@@ -618,8 +636,11 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 		q.mmRest = rest[:0]
 	}()
 	q.do(func() {
-		tab := q.mmTab[:0]
-		var first int64
+		// Two tables, one launch each: the products of one token
+		// (matmul_group_t1, whose entry's blocks are its row blocks), then
+		// the others; each table's first blocks count from 0.
+		one, tab := q.mmOne[:0], q.mmTab[:0]
+		var first, firstOne int64
 		for _, o := range ops {
 			if o.T < 0 {
 				q.fail("MatMuls: %d tokens", o.T)
@@ -640,29 +661,43 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 				q.fail("MatMuls: weight %s is %d×%d on the device, %d×%d on the host", o.W.Host.Name, dw.rows, dw.cols, N, K)
 				return
 			}
-			e := mmEntry{y: p(yy), w: p(dw.ptr), x: p(xx), n: int64(N), k: int64(K), t: int64(o.T), first: first, rbs: int64(blocks(N, rowsPerBlock))}
+			e := mmEntry{y: p(yy), w: p(dw.ptr), x: p(xx), n: int64(N), k: int64(K), t: int64(o.T), rbs: int64(blocks(N, rowsPerBlock))}
 			if dw.bf16 {
 				e.bf16 = 1
 			}
+			if q.b.matMulOneToken(o.T) {
+				e.first = firstOne
+				one = append(one, e)
+				firstOne += e.rbs
+				continue
+			}
+			e.first = first
 			tab = append(tab, e)
 			first += e.rbs * int64(blocks(o.T, 8))
 		}
-		q.mmTab = tab
-		if len(tab) == 0 {
+		q.mmOne, q.mmTab = one, tab
+		if len(one)+len(tab) == 0 {
 			return
 		}
-		if first > math.MaxInt32 {
-			q.fail("MatMuls: a grid of %d blocks", first)
+		if first > math.MaxInt32 || firstOne > math.MaxInt32 {
+			q.fail("MatMuls: a grid of %d blocks", max(first, firstOne))
 			return
 		}
-		n := int(unsafe.Sizeof(mmEntry{})) * len(tab)
-		sc := q.scratchBuf(int64(n))
-		q.upload(sc, unsafe.Pointer(unsafe.SliceData(tab)), n)
-		fn := q.b.k.matmulGroup
-		if q.b.matMulDepth() == 4 {
-			fn = q.b.k.matmulGroupD4
+		size := int(unsafe.Sizeof(mmEntry{}))
+		sc := q.scratchBuf(int64(size * (len(one) + len(tab))))
+		if len(one) > 0 {
+			q.upload(sc, unsafe.Pointer(unsafe.SliceData(one)), size*len(one))
+			q.launch("MatMuls", q.b.k.matmulGroupT1, int(firstOne), 1, blockThreads, p(sc), i(len(one)))
 		}
-		q.launch("MatMuls", fn, int(first), 1, blockThreads, p(sc), i(len(tab)))
+		if len(tab) > 0 {
+			at := sc + cu.DevicePtr(size*len(one))
+			q.upload(at, unsafe.Pointer(unsafe.SliceData(tab)), size*len(tab))
+			fn := q.b.k.matmulGroup
+			if q.b.matMulDepth() == 4 {
+				fn = q.b.k.matmulGroupD4
+			}
+			q.launch("MatMuls", fn, int(first), 1, blockThreads, p(at), i(len(tab)))
+		}
 	})
 }
 

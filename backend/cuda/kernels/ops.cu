@@ -392,25 +392,29 @@ __device__ __forceinline__ void widen8(const raw_f32 &r, float (&out)[8]) {
   out[0] = r.a.x; out[1] = r.a.y; out[2] = r.a.z; out[3] = r.a.w;
   out[4] = r.b.x; out[5] = r.b.y; out[6] = r.b.z; out[7] = r.b.w;
 }
-// Block (bx, by) computes rows bx·8·R … of W for tokens by·TT ….
-template <typename WT, int R, int U = 1>
+// Block (bx, by) computes rows bx·8·R … of W for tokens by·TG … (TG tokens
+// a group: TT, or 1 for a kernel of one token, which holds one token's
+// accumulators where TT would hold eight). AL: the caller guarantees
+// aligned rows (W and x 16-byte aligned, K a multiple of 8), so the kernel
+// has no unaligned path (fewer registers, more blocks a multiprocessor).
+template <typename WT, int R, int U = 1, int TG = TT, bool AL = false>
 __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *x, i64 N, i64 K, i64 T, i64 bx, i64 by) {
   const int lane = threadIdx.x & 31;
   const i64 n0 = (bx * (blockDim.x / 32) + (threadIdx.x / 32)) * R;
   if (n0 >= N) return;  // whole warps only
   const int nr = (int)min((i64)R, N - n0);
-  const i64 t0 = by * TT;
-  const int nt = (int)min((i64)TT, T - t0);
+  const i64 t0 = by * TG;
+  const int nt = (int)min((i64)TG, T - t0);
   const WT *w = W + n0 * K;
   const i64 chunks = K / 8;
-  const bool alw = aligned16(W) && (K % 8 == 0);
-  const bool alx = aligned16(x) && (K % 4 == 0);
-  float acc[R][TT];
+  const bool alw = AL || (aligned16(W) && (K % 8 == 0));
+  const bool alx = AL || (aligned16(x) && (K % 4 == 0));
+  float acc[R][TG];
 #pragma unroll
   for (int r = 0; r < R; r++)
 #pragma unroll
-    for (int u = 0; u < TT; u++) acc[r][u] = 0.0f;
-  if (U > 1 && alw && alx) {
+    for (int u = 0; u < TG; u++) acc[r][u] = 0.0f;
+  if ((U > 1 || AL) && alw && alx) {
     for (i64 c0 = lane; c0 < chunks; c0 += 32 * U) {
       typename raw_of<WT>::type raw[U][R];
 #pragma unroll
@@ -426,7 +430,7 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
 #pragma unroll
         for (int r = 0; r < R; r++) widen8(raw[j][r], wv[r]);
 #pragma unroll
-        for (int u = 0; u < TT; u++) {
+        for (int u = 0; u < TG; u++) {
           if (u < nt) {
             float xv[8];
             load8(x + (t0 + u) * K + c * 8, true, xv);
@@ -449,7 +453,7 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
       if (r < nr) load8(w + r * K + c * 8, alw, wv[r]);
     }
 #pragma unroll
-    for (int u = 0; u < TT; u++) {
+    for (int u = 0; u < TG; u++) {
       if (u < nt) {
         float xv[8];
         load8(x + (t0 + u) * K + c * 8, alx, xv);
@@ -463,14 +467,14 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
       }
     }
   }
-  if (lane == (int)(chunks % 32)) {
+  if (!AL && lane == (int)(chunks % 32)) {  // AL: K % 8 == 0, no partial chunk
     for (i64 k = chunks * 8; k < K; k++) {
 #pragma unroll
       for (int r = 0; r < R; r++) {
         if (r < nr) {
           float wk = widen(w[r * K + k]);
 #pragma unroll
-          for (int u = 0; u < TT; u++) {
+          for (int u = 0; u < TG; u++) {
             if (u < nt) acc[r][u] = fadd(acc[r][u], fmul(wk, x[(t0 + u) * K + k]));
           }
         }
@@ -480,7 +484,7 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
 #pragma unroll
   for (int r = 0; r < R; r++) {
 #pragma unroll
-    for (int u = 0; u < TT; u++) {
+    for (int u = 0; u < TG; u++) {
       float v = canon::warp_combine(acc[r][u]);
       if (lane == 0 && r < nr && u < nt) y[(t0 + u) * N + n0 + r] = v;
     }
@@ -508,6 +512,24 @@ __global__ void __launch_bounds__(256, 3) matmul_f32_d4(float *y, const float *W
   matmul_body<float, 1, 4>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
 }
 
+// matmul_bf16_t1 / matmul_f32_t1: one token a group (TG = 1) and four
+// chunks in flight a lane (the same bits), for products of one token: the
+// grid's y is the token.
+__global__ void __launch_bounds__(256) matmul_bf16_t1(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<uint16_t, 1, 4, 1>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
+__global__ void __launch_bounds__(256) matmul_f32_t1(float *y, const float *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<float, 1, 4, 1>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
+// matmul_bf16_r4a: matmul_bf16_r4 for aligned rows only (the caller checks
+// W and x 16-byte aligned and K a multiple of 8): no unaligned path, so
+// fewer registers and more blocks a multiprocessor (the same bits).
+__global__ void __launch_bounds__(256) matmul_bf16_r4a(float *y, const uint16_t *W, const float *x, i64 N, i64 K, i64 T) {
+  matmul_body<uint16_t, 4, 1, TT, true>(y, W, x, N, K, T, blockIdx.x, blockIdx.y);
+}
+
 // matmul_bf16_r4 / matmul_f32_r4: four weight rows a warp (the same bits as
 // matmul_bf16 / matmul_f32), for steps of several tokens, where reading
 // each token's activations once for four rows takes load off L1.
@@ -533,7 +555,7 @@ struct mm_entry {
 
 }  // extern "C"
 
-template <int U>
+template <int U, int TG = TT>
 __device__ __forceinline__ void matmul_group_body(const mm_entry *e, i64 G) {
   const i64 b = blockIdx.x;
   i64 lo = 0, hi = G - 1;  // the last entry whose first is <= b
@@ -544,9 +566,9 @@ __device__ __forceinline__ void matmul_group_body(const mm_entry *e, i64 G) {
   const mm_entry m = e[lo];
   const i64 r = b - m.first;
   if (m.bf16) {
-    matmul_body<uint16_t, 1, U>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<uint16_t, 1, U, TG>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   } else {
-    matmul_body<float, 1, 1>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<float, 1, 1, TG>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   }
 }
 
@@ -557,6 +579,10 @@ __global__ void matmul_group(const mm_entry *e, i64 G) { matmul_group_body<1>(e,
 // matmul_group_d4 is matmul_group with matmul_bf16_d4's loads (U = 4) for
 // BF16 weights (FP32 weights as in matmul_group).
 __global__ void __launch_bounds__(256, 2) matmul_group_d4(const mm_entry *e, i64 G) { matmul_group_body<4>(e, G); }
+
+// matmul_group_t1: matmul_group for entries of one token (TG = 1: an
+// entry's blocks are its row blocks), BF16 weights four chunks deep.
+__global__ void __launch_bounds__(256) matmul_group_t1(const mm_entry *e, i64 G) { matmul_group_body<4, 1>(e, G); }
 
 // ---- softmax normaliser (backend.Normaliser): a row's max and ExpSum ----
 
