@@ -42,6 +42,24 @@ func TestMatMulDepthOption(t *testing.T) {
 	}
 }
 
+// TestMatMulOneToken: the one-token kernels run for products of one token
+// unless MatMulRows or MatMulDepth force a kernel (so that the forced
+// suites run the others at one token too).
+func TestMatMulOneToken(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		T    int
+		want bool
+	}{
+		{Options{}, 1, true}, {Options{}, 2, false}, {Options{}, 16, false},
+		{Options{MatMulRows: 4}, 1, false}, {Options{MatMulRows: 1}, 1, false}, {Options{MatMulDepth: 1}, 1, false},
+	} {
+		if got := open(t, c.o).(*Backend).matMulOneToken(c.T); got != c.want {
+			t.Errorf("%+v, %d tokens: one-token kernels %v, want %v", c.o, c.T, got, c.want)
+		}
+	}
+}
+
 // TestMatMulRowsOption: a MatMulRows other than 0, 1 and 4 is refused, and
 // the choice follows the rule MatMulRows documents.
 func TestMatMulRowsOption(t *testing.T) {
