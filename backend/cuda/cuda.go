@@ -148,6 +148,7 @@ type kernels struct {
 	matmulBF16, matmulF32, matmulGroup                      cu.Function
 	matmulBF16D4, matmulF32D4, matmulGroupD4                cu.Function
 	matmulBF16T1, matmulF32T1, matmulGroupT1, matmulBF16R4A cu.Function
+	matmulGroupR4                                           cu.Function
 	matmulBF16R4, matmulF32R4                               cu.Function
 	softmaxMax, softmaxExp, softmaxSum                      cu.Function
 	deltaRuleGroup                                          cu.Function
@@ -173,7 +174,7 @@ func (k *kernels) table() []struct {
 		{"matmul_bf16", &k.matmulBF16}, {"matmul_f32", &k.matmulF32}, {"matmul_group", &k.matmulGroup},
 		{"matmul_bf16_d4", &k.matmulBF16D4}, {"matmul_f32_d4", &k.matmulF32D4}, {"matmul_group_d4", &k.matmulGroupD4},
 		{"matmul_bf16_t1", &k.matmulBF16T1}, {"matmul_f32_t1", &k.matmulF32T1}, {"matmul_group_t1", &k.matmulGroupT1},
-		{"matmul_bf16_r4a", &k.matmulBF16R4A},
+		{"matmul_bf16_r4a", &k.matmulBF16R4A}, {"matmul_group_r4", &k.matmulGroupR4},
 		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
 		{"softmax_max", &k.softmaxMax}, {"softmax_exp", &k.softmaxExp}, {"softmax_sum", &k.softmaxSum},
 		{"delta_rule_group", &k.deltaRuleGroup},

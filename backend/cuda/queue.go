@@ -37,8 +37,7 @@ type Queue struct {
 	host   *cpu.Queue
 	// mmTab and mmRest are MatMuls' scratch: the launch's table, the
 	// products it leaves to MatMul.
-	mmTab  []mmEntry
-	mmOne  []mmEntry // the table of the products of one token
+	mmTabs [mmClasses][]mmEntry
 	drTab  []drEntry // DeltaRules' launch table
 	mmRest []backend.MatMulOp
 
@@ -636,11 +635,14 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 		q.mmRest = rest[:0]
 	}()
 	q.do(func() {
-		// Two tables, one launch each: the products of one token
-		// (matmul_group_t1, whose entry's blocks are its row blocks), then
-		// the others; each table's first blocks count from 0.
-		one, tab := q.mmOne[:0], q.mmTab[:0]
-		var first, firstOne int64
+		// Up to three tables, one launch each (mmOneToken, mmFourRows,
+		// mmOneRow: the kernel an entry's token count chooses, as MatMul
+		// would); each table's first blocks count from 0.
+		var tabs [mmClasses][]mmEntry
+		var firsts [mmClasses]int64
+		for c := range tabs {
+			tabs[c] = q.mmTabs[c][:0]
+		}
 		for _, o := range ops {
 			if o.T < 0 {
 				q.fail("MatMuls: %d tokens", o.T)
@@ -661,44 +663,64 @@ func (q *Queue) MatMuls(ops []backend.MatMulOp) {
 				q.fail("MatMuls: weight %s is %d×%d on the device, %d×%d on the host", o.W.Host.Name, dw.rows, dw.cols, N, K)
 				return
 			}
-			e := mmEntry{y: p(yy), w: p(dw.ptr), x: p(xx), n: int64(N), k: int64(K), t: int64(o.T), rbs: int64(blocks(N, rowsPerBlock))}
+			c, rows, group := mmOneRow, 1, 8
+			switch {
+			case q.b.matMulOneToken(o.T):
+				c, group = mmOneToken, 1
+			case q.b.groupFourRows(o.T):
+				c, rows = mmFourRows, 4
+			}
+			e := mmEntry{y: p(yy), w: p(dw.ptr), x: p(xx), n: int64(N), k: int64(K), t: int64(o.T),
+				first: firsts[c], rbs: int64(blocks(N, rows*rowsPerBlock))}
 			if dw.bf16 {
 				e.bf16 = 1
 			}
-			if q.b.matMulOneToken(o.T) {
-				e.first = firstOne
-				one = append(one, e)
-				firstOne += e.rbs
-				continue
+			tabs[c] = append(tabs[c], e)
+			firsts[c] += e.rbs * int64(blocks(o.T, group))
+		}
+		q.mmTabs = tabs
+		n := 0
+		for c := range tabs {
+			if firsts[c] > math.MaxInt32 {
+				q.fail("MatMuls: a grid of %d blocks", firsts[c])
+				return
 			}
-			e.first = first
-			tab = append(tab, e)
-			first += e.rbs * int64(blocks(o.T, 8))
+			n += len(tabs[c])
 		}
-		q.mmOne, q.mmTab = one, tab
-		if len(one)+len(tab) == 0 {
-			return
-		}
-		if first > math.MaxInt32 || firstOne > math.MaxInt32 {
-			q.fail("MatMuls: a grid of %d blocks", max(first, firstOne))
+		if n == 0 {
 			return
 		}
 		size := int(unsafe.Sizeof(mmEntry{}))
-		sc := q.scratchBuf(int64(size * (len(one) + len(tab))))
-		if len(one) > 0 {
-			q.upload(sc, unsafe.Pointer(unsafe.SliceData(one)), size*len(one))
-			q.launch("MatMuls", q.b.k.matmulGroupT1, int(firstOne), 1, blockThreads, p(sc), i(len(one)))
+		at := q.scratchBuf(int64(size * n))
+		fns := [mmClasses]cu.Function{mmOneToken: q.b.k.matmulGroupT1, mmFourRows: q.b.k.matmulGroupR4, mmOneRow: q.b.k.matmulGroup}
+		if q.b.matMulDepth() == 4 {
+			fns[mmOneRow] = q.b.k.matmulGroupD4
 		}
-		if len(tab) > 0 {
-			at := sc + cu.DevicePtr(size*len(one))
-			q.upload(at, unsafe.Pointer(unsafe.SliceData(tab)), size*len(tab))
-			fn := q.b.k.matmulGroup
-			if q.b.matMulDepth() == 4 {
-				fn = q.b.k.matmulGroupD4
+		for c, tab := range tabs {
+			if len(tab) == 0 {
+				continue
 			}
-			q.launch("MatMuls", fn, int(first), 1, blockThreads, p(at), i(len(tab)))
+			q.upload(at, unsafe.Pointer(unsafe.SliceData(tab)), size*len(tab))
+			q.launch("MatMuls", fns[c], int(firsts[c]), 1, blockThreads, p(at), i(len(tab)))
+			at += cu.DevicePtr(size * len(tab))
 		}
 	})
+}
+
+// The kernels of MatMuls' tables: matmul_group_t1, matmul_group_r4 and
+// matmul_group (or _d4).
+const (
+	mmOneToken = iota
+	mmFourRows
+	mmOneRow
+	mmClasses
+)
+
+// groupFourRows says whether a grouped product of T tokens runs four weight
+// rows a warp: for 4 tokens or more (a launch holds many products, so the
+// grid is the whole group's), or wherever MatMulRows forces four.
+func (b *Backend) groupFourRows(T int) bool {
+	return b.o.MatMulRows == 4 || (b.o.MatMulRows == 0 && T >= 4)
 }
 
 // hostMatMul computes y = W·x with a host-resident weight on the CPU

@@ -555,7 +555,7 @@ struct mm_entry {
 
 }  // extern "C"
 
-template <int U, int TG = TT>
+template <int U, int TG = TT, int R = 1>
 __device__ __forceinline__ void matmul_group_body(const mm_entry *e, i64 G) {
   const i64 b = blockIdx.x;
   i64 lo = 0, hi = G - 1;  // the last entry whose first is <= b
@@ -566,9 +566,9 @@ __device__ __forceinline__ void matmul_group_body(const mm_entry *e, i64 G) {
   const mm_entry m = e[lo];
   const i64 r = b - m.first;
   if (m.bf16) {
-    matmul_body<uint16_t, 1, U, TG>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<uint16_t, R, U, TG>(m.y, (const uint16_t *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   } else {
-    matmul_body<float, 1, 1, TG>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
+    matmul_body<float, R, 1, TG>(m.y, (const float *)m.W, m.x, m.N, m.K, m.T, r % m.rb, r / m.rb);
   }
 }
 
@@ -583,6 +583,11 @@ __global__ void __launch_bounds__(256, 2) matmul_group_d4(const mm_entry *e, i64
 // matmul_group_t1: matmul_group for entries of one token (TG = 1: an
 // entry's blocks are its row blocks), BF16 weights four chunks deep.
 __global__ void __launch_bounds__(256) matmul_group_t1(const mm_entry *e, i64 G) { matmul_group_body<4, 1>(e, G); }
+
+// matmul_group_r4: matmul_group with four weight rows a warp (an entry's
+// row blocks are of 32 rows), for entries of 4 tokens or more: each
+// token's activations loaded once for four rows, as in matmul_bf16_r4.
+__global__ void __launch_bounds__(256, 2) matmul_group_r4(const mm_entry *e, i64 G) { matmul_group_body<1, TT, 4>(e, G); }
 
 // ---- softmax normaliser (backend.Normaliser): a row's max and ExpSum ----
 
