@@ -60,6 +60,23 @@ func TestMatMulOneToken(t *testing.T) {
 	}
 }
 
+// TestGroupFourRows: the grouped products of 4 tokens or more run four rows
+// a warp, and MatMulRows forces either way.
+func TestGroupFourRows(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		T    int
+		want bool
+	}{
+		{Options{}, 3, false}, {Options{}, 4, true}, {Options{}, 64, true},
+		{Options{MatMulRows: 4}, 1, true}, {Options{MatMulRows: 1}, 64, false},
+	} {
+		if got := open(t, c.o).(*Backend).groupFourRows(c.T); got != c.want {
+			t.Errorf("%+v, %d tokens: four rows %v, want %v", c.o, c.T, got, c.want)
+		}
+	}
+}
+
 // TestMatMulRowsOption: a MatMulRows other than 0, 1 and 4 is refused, and
 // the choice follows the rule MatMulRows documents.
 func TestMatMulRowsOption(t *testing.T) {
