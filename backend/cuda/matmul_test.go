@@ -148,7 +148,7 @@ func BenchmarkMatMul(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, v := range []struct{ rows, depth int }{{1, 1}, {1, 4}, {4, 1}} {
+			for _, v := range []struct{ rows, depth int }{{1, 1}, {1, 4}, {4, 1}, {0, 0}} { // 0, 0: the default choice
 				rows := v.rows
 				b.Run(fmt.Sprintf("%s-%dx%d/T=%d/rows=%d/depth=%d", s.name, s.rows, s.cols, T, rows, v.depth), func(b *testing.B) {
 					cb.o.MatMulRows, cb.o.MatMulDepth = rows, v.depth
