@@ -935,6 +935,30 @@ __global__ void gate_add(float *y, const float *x, const float *g, i64 T, i64 n)
 
 // ---- MoE ----
 
+// route_select: the top-k of the n (value, index) pairs a in torch's
+// order (a partial sort for small k, else nth_element then a sort of the
+// first k), their ids into ti and their probabilities pt[id] into tw,
+// renormalised by the canonical sum of the k weights if renorm. One thread.
+__device__ void route_select(Pair *a, const float *pt, int n, int kk, int *ti, float *tw, i64 renorm) {
+  if (kk * 64 <= n) {
+    partial_sort(a, 0, kk, n);
+  } else {
+    nth_element(a, 0, kk - 1, n);
+    intro_sort(a, 0, kk - 1);
+  }
+  for (int s = 0; s < kk; s++) {
+    ti[s] = a[s].i;
+    tw[s] = pt[a[s].i];
+  }
+  if (renorm) {
+    Lanes r;
+    r.zero();
+    for (int s = 0; s < kk; s++) r.add(s, tw[s]);
+    float sum = r.sum();
+    for (int s = 0; s < kk; s++) tw[s] = fdiv(tw[s], sum);
+  }
+}
+
 // route: one thread per token. p = Exp(RN(ℓ − max)) / Sum (canonical sum),
 // the top-k of p in torch's order, w = p[sel], renormalised by the
 // canonical sum of the k weights if renorm. p holds T×E values, pairs T×E
@@ -962,25 +986,7 @@ __global__ void route(int *idx, float *w, const float *logits, float *p, void *p
     a[e].v = pt[e];
     a[e].i = (int)e;
   }
-  const int n = (int)E, kk = (int)k;
-  if (kk * 64 <= n) {
-    partial_sort(a, 0, kk, n);
-  } else {
-    nth_element(a, 0, kk - 1, n);
-    intro_sort(a, 0, kk - 1);
-  }
-  int *ti = idx + t * k;
-  float *tw = w + t * k;
-  for (int s = 0; s < kk; s++) {
-    ti[s] = a[s].i;
-    tw[s] = pt[a[s].i];
-  }
-  if (renorm) {
-    acc.zero();
-    for (int s = 0; s < kk; s++) acc.add(s, tw[s]);
-    float sum = acc.sum();
-    for (int s = 0; s < kk; s++) tw[s] = fdiv(tw[s], sum);
-  }
+  route_select(a, pt, (int)E, (int)k, idx + t * k, w + t * k, renorm);
 }
 
 // route_warp is route for E <= ROUTE_WARP_E: one warp a token, the same
@@ -1024,26 +1030,7 @@ __global__ void route_warp(int *idx, float *w, const float *logits, i64 T, i64 E
   }
   __syncwarp();
   if (lane != 0) return;
-  const int n = (int)E, kk = (int)k;
-  if (kk * 64 <= n) {
-    partial_sort(a, 0, kk, n);
-  } else {
-    nth_element(a, 0, kk - 1, n);
-    intro_sort(a, 0, kk - 1);
-  }
-  int *ti = idx + t * k;
-  float *tw = w + t * k;
-  for (int s = 0; s < kk; s++) {
-    ti[s] = a[s].i;
-    tw[s] = pt[a[s].i];
-  }
-  if (renorm) {
-    Lanes r;
-    r.zero();
-    for (int s = 0; s < kk; s++) r.add(s, tw[s]);
-    float sum = r.sum();
-    for (int s = 0; s < kk; s++) tw[s] = fdiv(tw[s], sum);
-  }
+  route_select(a, pt, (int)E, (int)k, idx + t * k, w + t * k, renorm);
 }
 
 // combine: y[t,i] = Sum_s RN(x[t,s,i]·w[t,s]) over the k slots in order.
