@@ -392,6 +392,28 @@ __device__ __forceinline__ void widen8(const raw_f32 &r, float (&out)[8]) {
   out[0] = r.a.x; out[1] = r.a.y; out[2] = r.a.z; out[3] = r.a.w;
   out[4] = r.b.x; out[5] = r.b.y; out[6] = r.b.z; out[7] = r.b.w;
 }
+// mm_chunk adds one chunk's rounded products to every (row, token)
+// accumulator: the chunk's 8 weights of each of the nr rows (wv, widened)
+// times the 8 activations of each of the nt tokens at xc, xc + K, ….
+template <int R, int TG>
+__device__ __forceinline__ void mm_chunk(float (&acc)[R][TG], const float (&wv)[R][8], const float *xc, i64 K, int nr,
+                                         int nt, bool alx) {
+#pragma unroll
+  for (int u = 0; u < TG; u++) {
+    if (u < nt) {
+      float xv[8];
+      load8(xc + u * K, alx, xv);
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        if (r < nr) {
+#pragma unroll
+          for (int k = 0; k < 8; k++) acc[r][u] = fadd(acc[r][u], fmul(wv[r][k], xv[k]));
+        }
+      }
+    }
+  }
+}
+
 // Block (bx, by) computes rows bx·8·R … of W for tokens by·TG … (TG tokens
 // a group: TT, or 1 for a kernel of one token, which holds one token's
 // accumulators where TT would hold eight). AL: the caller guarantees
@@ -429,20 +451,7 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
         float wv[R][8];
 #pragma unroll
         for (int r = 0; r < R; r++) widen8(raw[j][r], wv[r]);
-#pragma unroll
-        for (int u = 0; u < TG; u++) {
-          if (u < nt) {
-            float xv[8];
-            load8(x + (t0 + u) * K + c * 8, true, xv);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-              if (r < nr) {
-#pragma unroll
-                for (int k = 0; k < 8; k++) acc[r][u] = fadd(acc[r][u], fmul(wv[r][k], xv[k]));
-              }
-            }
-          }
-        }
+        mm_chunk<R, TG>(acc, wv, x + t0 * K + c * 8, K, nr, nt, true);
       }
     }
   } else
@@ -452,20 +461,7 @@ __device__ __forceinline__ void matmul_body(float *y, const WT *W, const float *
     for (int r = 0; r < R; r++) {
       if (r < nr) load8(w + r * K + c * 8, alw, wv[r]);
     }
-#pragma unroll
-    for (int u = 0; u < TG; u++) {
-      if (u < nt) {
-        float xv[8];
-        load8(x + (t0 + u) * K + c * 8, alx, xv);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-          if (r < nr) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) acc[r][u] = fadd(acc[r][u], fmul(wv[r][j], xv[j]));
-          }
-        }
-      }
-    }
+    mm_chunk<R, TG>(acc, wv, x + t0 * K + c * 8, K, nr, nt, alx);
   }
   if (!AL && lane == (int)(chunks % 32)) {  // AL: K % 8 == 0, no partial chunk
     for (i64 k = chunks * 8; k < K; k++) {
