@@ -26,13 +26,7 @@ import (
 // machine without a driver, so a -tags cuda test binary fails there anyway.)
 func open(t *testing.T, o Options) backend.Backend {
 	t.Helper()
-	be, err := New(o)
-	if err != nil {
-		if os.Getenv("TARFA_TEST_DISALLOW_SKIP") != "" {
-			t.Fatalf("no CUDA backend: %v", err)
-		}
-		t.Skipf("no CUDA backend: %v", err)
-	}
+	be := newOrSkip(t, o)
 	t.Cleanup(func() {
 		if err := be.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -56,6 +50,36 @@ func TestCUDA(t *testing.T) {
 	}
 }
 
+// newOrSkip opens a backend, or skips the test where there is no GPU
+// (fails it under TARFA_TEST_DISALLOW_SKIP).
+func newOrSkip(t *testing.T, o Options) backend.Backend {
+	t.Helper()
+	be, err := New(o)
+	if err != nil {
+		if os.Getenv("TARFA_TEST_DISALLOW_SKIP") != "" {
+			t.Fatalf("no CUDA backend: %v", err)
+		}
+		t.Skipf("no CUDA backend: %v", err)
+	}
+	return be
+}
+
+// inUseAlone is the device memory in use with one backend open (its context
+// and its modules loaded), measured with that backend closed again before
+// it returns: a budget built on it leaves the room the test names, whatever
+// the size of the modules. A probe left open would count its own copy of
+// the modules against the budget of the backend under test (over 3 MiB
+// since the one-token and four-row kernels).
+func inUseAlone(t *testing.T) int64 {
+	t.Helper()
+	be := newOrSkip(t, Options{})
+	used := be.Residency().InUse
+	if err := be.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	return used
+}
+
 // TestCUDATightBudget runs the suite under a budget whose reserve for
 // sessions leaves room for 3 MiB of weights only: most weights, the
 // embedding tables and the experts the budget has no slot for are computed
@@ -64,8 +88,7 @@ func TestCUDA(t *testing.T) {
 // thousand queues and small allocations at once, and the driver's in-use
 // figure grew by more than 1 GiB over its MatMul cases on the H200.
 func TestCUDATightBudget(t *testing.T) {
-	probe := open(t, Options{})
-	used := probe.Residency().InUse
+	used := inUseAlone(t)
 	budget := used + 6<<30
 	be := open(t, Options{VRAMBudget: budget, Reserve: 6<<30 - 3<<20})
 	backendtest.Run(t, be, backendtest.Options{})
@@ -89,8 +112,7 @@ func TestCUDAResidency(t *testing.T) {
 		m.Experts[weights.ExpertID{Layer: 0, Expert: e}] = [3]jnf.TensorView{tensor(24, 256), tensor(24, 256), tensor(256, 24)}
 	}
 	ck := weightstest.Open(t, m)
-	probe := open(t, Options{})
-	used := probe.Residency().InUse
+	used := inUseAlone(t)
 	const room = 4 << 20 // the small matrix (32 KiB) fits, the big one (16 MiB) does not
 	be := open(t, Options{VRAMBudget: used + 256<<20 + room, Reserve: 256 << 20})
 	ref := cpu.New(1)
