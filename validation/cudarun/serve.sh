@@ -50,11 +50,12 @@ for be in $BACKENDS; do
 		s0=$SECONDS
 		TARFA_CPUPROFILE=$R/prof-$be-$c.pprof timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
 			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json "${extra[@]}" > "$R/serve-$be-$c.json" 2> "$R/serve-$be-$c.err"
+		rc=$? # the timed runs have no profiled second run: this is the rc the line below reports
 		# The same level again with a profile of its requests alone (the
 		# load and the solo references left out: bench serve --cpuprofile).
 		[ "$n" = "$c" ] && [ "$(left)" -gt 60 ] && timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
 			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json --cpuprofile "$R/level-$be" ${EXECTRACE:+--exectrace "$R/level-$be"} > "$R/serve-$be-$c-level.json" 2> "$R/serve-$be-$c-level.err"
-		echo "$be clients=$c rc=$? $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
+		echo "$be clients=$c rc=$rc $((SECONDS - s0)) s: $(tr -d '\n' < "$R/serve-$be-$c.json" | head -c 600)"
 	done
 done
 if [ -n "$VARIANTS" ]; then
