@@ -21,13 +21,14 @@
 # transformers and accelerate (the device image's; llama.cpp's converter
 # needs nothing more: numpy, pyyaml and tqdm come with transformers).
 #
-# The 64 GiB disk holds two copies of the 23 GB slice, not three, and the
-# GGUF and the JNF are both made from the HF copy, so the three runtimes
-# cannot share one call: HF and GGUF first (transformers, the GGUF), then
-# llama.cpp, the GGUF removed, HF -> JNF, HF removed, Tarfa, llama.cpp and
-# Tarfa in one call. Expected: call 1 the build (about 6-8 min of 16 cores,
-# synth beside it; a second call if it is cut short), call 2 smoke test,
-# transformers, GGUF, call 3 llama.cpp and Tarfa.
+# The 64 GiB disk holds two copies of the 4-layer slice (23 GB), not three,
+# and the GGUF and the JNF are both made from the HF copy. So: HF, the GGUF,
+# llama.cpp, the GGUF removed, HF -> JNF, Tarfa (llama.cpp and Tarfa in one
+# call), then transformers on the HF copy, which is removed last. Expected:
+# call 1 the build (about 6-8 min of 16 cores, synth beside it; a second call
+# if it is cut short), call 2 smoke test, GGUF, llama.cpp and Tarfa (LLAMA_S,
+# default 420, is the time that step asks for: less on the 2-layer slice),
+# call 3 transformers.
 #
 # SLICE and TARFA_BACKEND change the slice and Tarfa's backend flags (a dry
 # run on a CPU machine: SLICE="--preset tiny" TARFA_BACKEND="--backend cpu").
@@ -60,7 +61,7 @@ synth() {
 	$T synth --arch qwen3_5_moe ${SLICE:---preset real --layers 4} --out $L/hf --json > $R/synth.tmp || { echo "synth failed"; return 1; }
 	mv $R/synth.tmp $R/synth.jsonl; echo "synth: $(cat $R/synth.jsonl)"
 }
-want_hf() { [ ! -s $L/hf/config.json ] && [ ! -e $R/jnf.done ]; }
+want_hf() { [ ! -s $L/hf/config.json ] && { [ ! -e $R/jnf.done ] || [ ! -e $R/peer-cpu_offload.jsonl ]; }; }
 
 # A. build (and synth beside it)
 if [ ! -x $BIN/llama-bench ] || [ ! -x $BIN/llama-completion ]; then
@@ -91,20 +92,6 @@ if want_hf; then
 	synth || exit 1
 fi
 
-# B3. transformers + accelerate (peer.py): resident 48 tokens; cpu_offload 8
-# (about 3 s a token).
-for m in resident:48 cpu_offload:8; do
-	mode=${m%:*} n=${m#*:}
-	[ -e $R/peer-$mode.jsonl ] && continue
-	[ -s $L/hf/config.json ] || break
-	need "transformers $mode" $((60 + n * 4))
-	timeout $(($(left) - 10)) python3 validation/cudarun/peer.py $L/hf $mode $n > $R/peer-$mode.tmp 2> $L/peer-$mode.err
-	echo "transformers $mode rc=$?: $(cat $R/peer-$mode.tmp)"; tail -2 $L/peer-$mode.err
-	# a failure is recorded too (not tried again in every call)
-	[ -s $R/peer-$mode.tmp ] || python3 -c 'import json,sys; print(json.dumps({"mode": sys.argv[1], "error": open(sys.argv[2]).read()[-400:]}))' $mode $L/peer-$mode.err > $R/peer-$mode.tmp
-	mv $R/peer-$mode.tmp $R/peer-$mode.jsonl
-done
-
 # B4. HF -> BF16 GGUF (llama.cpp's converter; llama_convert.py says why the wrapper).
 if [ ! -s $L/slice.gguf ] && [ ! -e $R/llama.done ]; then
 	need "gguf convert" 240
@@ -118,7 +105,7 @@ fi
 # 4-token prompt; pp4), then llama-completion, the generating tool, for the
 # same two placements.
 if [ ! -e $R/llama.done ]; then
-	need "llama.cpp, then Tarfa in the same call" 420
+	need "llama.cpp, then Tarfa in the same call" ${LLAMA_S:-420}
 	for ot in "-ngl 99" "-ngl 99 -ot exps=CPU" "-ngl 99 -ncmoe 2"; do
 		echo "-- llama-bench $ot"
 		$BIN/llama-bench -m $L/slice.gguf -p 4 -n 48 -d 4 -r 5 -t 16 $ot -o jsonl 2> $L/bench.err | tee -a $R/llama-bench.tmp || { tail -20 $L/bench.err; exit 1; }
@@ -146,7 +133,6 @@ if [ ! -e $R/jnf.done ]; then
 	echo "tarfa convert $((SECONDS - s)) s"
 	touch $R/jnf.done
 fi
-rm -rf $L/hf
 run() { # label, flags...
 	local name=$1; shift
 	[ -e $R/tarfa-$name.jsonl ] && return
@@ -160,4 +146,20 @@ run whole-device
 run vram16 --vram-budget 16GiB
 run vram16-again --vram-budget 16GiB
 run vram16-pagecache --vram-budget 16GiB --direct off --ram-budget 0
+# D. transformers + accelerate (peer.py) on the HF copy, last: resident 48
+# tokens; cpu_offload 8 (about 3 s a token). The HF copy and the JNF fit the
+# disk together (the GGUF is gone by now).
+for m in resident:48 cpu_offload:8; do
+	mode=${m%:*} n=${m#*:}
+	[ -e $R/peer-$mode.jsonl ] && continue
+	[ -s $L/hf/config.json ] || break
+	need "transformers $mode" $((60 + n * 4))
+	timeout $(($(left) - 10)) python3 validation/cudarun/peer.py $L/hf $mode $n > $R/peer-$mode.tmp 2> $L/peer-$mode.err
+	echo "transformers $mode rc=$?: $(cat $R/peer-$mode.tmp)"; tail -2 $L/peer-$mode.err
+	# a failure is recorded too (not tried again in every call)
+	[ -s $R/peer-$mode.tmp ] || python3 -c 'import json,sys; print(json.dumps({"mode": sys.argv[1], "error": open(sys.argv[2]).read()[-400:]}))' $mode $L/peer-$mode.err > $R/peer-$mode.tmp
+	mv $R/peer-$mode.tmp $R/peer-$mode.jsonl
+done
+
+rm -rf $L/hf
 echo "llama.sh: all done"
