@@ -112,6 +112,64 @@ func TestArgmax(t *testing.T) {
 	}
 }
 
+// argmaxScan is Argmax as one scan, the definition: the first index whose
+// value is larger than every value before it and at least every value
+// after, -1 on a NaN or no value.
+func argmaxScan(x []float32) int {
+	best := -1
+	var bv float32
+	for i, v := range x {
+		if v != v {
+			return -1
+		}
+		if best < 0 || v > bv {
+			best, bv = i, v
+		}
+	}
+	return best
+}
+
+// TestArgmaxIsOneScan: the four-lane Argmax gives one scan's index on rows
+// of every length up to 67 and of 248 320, with ties between lanes (a few
+// distinct values), ±0 as equal maxima, −Inf rows, and NaN anywhere (in the
+// first four, the lanes' part, the tail).
+func TestArgmaxIsOneScan(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	negZero := float32(math.Copysign(0, -1))
+	vals := []float32{negZero, 0, 1, -1, 2, float32(math.Inf(-1)), float32(math.Inf(1))}
+	check := func(x []float32) {
+		t.Helper()
+		if got, want := Argmax(x), argmaxScan(x); got != want {
+			t.Fatalf("Argmax %v = %d, one scan gives %d", x[:min(len(x), 20)], got, want)
+		}
+	}
+	for n := range 68 {
+		for range 300 {
+			x := make([]float32, n)
+			k := 1 + r.IntN(len(vals))
+			for i := range x {
+				x[i] = vals[r.IntN(k)]
+			}
+			check(x)
+			if n > 0 && r.IntN(4) == 0 {
+				x[r.IntN(n)] = float32(math.NaN())
+				check(x)
+			}
+		}
+	}
+	big := make([]float32, 248320)
+	for i := range big {
+		big[i] = float32(r.NormFloat64())
+	}
+	check(big)
+	for _, at := range []int{0, 3, 4, 1000, 248316, 248319} {
+		big[at] = 9
+		check(big)
+	}
+	big[5] = float32(math.NaN())
+	check(big)
+}
+
 // randVec mixes normal values with ±0, huge and tiny ones (the inputs of
 // the pinned dot-product digests and of TestCombineN; the reduction order
 // is checked on finite data in order_test.go).
