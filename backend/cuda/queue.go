@@ -202,9 +202,9 @@ func (q *Queue) drain() {
 	}
 	for _, o := range q.outs {
 		if o.f != nil {
-			copy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
+			pcopy(o.f, unsafe.Slice((*float32)(unsafe.Add(q.arena, o.off)), len(o.f)))
 		} else {
-			copy(o.i, unsafe.Slice((*int32)(unsafe.Add(q.arena, o.off)), len(o.i)))
+			pcopy(o.i, unsafe.Slice((*int32)(unsafe.Add(q.arena, o.off)), len(o.i)))
 		}
 	}
 	clear(q.outs)
