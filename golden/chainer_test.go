@@ -32,8 +32,8 @@ func TestChainerIsChainNext(t *testing.T) {
 
 // TestChainHashesLittleEndianBits: a chain link is SHA-256 of the previous
 // head and each logit's float32 bits, little-endian, as the format says:
-// NaN payloads, both zeros and infinities included, whichever path
-// (in-place bytes or the converting loop) the machine takes.
+// NaN payloads, both zeros and infinities included, through ChainNext and
+// through a Chainer.
 func TestChainHashesLittleEndianBits(t *testing.T) {
 	prev := [32]byte{9, 8, 7}
 	for _, n := range []int{1, 7, 4096, 4097, 70001} {

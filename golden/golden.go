@@ -43,7 +43,6 @@ import (
 	"fmt"
 	"hash"
 	"math"
-	"unsafe"
 )
 
 // Format identifiers.
@@ -192,11 +191,6 @@ func (c *Chainer) Next(prev [32]byte, logits []float32) [32]byte {
 		c.h.Reset()
 	}
 	c.h.Write(c.buf[:copy(c.buf, prev[:])])
-	if b, ok := leBits(logits); ok {
-		c.h.Write(b)
-		c.sum = c.h.Sum(c.sum[:0])
-		return [32]byte(c.sum)
-	}
 	for v := logits; len(v) > 0; {
 		n := min(len(v), len(c.buf)/4)
 		for i, x := range v[:n] {
@@ -224,10 +218,6 @@ func Chain(root [32]byte, r *Run) []string {
 // returns, through one 16 KiB buffer instead of a copy of the whole row (a
 // decode step of a 248 320-entry vocabulary allocated 1 MB).
 func writeF32(h hash.Hash, v []float32) {
-	if b, ok := leBits(v); ok {
-		h.Write(b)
-		return
-	}
 	var buf [16 << 10]byte
 	for len(v) > 0 {
 		n := min(len(v), len(buf)/4)
@@ -237,23 +227,6 @@ func writeF32(h hash.Hash, v []float32) {
 		h.Write(buf[:4*n])
 		v = v[n:]
 	}
-}
-
-// littleEndian says whether this machine stores a float32 as its
-// little-endian bits, the bytes the chain hashes.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
-// leBits is v's memory as bytes, where that memory already is the
-// little-endian float32 bits the chain hashes (ok false on a big-endian
-// machine): hashing it in place saves a conversion pass over every row of
-// logits (in a 16-client serve on the H200 with a 248 320-entry vocabulary,
-// the conversion took 0.17 s of the 1.65 s of CPU, beside 0.29 s of
-// SHA-256). The caller only reads it.
-func leBits(v []float32) (b []byte, ok bool) {
-	if !littleEndian || len(v) == 0 {
-		return nil, littleEndian
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), true
 }
 
 func f32Bytes(v []float32) []byte {
