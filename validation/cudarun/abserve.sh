@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# abserve.sh (on the GPU machine, from the repository root): two tarfa
+# binaries' bench serve on the 2-layer slice of 122B shapes, interleaved
+# (A B A B …, ROUNDS rounds, 1 and 16 clients each), for a change with no
+# knob of its own. One line of JSON a run in $OUT/ab.jsonl.
+#
+#	# here: go build -tags cuda -o .dev/ab/tarfa-old ./cmd/tarfa (at the base), the same for tarfa-new; gzip both
+#	# device call: command "bash validation/cudarun/abserve.sh", carry [".dev/ab"]
+set -o pipefail
+: "${OUT:?}"
+AB=${AB:-.dev/ab}
+ROUNDS=${ROUNDS:-3}
+LIMIT=${LIMIT:-400}
+s0=$SECONDS
+for b in old new; do gunzip -c $AB/tarfa-$b.gz > /tmp/tarfa-$b && chmod +x /tmp/tarfa-$b || exit 1; done
+M=/tmp/slice2/jnf
+if [ ! -s $M/manifest.json ]; then
+	/tmp/tarfa-new synth --arch qwen3_5_moe --preset real --layers 2 --jnf --workers "$(nproc)" --out $M --no-tokenizer 2>&1 | tail -1
+fi
+echo "synth done at $((SECONDS - s0)) s"
+for r in $(seq $ROUNDS); do
+	for b in old new; do
+		for c in 1 16; do
+			[ $((LIMIT - (SECONDS - s0))) -lt 25 ] && { echo "round $r $b $c: out of time"; continue; }
+			j=$(timeout 60 /tmp/tarfa-$b bench serve --model $M --backend cuda --clients $c --max-tokens 32 --prompt-tokens 16 --heat=false --json 2> /tmp/ab.err)
+			echo "round $r $b clients=$c rc=$?: $(echo "$j" | grep -oE '"tokens_per_second":[0-9.]*|"identical_to_solo":[a-z]*|"emit_s_per_step":[0-9.e-]*' | tr '\n' ' ')"
+			echo "{\"round\": $r, \"binary\": \"$b\", \"clients\": $c, \"result\": ${j:-null}}" >> $OUT/ab.jsonl
+		done
+	done
+done
