@@ -2,7 +2,11 @@
 # abserve.sh (on the GPU machine, from the repository root): two tarfa
 # binaries' bench serve on the 2-layer slice of 122B shapes, interleaved
 # (A B A B …, ROUNDS rounds, 1 and 16 clients each), for a change with no
-# knob of its own. One line of JSON a run in $OUT/ab.jsonl.
+# knob of its own. One line of JSON a run in $OUT/ab.jsonl. FLAGS are added
+# to every bench serve, CLIENTS are the levels (default "1 16"): for the
+# page-cache path of issue 22 item 2, CLIENTS=1 FLAGS="--direct off
+# --ram-budget 0 --vram-budget 6GiB" (every use read from the page cache and
+# hashed, few device slots).
 #
 #	# here: go build -tags cuda -o .dev/ab/tarfa-old ./cmd/tarfa (at the base), the same for tarfa-new; gzip both
 #	# device call: command "bash validation/cudarun/abserve.sh", carry [".dev/ab"]
@@ -20,10 +24,10 @@ fi
 echo "synth done at $((SECONDS - s0)) s"
 for r in $(seq $ROUNDS); do
 	for b in old new; do
-		for c in 1 16; do
+		for c in ${CLIENTS:-1 16}; do
 			[ $((LIMIT - (SECONDS - s0))) -lt 25 ] && { echo "round $r $b $c: out of time"; continue; }
-			j=$(timeout 60 /tmp/tarfa-$b bench serve --model $M --backend cuda --clients $c --max-tokens 32 --prompt-tokens 16 --heat=false --json 2> /tmp/ab.err)
-			echo "round $r $b clients=$c rc=$?: $(echo "$j" | grep -oE '"tokens_per_second":[0-9.]*|"identical_to_solo":[a-z]*|"emit_s_per_step":[0-9.e-]*' | tr '\n' ' ')"
+			j=$(timeout 60 /tmp/tarfa-$b bench serve --model $M --backend cuda --clients $c --max-tokens 32 --prompt-tokens 16 --heat=false --json $FLAGS 2> /tmp/ab.err)
+			echo "round $r $b clients=$c rc=$?: $(echo "$j" | grep -oE '"tokens_per_second":[0-9.]*|"identical_to_solo":[a-z]*|"emit_s_per_step":[0-9.e-]*|"bytes_verified_per_token":[0-9.e+]*' | tr '\n' ' ')"
 			echo "{\"round\": $r, \"binary\": \"$b\", \"clients\": $c, \"result\": ${j:-null}}" >> $OUT/ab.jsonl
 		done
 	done
