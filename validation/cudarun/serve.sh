@@ -50,7 +50,7 @@ for be in $BACKENDS; do
 		s0=$SECONDS
 		TARFA_CPUPROFILE=$R/prof-$be-$c.pprof timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
 			--clients $n --max-tokens $tok --prompt-tokens 16 --heat=false --json "${extra[@]}" > "$R/serve-$be-$c.json" 2> "$R/serve-$be-$c.err"
-		rc=$? # the timed runs have no profiled second run: this is the rc the line below reports
+		rc=$? # the line below reports this run's status (the profiled run after it is skipped for the timed runs)
 		# The same level again with a profile of its requests alone (the
 		# load and the solo references left out: bench serve --cpuprofile).
 		[ "$n" = "$c" ] && [ "$(left)" -gt 60 ] && timeout $(($(left) - 20)) ./tarfa bench serve --model $B/jnf --backend $be \
