@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 	"unsafe"
@@ -461,28 +459,6 @@ func BenchmarkDeviceBLAKE3(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/time.Since(t0).Seconds()/1e9, "GB/s")
-}
-
-// With TARFA_TEST_PTX_DIR set, the tests load the kernels from the PTX
-// files there (made by kernels/gen.sh on the GPU machine, which has nvcc
-// but no Go) instead of the embedded ones: kernel changes are tested in
-// the same device run that compiles them. Binaries other than this test's
-// always use the embedded PTX.
-func init() {
-	dir := os.Getenv("TARFA_TEST_PTX_DIR")
-	if dir == "" {
-		return
-	}
-	for _, c := range []struct {
-		file string
-		dst  *string
-	}{{"ops.compute_80.ptx", &ptx80}, {"ops.compute_90.ptx", &ptx90}} {
-		b, err := os.ReadFile(filepath.Join(dir, c.file))
-		if err != nil {
-			panic(fmt.Sprintf("TARFA_TEST_PTX_DIR: %v", err))
-		}
-		*c.dst = string(b)
-	}
 }
 
 // TestVerifyCopiesManyInAStep: more copies in one step than a queue holds
