@@ -347,14 +347,14 @@ func runBenchServe(cmd *cobra.Command, o *benchServeOptions) error {
 			row.SyncsPerStep = float64(st1.Syncs-st0.Syncs) / n
 			row.EmitSecPerStep = (st1.EmitTime - st0.EmitTime).Seconds() / n
 			row.OtherSecPerStep = wall.Seconds()/n - row.StepSecPerStep - row.EmitSecPerStep
-			c1, _ := backendCounters(r)
-			if d := c1.Sub(c0); metered {
-				row.DeviceWaitSecPerStep, row.DeviceWaitsPerStep = d.WaitSeconds/n, float64(d.Waits)/n
-			}
-			if metered && o.tier.timing {
+			if metered {
+				c1, _ := backendCounters(r)
 				d := c1.Sub(c0)
-				row.KernelSecPerStep, row.H2DSecPerStep, row.KernelsPerStep = d.KernelSeconds/n, d.H2DSeconds/n, float64(d.Kernels)/n
-				row.KernelsByName = kernelsPerStep(d.KernelTimes, n)
+				row.DeviceWaitSecPerStep, row.DeviceWaitsPerStep = d.WaitSeconds/n, float64(d.Waits)/n
+				if o.tier.timing {
+					row.KernelSecPerStep, row.H2DSecPerStep, row.KernelsPerStep = d.KernelSeconds/n, d.H2DSeconds/n, float64(d.Kernels)/n
+					row.KernelsByName = kernelsPerStep(d.KernelTimes, n)
+				}
 			}
 		}
 		rows = append(rows, row)
