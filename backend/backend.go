@@ -413,6 +413,16 @@ type Normaliser interface {
 	SoftmaxNorm(out, x Buf, rows, n int)
 }
 
+// Argmaxer is implemented by queues that find each row's largest value
+// where the values are, so that a greedy pick needs no pass over a
+// device's logits on the host: idx[r] gets canon.Argmax of row r of the
+// rows rows of n values of x (the lowest index among equal maxima, −0 and
+// +0 equal; −1 for a row holding a NaN, or of no values). idx is on the
+// host and holds them once Sync returns.
+type Argmaxer interface {
+	Argmax(idx []int32, x Buf, rows, n int)
+}
+
 // SlotQueue is implemented by the queues of a SlotPool backend.
 type SlotQueue interface {
 	// FillSlot copies the verified bytes of an expert (as LoadExpert takes

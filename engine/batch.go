@@ -35,6 +35,17 @@ func (b *Batch) Norms() []float32 {
 	return b.w.norms
 }
 
+// Argmaxes returns, after a step whose sessions asked (Session.SetArgmax)
+// on a backend that finds them (backend.Argmaxer), canon.Argmax of each row
+// of logits the step returned (−1 for a row holding a NaN); nil otherwise.
+// They live in b's buffers until its next step.
+func (b *Batch) Argmaxes() []int32 {
+	if !b.w.amaxed {
+		return nil
+	}
+	return b.w.amax
+}
+
 // BatchTimes are where a Batch's steps spent their wall time (Batch.Times):
 // Step is the steps' whole wall time; Sync is the part the host spent
 // waiting for the device queue (Syncs of them: one after each MoE layer's

@@ -42,6 +42,7 @@ func NewDecoder(s *Session, prompt []int, g GenOptions) (*Decoder, error) {
 		d.stop[t] = true
 	}
 	s.ledger.Prompt(prompt)
+	s.SetArgmax(g.Temperature == 0)
 	return d, nil
 }
 
@@ -75,7 +76,28 @@ func (d *Decoder) Fed(n int) bool {
 // vocab), records it and the logits in the session's ledger and reports
 // whether the generation has ended (a stop id or MaxTokens).
 func (d *Decoder) Emit(logits []float32) (tok int, done bool, err error) {
-	tok, err = d.smp.pick(logits)
+	return d.emit(logits, unknownArgmax)
+}
+
+// EmitRow is Emit for row i of a Batch step's logits, given the step's
+// Batch.Argmaxes (nil when it found none): a greedy pick then takes the
+// row's argmax as the backend found it instead of a pass over the logits;
+// a sampled pick does not use it.
+func (d *Decoder) EmitRow(logits []float32, argmaxes []int32, i int) (tok int, done bool, err error) {
+	return d.emit(logits, argmaxOf(argmaxes, i))
+}
+
+// argmaxOf is row i of argmaxes (Batch.Argmaxes), or unknownArgmax when
+// the step found none.
+func argmaxOf(argmaxes []int32, i int) int {
+	if argmaxes == nil {
+		return unknownArgmax
+	}
+	return int(argmaxes[i])
+}
+
+func (d *Decoder) emit(logits []float32, amax int) (tok int, done bool, err error) {
+	tok, err = d.smp.pick(logits, amax)
 	if err != nil {
 		return 0, true, err
 	}
@@ -160,7 +182,7 @@ func generate(ctx context.Context, d *Decoder, res *GenResult, onToken func(tok 
 		if !prefilled {
 			endPrefill()
 		}
-		tok, done, err := d.Emit(lg[0])
+		tok, done, err := d.EmitRow(lg[0], b.Argmaxes(), 0)
 		res.Tokens = d.gen
 		if err != nil {
 			return err

@@ -36,7 +36,7 @@ func TestGenerateIsForwardLoop(t *testing.T) {
 		lg, err := ref.Forward(prompt, false)
 		var want []int
 		for err == nil {
-			tok, perr := smp.pick(lg[0])
+			tok, perr := smp.Pick(lg[0])
 			if perr != nil {
 				t.Fatal(perr)
 			}

@@ -99,7 +99,11 @@ func NewSampler(g GenOptions) (*Sampler, error) {
 // Pick chooses the next token from logits (length vocab). Greedy picks
 // are the argmax, ties to the lowest id; a sampled pick draws once from
 // the sampler's PCG.
-func (sp *Sampler) Pick(logits []float32) (int, error) { return sp.pick(logits) }
+func (sp *Sampler) Pick(logits []float32) (int, error) { return sp.pick(logits, unknownArgmax) }
+
+// unknownArgmax is pick's amax when no backend found the logits' argmax
+// (no int32 of Batch.Argmaxes is).
+const unknownArgmax = math.MinInt
 
 // Sampler picks tokens from logits the way Generate does (the rule is in
 // Generate's doc comment); it owns its scratch buffers and its PCG, so a
@@ -117,9 +121,17 @@ func newSampler(g GenOptions) *Sampler {
 	return &Sampler{g: g, rng: rand.NewPCG(g.Seed, PCGStream)}
 }
 
-func (sp *Sampler) pick(logits []float32) (int, error) {
+// pick is Pick given amax, canon.Argmax(logits) as a backend found it
+// (unknownArgmax: not found; −1: the logits hold a NaN).
+func (sp *Sampler) pick(logits []float32, amax int) (int, error) {
 	if sp.g.Temperature == 0 {
-		a := canon.Argmax(logits)
+		a := amax
+		switch {
+		case a == unknownArgmax:
+			a = canon.Argmax(logits)
+		case a < -1 || a >= len(logits):
+			return 0, fmt.Errorf("engine: the backend's argmax is %d, of %d logits", a, len(logits))
+		}
 		if a < 0 {
 			return 0, errors.New("engine: logits contain NaN")
 		}

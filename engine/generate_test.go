@@ -67,7 +67,7 @@ func TestSamplerDistribution(t *testing.T) {
 		c := make([]float64, len(logits))
 		sp := newSampler(g)
 		for i := 0; i < n; i++ {
-			k, err := sp.pick(logits)
+			k, err := sp.Pick(logits)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -189,7 +189,7 @@ func TestSamplerPinned(t *testing.T) {
 		ref := rand.NewPCG(g.Seed, 0x7461726661736d70)
 		var got, want []int
 		for step, l := range logits {
-			tok, err := sp.pick(l)
+			tok, err := sp.Pick(l)
 			if err != nil {
 				t.Fatalf("%s step %d: %v", name, step, err)
 			}
@@ -265,7 +265,7 @@ func TestSamplerBoundaries(t *testing.T) {
 		{"a −∞ logit is never drawn", []float32{float32(math.Inf(-1)), 0}, GenOptions{Temperature: 1, Seed: seedU0}, 1},
 	}
 	for _, c := range cases {
-		got, err := newSampler(c.g).pick(c.logits)
+		got, err := newSampler(c.g).Pick(c.logits)
 		if err != nil {
 			t.Errorf("%s: %v", c.what, err)
 			continue
@@ -317,7 +317,7 @@ func TestSamplerBoundaries(t *testing.T) {
 		{"every logit −∞", []float32{float32(math.Inf(-1)), float32(math.Inf(-1))}, GenOptions{Temperature: 1}},
 	}
 	for _, b := range bad {
-		if tok, err := newSampler(b.g).pick(b.logits); err == nil {
+		if tok, err := newSampler(b.g).Pick(b.logits); err == nil {
 			t.Errorf("%s: sampled token %d, want an error", b.what, tok)
 		} else {
 			t.Logf("%s: %v", b.what, err)
@@ -388,7 +388,7 @@ func TestSamplerRoundings(t *testing.T) {
 		{"ℓ/T separates two adjacent logits", []float32{bits(0x3fc00007), bits(0x3fc00008)}, 1},
 	} {
 		g := GenOptions{Temperature: T, TopK: 1, Seed: 1}
-		got, err := newSampler(g).pick(c.logits)
+		got, err := newSampler(g).Pick(c.logits)
 		if err != nil || got != c.want {
 			t.Errorf("%s: token %d (%v), want %d", c.what, got, err, c.want)
 		}
@@ -413,7 +413,7 @@ func TestSamplerRoundings(t *testing.T) {
 		qDiv, qMul = qDiv+v/S, qMul+v*(1/S)
 	}
 	g := GenOptions{Temperature: 1, TopP: qDiv, Seed: seedUTop}
-	got, err := newSampler(g).pick(logits)
+	got, err := newSampler(g).Pick(logits)
 	if err != nil || got != 1 {
 		t.Errorf("top-p by RN(e/S): token %d (%v), want 1 (two candidates kept)", got, err)
 	}

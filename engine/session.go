@@ -36,6 +36,8 @@ type Session struct {
 	resetState bool
 	// norm: its logits' softmax normaliser is wanted (SetSoftmaxNorm).
 	norm bool
+	// argmax: its logits' argmax is wanted (SetArgmax).
+	argmax bool
 }
 
 // SetSoftmaxNorm asks that the steps computing this session's logits also
@@ -44,6 +46,13 @@ type Session struct {
 // (backend.Normaliser: a device, whose logits then need no pass on the
 // host for their logprobs); Batch.Norms returns them. It changes no logit.
 func (s *Session) SetSoftmaxNorm(on bool) { s.norm = on }
+
+// SetArgmax asks that the steps computing this session's logits also find
+// each logits row's canon.Argmax where the logits are, when the backend
+// can (backend.Argmaxer: a device, whose logits then need no pass on the
+// host for a greedy pick); Batch.Argmaxes returns them. It changes no
+// logit. A Decoder asks for its session when it samples greedily.
+func (s *Session) SetArgmax(on bool) { s.argmax = on }
 
 // sessionState is what a session holds in the backend: its layers' state
 // and its own queue and scratch (solo, for Forward; a Batch brings its
@@ -332,6 +341,8 @@ type work struct {
 	lg                          []float32 // logits of the last step (reused by Generate)
 	norms                       []float32 // their normalisers (m, s a wanted row), when computed
 	normed                      bool      // the last step computed norms
+	amax                        []int32   // the wanted rows' argmaxes, when computed
+	amaxed                      bool      // the last step computed argmaxes
 	rows                        [][]float32
 	xH, xeH, geH, ueH, yeH      []float32
 	xHB, xeHB, geHB, ueHB, yeHB backend.Buf   // host Bufs viewing the slices above
@@ -510,7 +521,7 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 		q.Add(h, h, out)
 	}
 	var res [][]float32
-	w.normed = false
+	w.normed, w.amaxed = false, false
 	if want > 0 {
 		// The wanted rows: the last want of each segment, in order.
 		xf := w.buf(&w.xf, want*H)
@@ -536,6 +547,10 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 			q.Read(grow(&w.norms, 2*want), nb)
 			w.normed = true
 		}
+		if aq, ok := q.(backend.Argmaxer); ok && wantArgmax(segs) {
+			aq.Argmax(grow(&w.amax, want), lgB, want, c.Vocab)
+			w.amaxed = true
+		}
 		q.Read(lg, lgB)
 		for i := range res {
 			res[i] = lg[i*c.Vocab : (i+1)*c.Vocab : (i+1)*c.Vocab]
@@ -557,6 +572,17 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 func wantNorm(segs []segment) bool {
 	for _, sg := range segs {
 		if sg.want > 0 && sg.s.norm {
+			return true
+		}
+	}
+	return false
+}
+
+// wantArgmax says whether a segment with wanted rows asks for their
+// argmaxes (Session.SetArgmax).
+func wantArgmax(segs []segment) bool {
+	for _, sg := range segs {
+		if sg.want > 0 && sg.s.argmax {
 			return true
 		}
 	}

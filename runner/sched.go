@@ -622,7 +622,7 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 	s.steps.Add(1)
 	s.rows.Add(int64(rows))
 	t0 := time.Now()
-	s.emitAll(in, lg, b.Norms())
+	s.emitAll(in, lg, b.Norms(), b.Argmaxes())
 	s.emitNanos.Add(int64(time.Since(t0)))
 }
 
@@ -633,7 +633,7 @@ func (s *Scheduler) run(b *engine.Batch, step []*seq) {
 // ledger are the same bits as when emitted alone, only sooner. Logprobs
 // (a log-softmax: 2.5 ms of CPU a row at a 248k vocabulary) are computed
 // beside the next steps (emitTail).
-func (s *Scheduler) emitAll(in []*seq, lg [][]float32, norms []float32) {
+func (s *Scheduler) emitAll(in []*seq, lg [][]float32, norms []float32, amax []int32) {
 	if cap(s.emitRes) < len(in) {
 		s.emitRes = make([]emitResult, len(in))
 	}
@@ -650,7 +650,7 @@ func (s *Scheduler) emitAll(in []*seq, lg [][]float32, norms []float32) {
 	if workers := min(n, runtime.GOMAXPROCS(0)); workers <= 1 {
 		for i, q := range in {
 			if res[i].fed {
-				res[i].done, res[i].err = s.emit(q, lg[i], norm(norms, i))
+				res[i].done, res[i].err = s.emit(q, lg[i], norm(norms, i), amax, i)
 			}
 		}
 	} else {
@@ -666,7 +666,7 @@ func (s *Scheduler) emitAll(in []*seq, lg [][]float32, norms []float32) {
 						return
 					}
 					if res[i].fed {
-						res[i].done, res[i].err = s.emit(in[i], lg[i], norm(norms, i))
+						res[i].done, res[i].err = s.emit(in[i], lg[i], norm(norms, i), amax, i)
 					}
 				}
 			}()
@@ -686,8 +686,6 @@ type emitResult struct {
 	err       error
 }
 
-// emit picks q's next token from logits and hands it to the stream; done
-// when the request has ended.
 // norm is row i's softmax normaliser of a step's norms (nil if none).
 func norm(norms []float32, i int) []float32 {
 	if norms == nil {
@@ -696,8 +694,11 @@ func norm(norms []float32, i int) []float32 {
 	return norms[2*i : 2*i+2]
 }
 
-func (s *Scheduler) emit(q *seq, logits, nm []float32) (done bool, err error) {
-	tok, done, err := q.dec.Emit(logits) // the ledger records the step
+// emit picks q's next token from logits, row i of the step (amax: the
+// step's Batch.Argmaxes), and hands it to the stream; done when the
+// request has ended.
+func (s *Scheduler) emit(q *seq, logits, nm []float32, amax []int32, i int) (done bool, err error) {
+	tok, done, err := q.dec.EmitRow(logits, amax, i) // the ledger records the step
 	if err != nil {
 		return true, err
 	}

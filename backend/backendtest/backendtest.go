@@ -55,6 +55,7 @@ func Run(t *testing.T, be backend.Backend, o Options) {
 		{"DeltaRules", (*suite).deltaRules},
 		{"Elementwise", (*suite).elementwise},
 		{"SoftmaxNorm", (*suite).softmaxNorm},
+		{"Argmax", (*suite).argmax},
 		{"Route", (*suite).route},
 		{"Combine", (*suite).combine},
 		{"GateAdd", (*suite).gateAdd},
@@ -238,6 +239,79 @@ func (s *suite) softmaxNorm() {
 			s.t.Fatalf("SoftmaxNorm %d rows of %d: %v", c.rows, c.n, err)
 		}
 		s.be.Free(out)
+	}
+}
+
+// argmax checks a backend.Argmaxer against canon.Argmax: rows of lengths
+// around a block's threads and a vocabulary, with the maximum repeated
+// (the lowest index wins), maxima of both zero signs, +Inf and −Inf, only
+// −Inf, a NaN first, last or alone, subnormals, and rows of 0 values.
+func (s *suite) argmax() {
+	if _, ok := s.queue().(backend.Argmaxer); !ok {
+		return
+	}
+	negZero := float32(math.Copysign(0, -1))
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, c := range []struct {
+		name    string
+		rows, n int
+		fill    func(r, i int, x float32) float32
+	}{
+		{"random", 4, 7, nil}, {"random", 3, 8, nil}, {"random", 3, 255, nil}, {"random", 2, 256, nil},
+		{"random", 5, 257, nil}, {"random", 2, 4099, nil}, {"random", 3, 151936, nil}, {"random", 16, 248320, nil},
+		{"repeated maximum", 4, 2050, func(r, i int, x float32) float32 {
+			if (i*7+r)%513 == 0 {
+				return 9
+			}
+			return x
+		}},
+		{"equal everywhere", 3, 1000, func(r, i int, x float32) float32 { return float32(r) }},
+		{"zeros of both signs", 4, 300, func(r, i int, x float32) float32 {
+			if i < 299-r {
+				return -1
+			}
+			return [2]float32{negZero, 0}[(i+r)%2]
+		}},
+		{"+Inf twice", 2, 700, func(r, i int, x float32) float32 {
+			if i == 650-r || i == 699 {
+				return inf
+			}
+			return x
+		}},
+		{"only -Inf", 2, 40, func(r, i int, x float32) float32 { return -inf }},
+		{"a NaN", 4, 5000, func(r, i int, x float32) float32 {
+			if i == [4]int{0, 4999, 2500, 257}[r] {
+				return nan
+			}
+			return x
+		}},
+		{"a NaN alone", 1, 1, func(r, i int, x float32) float32 { return nan }},
+		{"subnormals", 3, 600, func(r, i int, x float32) float32 {
+			return math.Float32frombits(uint32(1 + (i*37+r)%97))
+		}},
+		{"no values", 3, 0, nil},
+	} {
+		x := s.normals(c.rows*c.n, 30)
+		if c.fill != nil {
+			for i := range x {
+				x[i] = c.fill(i/c.n, i%c.n, x[i])
+			}
+		}
+		xp := s.pair(x)
+		got := make([]int32, c.rows)
+		for r := range got {
+			got[r] = -7 // every row must be written
+		}
+		q := s.queue()
+		q.(backend.Argmaxer).Argmax(got, xp.got, c.rows, c.n)
+		if err := q.Sync(); err != nil {
+			s.t.Fatalf("Argmax %s, %d×%d: %v", c.name, c.rows, c.n, err)
+		}
+		for r := range c.rows {
+			if want := int32(canon.Argmax(x[r*c.n : (r+1)*c.n])); got[r] != want {
+				s.t.Errorf("Argmax %s, row %d of %d×%d: %d, want %d", c.name, r, c.rows, c.n, got[r], want)
+			}
+		}
 	}
 }
 

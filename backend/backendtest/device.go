@@ -416,6 +416,23 @@ func (q *devQueue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
 	})
 }
 
+// Argmax is backend.Argmaxer's, computed at Sync with canon's reference on
+// the host copy.
+func (q *devQueue) Argmax(idx []int32, x backend.Buf, rows, n int) {
+	xx := q.b("Argmax", x)
+	if q.err == nil && (rows < 0 || n < 0 || len(idx) != rows || xx.Len() < rows*n) {
+		q.fail("Argmax: %d rows of %d into %d ids from %d values", rows, n, len(idx), xx.Len())
+		return
+	}
+	q.d.d2h.Add(int64(4 * rows))
+	q.do(func() {
+		xs := cpu.Floats(xx)
+		for r := range rows {
+			idx[r] = int32(canon.Argmax(xs[r*n : (r+1)*n]))
+		}
+	})
+}
+
 func (q *devQueue) SiLUMul(y, g, u backend.Buf) {
 	if q.inGroup {
 		q.d.groupedSiLU.Add(1)

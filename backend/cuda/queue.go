@@ -562,6 +562,34 @@ func (q *Queue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
 	})
 }
 
+// Argmax is backend.Argmaxer's: one block of argmaxThreads a row
+// (argmax_rows), the ids copied back at the next synchronisation.
+func (q *Queue) Argmax(idx []int32, x backend.Buf, rows, n int) {
+	if rows < 0 || n < 0 || len(idx) != rows {
+		q.fail("Argmax: %d rows of %d into %d ids", rows, n, len(idx))
+		return
+	}
+	q.do(func() {
+		xx, xn := q.dev("Argmax", "x", x, -1)
+		if !q.ok() || rows == 0 {
+			return
+		}
+		if xn < rows*n {
+			q.fail("Argmax: x holds %d values, want %d rows of %d", xn, rows, n)
+			return
+		}
+		ids := q.scratchBuf((4*int64(rows) + 255) &^ 255)
+		if !q.ok() {
+			return
+		}
+		q.launch("Argmax", q.b.k.argmaxRows, rows, 1, argmaxThreads, p(ids), p(xx), i(rows), i(n))
+		q.download(nil, idx, ids, rows)
+	})
+}
+
+// argmaxThreads is argmax_rows' block (ARGMAX_THREADS in ops.cu).
+const argmaxThreads = 1024
+
 // matMulRows is the weight rows a warp of MatMul computes for an N-row
 // weight and T tokens (Options.MatMulRows): four when the grid of
 // four-row blocks still has a block for every multiprocessor (each token's

@@ -657,6 +657,52 @@ __global__ void softmax_sum(float *out, const float *e, const float *m, i64 rows
   }
 }
 
+// ---- argmax (backend.Argmaxer): a row's canon.Argmax ----
+
+// argmax_rows: idx[r] = canon.Argmax of row r of x (rows × n): the lowest
+// index among equal maxima (−0 == +0 as the comparison sees them), −1 for
+// a row holding a NaN or of no values. One block of ARGMAX_THREADS a row:
+// thread t scans t, t + ARGMAX_THREADS, … keeping the first of its largest
+// (a strict >), then the block keeps the larger value, the lower index on
+// equal ones: the index one scan finds, since every maximum is seen by
+// exactly one thread and ties go to the lowest index at each merge.
+#define ARGMAX_THREADS 1024
+__global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int *idx, const float *x, i64 rows, i64 n) {
+  __shared__ float sv[ARGMAX_THREADS];
+  __shared__ i64 si[ARGMAX_THREADS];
+  const i64 r = blockIdx.x;
+  if (r >= rows) return;  // whole blocks only
+  const float *row = x + r * n;
+  i64 bi = -1;
+  float bv = 0.0f;
+  int nan = 0;
+  for (i64 i = threadIdx.x; i < n; i += ARGMAX_THREADS) {
+    const float v = row[i];
+    if (v != v) {
+      nan = 1;
+    } else if (bi < 0 || v > bv) {
+      bi = i;
+      bv = v;
+    }
+  }
+  nan = __syncthreads_or(nan);
+  sv[threadIdx.x] = bv;
+  si[threadIdx.x] = bi;
+  __syncthreads();
+  for (int o = ARGMAX_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) {
+      const i64 ai = si[threadIdx.x], ci = si[threadIdx.x + o];
+      const float av = sv[threadIdx.x], cv = sv[threadIdx.x + o];
+      if (ci >= 0 && (ai < 0 || cv > av || (cv == av && ci < ai))) {
+        si[threadIdx.x] = ci;
+        sv[threadIdx.x] = cv;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) idx[r] = nan ? -1 : (int)si[0];
+}
+
 // ---- norms: one warp per row ----
 
 // rmsnorm: inv = Rsqrt(RN(Sum(x²)/n) + eps); y = RN(RN(x·inv)·scale).
