@@ -22,6 +22,9 @@ if [ ! -s $M/manifest.json ]; then
 	/tmp/tarfa-new synth --arch qwen3_5_moe --preset real --layers 2 --jnf --workers "$(nproc)" --out $M --no-tokenizer 2>&1 | tail -1
 fi
 echo "synth done at $((SECONDS - s0)) s"
+# PREFILL=n: after the rounds, each binary's prefill of one n-token prompt
+# (1 client, 1 token generated: the time to first token is the prefill),
+# twice, interleaved (prefill.jsonl).
 for r in $(seq $ROUNDS); do
 	for b in old new; do
 		for c in ${CLIENTS:-1 16}; do
@@ -32,3 +35,13 @@ for r in $(seq $ROUNDS); do
 		done
 	done
 done
+if [ -n "${PREFILL:-}" ]; then
+	for r in 1 2; do
+		for b in old new; do
+			[ $((LIMIT - (SECONDS - s0))) -lt 25 ] && { echo "prefill $r $b: out of time"; continue; }
+			j=$(timeout 60 /tmp/tarfa-$b bench serve --model $M --backend cuda --clients 1 --max-tokens 1 --prompt-tokens $PREFILL --heat=false --json $FLAGS 2> /tmp/ab.err)
+			echo "prefill $r $b n=$PREFILL rc=$?: $(echo "$j" | grep -oE '"ttft_p50_s":[0-9.e-]*|"identical_to_solo":[a-z]*' | tr '\n' ' ')"
+			echo "{\"round\": $r, \"binary\": \"$b\", \"prompt_tokens\": $PREFILL, \"result\": ${j:-null}}" >> $OUT/prefill.jsonl
+		done
+	done
+fi
