@@ -523,16 +523,32 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 	var res [][]float32
 	w.normed, w.amaxed = false, false
 	if want > 0 {
-		// The wanted rows: the last want of each segment, in order.
+		// The wanted rows: the last want of each segment, in order, one
+		// RMSNorm for each run of them that lies contiguous in h (the
+		// decode rows of a batch are one run; the norm is per row).
 		xf := w.buf(&w.xf, want*H)
-		r := 0
-		for _, sg := range segs {
-			if sg.want > 0 {
-				first := sg.row0 + sg.n - sg.want
-				q.RMSNorm(xf.Rows(r, r+sg.want, H), h.Rows(first, first+sg.want, H), m.finalNorm, H, c.RMSNormEps)
-				r += sg.want
+		r, run, from := 0, 0, 0
+		norm := func() {
+			if run > 0 {
+				q.RMSNorm(xf.Rows(r-run, r, H), h.Rows(from, from+run, H), m.finalNorm, H, c.RMSNormEps)
 			}
 		}
+		for _, sg := range segs {
+			if sg.want == 0 {
+				continue
+			}
+			first := sg.row0 + sg.n - sg.want
+			if run > 0 && first != from+run {
+				norm()
+				run = 0
+			}
+			if run == 0 {
+				from = first
+			}
+			run += sg.want
+			r += sg.want
+		}
+		norm()
 		var lg []float32
 		if reuse {
 			lg, res = grow(&w.lg, want*c.Vocab), grow(&w.rows, want)

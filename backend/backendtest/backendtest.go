@@ -207,6 +207,7 @@ func (s *suite) softmaxNorm() {
 	}{
 		{1, 1, nil}, {3, 7, nil}, {2, 8, nil}, {2, 9, nil}, {4, 255, nil}, {3, 256, nil}, {5, 257, nil},
 		{2, 4099, nil}, {2, 4100, nil}, {3, 2050, nil}, {3, 151936, nil}, {16, 248320, nil},
+		{2, 4095, nil}, {2, 4096, nil}, {2, 4097, nil}, {2, 8191, nil}, {2, 8192, nil}, {1, 8193, nil}, {1, 12293, nil},
 		{3, 300, func(i int) float32 { return float32(s.r.NormFloat64() * 30) }}, // logits' scale
 		{2, 40, func(int) float32 { return float32(math.Inf(-1)) }},
 		{2, 64, func(i int) float32 { return [2]float32{negZero, 0}[i%2] }},
@@ -626,7 +627,7 @@ func (s *suite) matMuls() {
 }
 
 func (s *suite) norms() {
-	for _, n := range []int{1, 8, 16, 100, 128, 256, 257, 2048, 3072} {
+	for _, n := range []int{1, 8, 16, 100, 128, 256, 257, 1023, 1024, 1025, 2048, 3072, 4097, 8192, 8193} {
 		rows := 7
 		if n >= 2048 {
 			rows = 3

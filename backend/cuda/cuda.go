@@ -150,8 +150,7 @@ type kernels struct {
 	matmulBF16T1, matmulF32T1, matmulGroupT1, matmulBF16R4A cu.Function
 	matmulGroupR4                                           cu.Function
 	matmulBF16R4, matmulF32R4                               cu.Function
-	softmaxMax, softmaxExp, softmaxSum                      cu.Function
-	argmaxRows                                              cu.Function
+	softmaxNorm, argmaxRows, rmsnormRow                     cu.Function
 	deltaRuleGroup                                          cu.Function
 	rmsnorm, gatedRMSNorm, l2norm, rope, attention          cu.Function
 	causalConv, gdnGates, deltaRule                         cu.Function
@@ -177,8 +176,7 @@ func (k *kernels) table() []struct {
 		{"matmul_bf16_t1", &k.matmulBF16T1}, {"matmul_f32_t1", &k.matmulF32T1}, {"matmul_group_t1", &k.matmulGroupT1},
 		{"matmul_bf16_r4a", &k.matmulBF16R4A}, {"matmul_group_r4", &k.matmulGroupR4},
 		{"matmul_bf16_r4", &k.matmulBF16R4}, {"matmul_f32_r4", &k.matmulF32R4},
-		{"softmax_max", &k.softmaxMax}, {"softmax_exp", &k.softmaxExp}, {"softmax_sum", &k.softmaxSum},
-		{"argmax_rows", &k.argmaxRows},
+		{"softmax_norm", &k.softmaxNorm}, {"argmax_rows", &k.argmaxRows}, {"rmsnorm_row", &k.rmsnormRow},
 		{"delta_rule_group", &k.deltaRuleGroup},
 		{"rmsnorm", &k.rmsnorm}, {"gated_rmsnorm", &k.gatedRMSNorm}, {"l2norm", &k.l2norm},
 		{"rope", &k.rope}, {"attention", &k.attention},

@@ -530,9 +530,9 @@ func (q *Queue) MatMul(y backend.Buf, w *backend.Weight, x backend.Buf, T int) {
 	})
 }
 
-// SoftmaxNorm is backend.Normaliser's: each row's canon.Max (one block a
-// row, reduced in any order: Max is associative), the terms canon.Exp(x −
-// m) into the queue's scratch, then their canonical sum (one warp a row).
+// SoftmaxNorm is backend.Normaliser's: one block of softmaxNormThreads a
+// row (softmax_norm) finds its canon.Max, then sums the terms canon.Exp(x −
+// m) in canon.Sum's order, computed a tile ahead by the block's other warps.
 func (q *Queue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
 	if rows < 0 || n < 0 {
 		q.fail("SoftmaxNorm: %d rows of %d", rows, n)
@@ -548,19 +548,12 @@ func (q *Queue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
 			q.fail("SoftmaxNorm: x holds %d values, want %d rows of %d", xn, rows, n)
 			return
 		}
-		sc := q.scratchBuf(4 * (int64(rows)*int64(n) + int64(rows)))
-		if !q.ok() {
-			return
-		}
-		e, m := sc, sc+cu.DevicePtr(4*int64(rows)*int64(n))
-		q.launch("SoftmaxNorm", q.b.k.softmaxMax, rows, 1, blockThreads, p(m), p(xx), i(rows), i(n))
-		if n > 0 {
-			q.launch("SoftmaxNorm", q.b.k.softmaxExp, blocks(rows*n, blockThreads), 1, blockThreads, p(e), p(xx), p(m), i(rows), i(n))
-		}
-		// One warp a block: a step's few rows spread over as many multiprocessors.
-		q.launch("SoftmaxNorm", q.b.k.softmaxSum, rows, 1, 32, p(oo), p(e), p(m), i(rows), i(n))
+		q.launch("SoftmaxNorm", q.b.k.softmaxNorm, rows, 1, softmaxNormThreads, p(oo), p(xx), i(rows), i(n))
 	})
 }
+
+// softmaxNormThreads is softmax_norm's block (SN_THREADS in ops.cu).
+const softmaxNormThreads = 1024
 
 // Argmax is backend.Argmaxer's: one block of argmaxThreads a row
 // (argmax_rows), the ids copied back at the next synchronisation.
@@ -787,10 +780,23 @@ func (q *Queue) RMSNorm(y, x, scale backend.Buf, n int, eps float32) {
 		ss, _ := q.dev("RMSNorm", "scale", scale, n)
 		if q.rows("RMSNorm", xn, n) && xn > 0 {
 			r := xn / n
+			if n >= rmsRowMin && n <= rmsRowMax {
+				q.launch("RMSNorm", q.b.k.rmsnormRow, r, 1, rmsRowThreads, p(yy), p(xx), p(ss), i(r), i(n), f(eps))
+				return
+			}
 			q.launch("RMSNorm", q.b.k.rmsnorm, blocks(r, rowsPerBlock), 1, blockThreads, p(yy), p(xx), p(ss), i(r), i(n), f(eps))
 		}
 	})
 }
+
+// RMSNorm's rows of rmsRowMin to rmsRowMax values (the hidden state's)
+// take a block each (rmsnorm_row: RN_THREADS, RN_MAX in ops.cu); shorter
+// ones (a head's q or k) a warp each, eight rows a block.
+const (
+	rmsRowThreads = 256
+	rmsRowMin     = 1024
+	rmsRowMax     = 8192
+)
 
 func (q *Queue) GatedRMSNorm(y, x, z, w backend.Buf, n int, eps float32) {
 	q.do(func() {

@@ -596,64 +596,81 @@ __device__ __forceinline__ float gomax(float a, float b) {
   return a > b ? a : b;
 }
 
-// softmax_max: m[r] = canon.Max of row r of x (rows × n); one block a row.
-__global__ void softmax_max(float *m, const float *x, i64 rows, i64 n) {
-  __shared__ float sh[256];
+// softmax_norm: out[2r], out[2r+1] = canon.Max m of row r of x (rows × n)
+// and canon.ExpSum(row, m). One block of SN_THREADS a row, in two passes
+// over the row:
+//   1. the max: each thread four running gomax over its strides, then the
+//      block's tree (gomax is associative: any order gives canon.Max);
+//   2. the sum, in canon.Sum's order over the terms canon.Exp(x − m): lane l
+//      of warp 0 adds chunks l, l+32, … of 8 terms in increasing k from +0
+//      (the partial chunk last, on its lane), then the butterfly. The other
+//      warps compute the terms of the next tile of SN_TILE into shared
+//      memory while warp 0 adds the current one (double-buffered), so the
+//      row's time is warp 0's chain of adds, not one memory latency a chunk.
+//      A tile is a whole number of rounds of 32 chunks, so a chunk's lane is
+//      its index mod 32 in every tile, as in one pass.
+#define SN_THREADS 1024
+#define SN_TILE 4096
+__global__ void __launch_bounds__(SN_THREADS) softmax_norm(float *out, const float *x, i64 rows, i64 n) {
+  __shared__ float red[SN_THREADS];
+  __shared__ float terms[2][SN_TILE];
   const i64 r = blockIdx.x;
   if (r >= rows) return;  // whole blocks only
   const float *row = x + r * n;
-  float v = __uint_as_float(0xff800000u);  // −Inf
-  for (i64 i = threadIdx.x; i < n; i += blockDim.x) v = gomax(v, row[i]);
-  sh[threadIdx.x] = v;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float ninf = __uint_as_float(0xff800000u);
+  float v0 = ninf, v1 = ninf, v2 = ninf, v3 = ninf;
+  i64 i = tid;
+  for (; i + 3 * SN_THREADS < n; i += 4 * SN_THREADS) {
+    v0 = gomax(v0, row[i]);
+    v1 = gomax(v1, row[i + SN_THREADS]);
+    v2 = gomax(v2, row[i + 2 * SN_THREADS]);
+    v3 = gomax(v3, row[i + 3 * SN_THREADS]);
+  }
+  for (; i < n; i += SN_THREADS) v0 = gomax(v0, row[i]);
+  red[tid] = gomax(gomax(v0, v1), gomax(v2, v3));
   __syncthreads();
-  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
-    if (threadIdx.x < o) sh[threadIdx.x] = gomax(sh[threadIdx.x], sh[threadIdx.x + o]);
+  for (int o = SN_THREADS / 2; o > 0; o >>= 1) {
+    if (tid < o) red[tid] = gomax(red[tid], red[tid + o]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) m[r] = sh[0];
-}
-
-// softmax_exp: e[i] = canon.Exp(x[i] − m[row of i]) for the rows × n values.
-__global__ void softmax_exp(float *e, const float *x, const float *m, i64 rows, i64 n) {
-  const i64 i = gtid();
-  if (i >= rows * n) return;
-  e[i] = canon::exp(__fsub_rn(x[i], m[i / n]));
-}
-
-// softmax_sum: out[2r], out[2r+1] = m[r], canon.Sum of row r of e: one warp
-// a row, lane l adding chunks l, l+32, … of 8 terms in increasing k from +0
-// (the partial chunk last, on its lane), then the butterfly: canon.ExpSum.
-// Where the row is aligned, a lane loads its next SUM_DEPTH whole chunks
-// before it adds the first (the adds keep their order; a row's time is
-// otherwise one memory latency a chunk).
-#define SUM_DEPTH 8
-__global__ void softmax_sum(float *out, const float *e, const float *m, i64 rows, i64 n) {
-  const i64 r = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (r >= rows) return;  // whole warps only
-  const int lane = threadIdx.x & 31;
-  const float *row = e + r * n;
+  const float m = red[0];
+  const i64 tiles = (n + SN_TILE - 1) / SN_TILE;
+  if (tiles > 0 && warp != 0) {  // tile 0's terms
+    for (int j = tid - 32; j < SN_TILE && j < n; j += SN_THREADS - 32) terms[0][j] = canon::exp(__fsub_rn(row[j], m));
+  }
+  __syncthreads();
   float acc = 0.0f;
-  i64 k0 = (i64)lane * 8;
-  if (aligned16(row)) {
-    const i64 whole = n / 8;  // chunks of 8 terms that are whole
-    for (; k0 / 8 + 32 * (SUM_DEPTH - 1) < whole; k0 += 256 * SUM_DEPTH) {
-      float v[SUM_DEPTH][8];
+  for (i64 t = 0; t < tiles; t++) {
+    const i64 base = t * SN_TILE;
+    if (warp != 0) {
+      if (t + 1 < tiles) {  // the next tile's terms, beside warp 0's adds
+        const i64 nb = base + SN_TILE;
+        float *dst = terms[(t + 1) & 1];
+        for (int j = tid - 32; j < SN_TILE && nb + j < n; j += SN_THREADS - 32) dst[j] = canon::exp(__fsub_rn(row[nb + j], m));
+      }
+    } else {
+      const float *src = terms[t & 1];
+      for (int c = lane; c < SN_TILE / 8; c += 32) {
+        const i64 k0 = base + (i64)c * 8;
+        if (k0 >= n) break;
+        const int len = (int)min((i64)8, n - k0);
+        if (len == 8) {
 #pragma unroll
-      for (int j = 0; j < SUM_DEPTH; j++) load8(row + k0 + 256 * j, true, v[j]);
-#pragma unroll
-      for (int j = 0; j < SUM_DEPTH; j++)
-#pragma unroll
-        for (int q = 0; q < 8; q++) acc = fadd(acc, v[j][q]);
+          for (int q = 0; q < 8; q++) acc = fadd(acc, src[c * 8 + q]);
+        } else {
+          for (int q = 0; q < len; q++) acc = fadd(acc, src[c * 8 + q]);
+        }
+      }
     }
+    __syncthreads();
   }
-  for (; k0 < n; k0 += 256) {
-    const i64 k1 = min(k0 + 8, n);
-    for (i64 k = k0; k < k1; k++) acc = fadd(acc, row[k]);
-  }
-  const float s = canon::warp_combine(acc);
-  if (lane == 0) {
-    out[2 * r] = m[r];
-    out[2 * r + 1] = s;
+  if (warp == 0) {
+    const float s = canon::warp_combine(acc);
+    if (lane == 0) {
+      out[2 * r] = m;
+      out[2 * r + 1] = s;
+    }
   }
 }
 
@@ -715,6 +732,31 @@ __global__ void rmsnorm(float *y, const float *x, const float *scale, i64 rows, 
   float ss = sumsq_warp(xr, n);
   float inv = canon::rsqrt(fadd(fdiv(ss, (float)n), eps));
   for (i64 i = lane; i < n; i += 32) yr[i] = fmul(fmul(xr[i], inv), scale[i]);
+}
+
+// rmsnorm_row: rmsnorm with one block of RN_THREADS a row, for rows of up
+// to RN_MAX values: the block loads the row into shared memory (every
+// thread a stride: the loads in flight at once), warp 0 sums its squares
+// there in sumsq_warp's order, and the block writes the outputs. A step's
+// few long rows no longer wait one memory latency a chunk.
+#define RN_THREADS 256
+#define RN_MAX 8192
+__global__ void __launch_bounds__(RN_THREADS) rmsnorm_row(float *y, const float *x, const float *scale, i64 rows, i64 n, float eps) {
+  __shared__ __align__(16) float xs[RN_MAX];
+  __shared__ float inv_s;
+  const i64 r = blockIdx.x;
+  if (r >= rows) return;  // whole blocks only
+  const float *xr = x + r * n;
+  float *yr = y + r * n;
+  for (i64 i = threadIdx.x; i < n; i += RN_THREADS) xs[i] = xr[i];
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const float ss = sumsq_warp(xs, n);
+    if (threadIdx.x == 0) inv_s = canon::rsqrt(fadd(fdiv(ss, (float)n), eps));
+  }
+  __syncthreads();
+  const float inv = inv_s;
+  for (i64 i = threadIdx.x; i < n; i += RN_THREADS) yr[i] = fmul(fmul(xs[i], inv), scale[i]);
 }
 
 // gated_rmsnorm: y = RN(RN(w·RN(x·inv))·SiLU(z)).
