@@ -178,6 +178,31 @@ type moeUse struct {
 }
 
 var _ expertstream.HostPlacer = (*moeUse)(nil)
+var _ expertstream.Prefiller = (*moeUse)(nil)
+
+// Prefill implements expertstream.Prefiller: it fills p.Slot on the step's
+// queue with the verified copy of an expert of a later layer (the
+// source's device prefetch), checked against the manifest first; it
+// computes nothing and records no use.
+func (u *moeUse) Prefill(p expertstream.Placed) error {
+	w, m := u.w, u.w.m
+	ve := p.Host
+	id := ve.ID()
+	if p.Slot == nil || id != p.ID {
+		return fmt.Errorf("engine: prefetch of %s into slot %v: got the bytes of %s", p.ID, p.Slot, id)
+	}
+	if err := m.checkExpert(id.Layer, id.Expert, ve); err != nil {
+		return err
+	}
+	sq, ok := w.q.(backend.SlotQueue)
+	if !ok {
+		return fmt.Errorf("engine: prefetch of %s into a device slot, and the %s backend has none", id, m.be.Name())
+	}
+	if err := sq.FillSlot(p.Slot, id, ve.Digest(), ve.Gate(), ve.Up(), ve.Down(), u.I, u.H); err != nil {
+		return fmt.Errorf("engine: prefetch of %s: %w", id, err)
+	}
+	return nil
+}
 
 // PreferHost implements expertstream.HostPlacer: the placement's choice
 // for expert e, whose verified copy the source keeps in RAM, against a

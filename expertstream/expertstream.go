@@ -75,6 +75,16 @@ type HostPlacer interface {
 	PreferHost(e int, bytes int64) bool
 }
 
+// Prefiller is a Consumer that can copy an expert it is expected to need
+// later into a device slot now, on its own queue, computing nothing (a
+// Source's device prefetch: the copy then overlaps other work). p carries
+// the verified copy (p.Host) and the slot to fill (p.Slot); the bytes are
+// read before Prefill returns. A later Stream delivers the slot filled
+// (Placed.Filled) and the consumer binds it by digest, as any device hit.
+type Prefiller interface {
+	Prefill(p Placed) error
+}
+
 // Hinter is a Source that can use a prediction of the experts a layer will
 // need (the streaming hierarchy prefetches them). Hints are speed only: a
 // source must produce the same results without them.

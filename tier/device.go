@@ -63,6 +63,10 @@ type devEntry struct {
 	k     int
 	slot  backend.Slot
 	state int
+	// ahead: filled by the device prefetch (devprefetch.go) at place
+	// among its hint's copies, its outcome not measured yet
+	ahead bool
+	place int
 }
 
 // deviceLocked sets the device level up at the first Stream (the model's

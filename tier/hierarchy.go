@@ -56,6 +56,16 @@ type Options struct {
 	// RAM tier while the current layer computes. Speed only: results never
 	// depend on it.
 	Prefetch bool
+	// DevicePrefetch copies, at the end of each Stream, the experts the
+	// engine expects next (Hint) that the RAM tier holds and the device
+	// level does not into device slots (admitted under the device level's
+	// policy; a consumer that is an expertstream.Prefiller fills them on
+	// its queue), so that the copies run beside the next layer's dense
+	// work instead of before its experts' compute; as far as they pay, by
+	// the rule of policy.ReadAhead with its own measures (devprefetch.go).
+	// It needs a device level and a RAM tier. Speed only: results never
+	// depend on it.
+	DevicePrefetch bool
 	// Scrub schedules the re-verification of resident copies (the zero
 	// value: none; the commands default to DefaultScrub).
 	Scrub Scrub
@@ -179,6 +189,17 @@ type Stats struct {
 	ScrubbedBytes int64 `json:"scrubbed_bytes"` // by passes, Scrub and on-use checks
 	ScrubFailures int64 `json:"scrub_failures"` // copies found changed in memory
 
+	// DevicePrefetched are the experts DevicePrefetch copied into device
+	// slots; DevicePrefetchUsed those the next Stream of their layer then
+	// bound, DevicePrefetchUnused those it did not (the hint was wrong, or
+	// the slot was taken first); DevicePrefetchSkipped the hinted experts
+	// in the RAM tier not copied because their rank does not pay, or their
+	// layer's copies ahead were not kept (policy.ReadAhead).
+	DevicePrefetched      int64 `json:"device_prefetched,omitempty"`
+	DevicePrefetchUsed    int64 `json:"device_prefetch_used,omitempty"`
+	DevicePrefetchUnused  int64 `json:"device_prefetch_unused,omitempty"`
+	DevicePrefetchSkipped int64 `json:"device_prefetch_skipped,omitempty"`
+
 	PrefetchIssued int64 `json:"prefetch_issued"` // reads started by a hint
 	PrefetchBytes  int64 `json:"prefetch_bytes"`  // of BytesRead, read by those (counted as they are read, like BytesRead)
 	PrefetchUseful int64 `json:"prefetch_useful"` // of which a Stream then hit
@@ -271,8 +292,14 @@ type Hierarchy struct {
 	hintLayer int
 	ra        policy.ReadAhead // under mu: which hinted experts are read ahead
 	ahead     []*entry         // under mu: reads ahead whose outcome is not measured yet, in issue order
-	prefetchQ chan readDone    // replies of prefetch reads
-	inflightP int              // prefetch reads in flight (under mu)
+	// the device prefetch (devprefetch.go), under mu: the hint it acts on,
+	// its rule's state, and its copies whose outcome is not measured yet
+	dhint      []int
+	dhintLayer int
+	dra        policy.ReadAhead
+	dahead     []*devEntry
+	prefetchQ  chan readDone // replies of prefetch reads
+	inflightP  int           // prefetch reads in flight (under mu)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -736,6 +763,9 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 		}
 	}
 	h.scoreHintLocked(layer, experts)
+	if devl != nil {
+		h.scoreDeviceAheadLocked(devl, layer, experts)
+	}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -978,6 +1008,11 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
+	if firstErr == nil && devl != nil {
+		if pf, ok := c.(expertstream.Prefiller); ok {
+			firstErr = h.prefillDevice(devl, pf, now)
+		}
+	}
 	return firstErr
 }
 
@@ -990,7 +1025,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 // a time; readers and hashers serve them only when no needed read waits.
 // Results never depend on hints.
 func (h *Hierarchy) Hint(layer int, experts []int) {
-	if !h.opt.Prefetch || h.cache == nil || layer < 0 || layer >= h.dims.Layers {
+	if !(h.opt.Prefetch || h.opt.DevicePrefetch) || h.cache == nil || layer < 0 || layer >= h.dims.Layers {
 		return
 	}
 	h.hintMu.Lock()
@@ -1058,6 +1093,15 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 	hint, layer := h.hint, h.hintLayer
 	h.hint = h.hint[:0]
 	h.hintMu.Unlock()
+	if h.opt.DevicePrefetch {
+		h.dhint, h.dhintLayer = append(h.dhint[:0], hint...), layer
+		if len(hint) == 0 {
+			h.dhintLayer = -1
+		}
+	}
+	if !h.opt.Prefetch {
+		return
+	}
 	h.ra.Given(layer, hint)
 	for i, x := range hint {
 		if h.inflightP >= cap(h.preqs) {

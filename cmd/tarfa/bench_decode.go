@@ -24,6 +24,7 @@ type benchDecodeOptions struct {
 	policy           string
 	partition        string
 	prefetch         bool
+	devPrefetch      bool
 	direct           string
 	decode, repeat   int
 	ledger, noDrop   bool
@@ -118,7 +119,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			backends, _ := o.backendConfigs()
 			update, finish := itemProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
-				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, Direct: direct,
+				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, DevicePrefetch: o.devPrefetch, Direct: direct,
 				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, LedgerPairs: o.ledgerPairs, NoDrop: o.noDrop, Progress: update,
 				Backends: backends})
 			finish()
@@ -145,6 +146,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.StringVar(&o.policy, "policy", policy.Default, "RAM-tier policy: "+strings.Join(onlinePolicies(), ", "))
 	f.StringVar(&o.partition, "partition", "global", "RAM-tier capacity: global or per-layer")
 	f.BoolVar(&o.prefetch, "prefetch", true, "prefetch the experts the next layer's router predicts")
+	f.BoolVar(&o.devPrefetch, "device-prefetch", false, "with a device level, copy the predicted experts the RAM tier holds into device slots at the end of each layer (tier.Options.DevicePrefetch)")
 	f.StringVar(&o.direct, "direct", "auto", "O_DIRECT reads: auto, on, off")
 	f.IntVar(&o.decode, "decode-tokens", 16, "tokens generated per timed generation (the prompt is one token)")
 	f.IntVar(&o.repeat, "repeat", 5, fmt.Sprintf("rounds (1 to %d)", maxBenchRepeat))

@@ -36,6 +36,7 @@ type tierFlags struct {
 	direct      string
 	trace       string
 	prefetch    bool
+	devPrefetch bool
 	heat, warm  bool
 	scrub       string
 	// deviceVerify: the cuda backend hashes its copies of routed experts
@@ -69,6 +70,7 @@ func (t *tierFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&t.exclusive, "exclusive", false, "with --backend cuda, the RAM tier and the device level hold different experts (a device miss takes the RAM copy); default inclusive, which the simulator measures as better (tarfa sim --exclusive)")
 	f.StringVar(&t.direct, "direct", "auto", "O_DIRECT reads: auto (where the file system allows; a record whose pages are all in the page cache, as in a repeat run, is read from there), on (required), off")
 	f.BoolVar(&t.prefetch, "prefetch", true, "read the experts the next layer's router predicts into the RAM tier while the current layer computes, as far as the reads pay: the hints' measured precision against the share of a read done before its step; held back where they do not pay, probed again; with --direct auto an expert in the page cache is left to its step (speed only)")
+	f.BoolVar(&t.devPrefetch, "device-prefetch", false, "with --backend cuda, copy the experts the next layer's router predicts from the RAM tier into device slots at the end of each layer, beside the next layer's dense work, as far as the copies pay (their measured precision); off by default until measured on the GPU (speed only)")
 	f.BoolVar(&t.heat, "heat", true, "keep this model's expert-heat ledger in the user cache directory (the heat policy's prior; updated by every run)")
 	f.BoolVar(&t.warm, "warm", false, "read the hottest experts of the heat ledger into the RAM tier in the background at start")
 	f.StringVar(&t.scrub, "scrub", tier.DefaultScrub.String(), `re-verify the copies kept resident: "off", "use" (re-hash each before every use), a duration (a background pass that often, at least 1s), or "use,10m"; a copy found changed stops the run`)
@@ -159,7 +161,7 @@ func (t *tierFlags) options() (*tier.Options, error) {
 		return nil, fmt.Errorf("--scrub: %v", err)
 	}
 	o := &tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: t.readers, Policy: t.policy, Partition: part, Prefetch: t.prefetch, Scrub: sc,
-		DevicePolicy: t.devPolicy, Exclusive: t.exclusive}
+		DevicePolicy: t.devPolicy, Exclusive: t.exclusive, DevicePrefetch: t.devPrefetch}
 	switch t.direct {
 	case "auto":
 		o.Direct, o.PageCache = tier.DirectAuto, true

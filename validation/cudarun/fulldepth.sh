@@ -27,7 +27,8 @@
 #	              cuda at each of VRAMS, RAM tier of every expert
 #	              (--ram-fraction 1), cold then warm (what one earlier
 #	              generation of the same prompt left in the RAM tier and the
-#	              device slots), logits compared bit for bit; bench-decode.json
+#	              device slots), logits compared bit for bit; bench-decode.json;
+#	              DECODE_FLAGS are added (e.g. --device-prefetch)
 # PHASE=all (default) does synth and run in one call where the time allows.
 # DTYPE=fp8 makes and measures the same model in Qwen's block-FP8 layout
 # (default M /tmp/fulldepth/jnf-fp8; about half the bytes: mind the disk when
@@ -213,7 +214,7 @@ warm)
 	vb=$(echo $VRAMS | tr ' ' ,)
 	vflag=(); [ "$BACKEND" = cuda ] && [ -n "$vb" ] && [ "$vb" != 0 ] && vflag=(--vram-budget "$vb")
 	timeout $(($(left) - 10)) $T bench decode "$M" --backend "$BACKEND" "${vflag[@]}" --ram-fraction 1 --decode-tokens "$TOKENS" \
-		--repeat 1 --ledger=false --json > "$R/bench-decode.json" 2> "$R/bench-decode.err"
+		--repeat 1 --ledger=false --json ${DECODE_FLAGS:-} > "$R/bench-decode.json" 2> "$R/bench-decode.err"
 	say "bench decode (cold and warm in one process) rc=$?: $(python3 -c '
 import json,sys
 r=json.load(open(sys.argv[1]))

@@ -77,11 +77,13 @@ type Options struct {
 	Policy       string    // "" = policy.Default
 	Partition    policy.Partition
 	Prefetch     bool
-	Direct       tier.DirectMode
-	DecodeTokens int  // tokens generated per timed generation (at least 2)
-	Repeat       int  // rounds
-	Ledger       bool // measure the ledger's cost (needs every routed expert to fit in RAM)
-	LedgerPairs  int  // ledger / no-ledger generations per round (0: 1)
+	// DevicePrefetch is tier.Options.DevicePrefetch (with a device level).
+	DevicePrefetch bool
+	Direct         tier.DirectMode
+	DecodeTokens   int  // tokens generated per timed generation (at least 2)
+	Repeat         int  // rounds
+	Ledger         bool // measure the ledger's cost (needs every routed expert to fit in RAM)
+	LedgerPairs    int  // ledger / no-ledger generations per round (0: 1)
 	// NoDrop measures without dropping the page cache: storage figures
 	// then come from memory, labelled so.
 	NoDrop bool
@@ -172,6 +174,11 @@ type Decode struct {
 	// PrefetchSkipped are hinted experts not read ahead: their rank of
 	// hints seldom came true (policy.HintScore).
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
+	// DevicePrefetched and DevicePrefetchUsed are the decode steps' copies
+	// of the device prefetch into slots, and those their layer then bound
+	// (tier.Stats; DevicePrefetch).
+	DevicePrefetched   int64 `json:"device_prefetched,omitempty"`
+	DevicePrefetchUsed int64 `json:"device_prefetch_used,omitempty"`
 	// DemandReadBytes are the bytes the decode steps of all rounds read
 	// from storage for their own uses (StorageBytesPerToken less what
 	// prefetches read).
@@ -500,7 +507,7 @@ func (b *bench) open(ctx context.Context, ram int64, c Backend, prefetch bool) (
 	}
 	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
 	to := tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
-		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: prefetch, Hashers: b.hashers()}
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: prefetch, Hashers: b.hashers(), DevicePrefetch: b.opt.DevicePrefetch}
 	if p, ok := be.(backend.Pinner); ok && c.PinSlots {
 		to.Pinner = p
 	}
@@ -767,6 +774,8 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			d.PrefetchUseful += after.PrefetchUseful - atPrefill.PrefetchUseful
 			d.PrefetchWasted += after.PrefetchWasted - atPrefill.PrefetchWasted
 			d.PrefetchSkipped += after.PrefetchSkipped - atPrefill.PrefetchSkipped
+			d.DevicePrefetched += after.DevicePrefetched - atPrefill.DevicePrefetched
+			d.DevicePrefetchUsed += after.DevicePrefetchUsed - atPrefill.DevicePrefetchUsed
 			tokens, hints := mm.src.stop()
 			if d.Backend.Label() != b.opt.Backends[0].Label() {
 				d.NotPredicted = "the simulator is calibrated on " + b.opt.Backends[0].Label()
