@@ -1008,7 +1008,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
-	if firstErr == nil && devl != nil {
+	if firstErr == nil && devl != nil && h.opt.DevicePrefetch {
 		if pf, ok := c.(expertstream.Prefiller); ok {
 			firstErr = h.prefillDevice(devl, pf, now)
 		}
