@@ -200,6 +200,25 @@ func TestRunDefaultModel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out1), &r1); err != nil || r1.Threads != 1 || !slices.Equal(r1.Tokens, r.Tokens) || r1.Text != r.Text {
 		t.Errorf("1 thread and all threads differ:\n%s\n%s", out, out1)
 	}
+	// --device-prefetch reaches the hierarchy (its counters are reported)
+	// and changes no token; the cpu backend has no device level, so it
+	// copies nothing.
+	var rp struct {
+		Tokens []int `json:"tokens"`
+		Levels struct {
+			DevicePrefetch *struct {
+				Copied int64 `json:"copied"`
+			} `json:"device_prefetch"`
+		} `json:"expert_levels"`
+	}
+	outp, err := runCLI(t, "", "run", "Hello", "--max-tokens", "5", "--json", "--device-prefetch")
+	if err := errors.Join(err, json.Unmarshal([]byte(outp), &rp)); err != nil || !slices.Equal(rp.Tokens, r.Tokens) ||
+		rp.Levels.DevicePrefetch == nil || rp.Levels.DevicePrefetch.Copied != 0 {
+		t.Errorf("run --device-prefetch: %v\n%s", err, outp)
+	}
+	if strings.Contains(out, "device_prefetch") {
+		t.Errorf("run without --device-prefetch reports it:\n%s", out)
+	}
 }
 
 func TestConvertResumesInterruptedFile(t *testing.T) {

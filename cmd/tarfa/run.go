@@ -276,6 +276,17 @@ type expertLevels struct {
 	// used late, the read time they hid and the read time of the unused),
 	// and the hints scored and those that came true.
 	Prefetch *prefetchCounts `json:"prefetch,omitempty"`
+	// DevicePrefetch is what --device-prefetch did: experts copied into
+	// device slots ahead of their layer, those the layer then bound, those
+	// it did not, and hinted experts not copied (tier.Stats).
+	DevicePrefetch *devicePrefetchCounts `json:"device_prefetch,omitempty"`
+}
+
+type devicePrefetchCounts struct {
+	Copied  int64 `json:"copied"`
+	Used    int64 `json:"used"`
+	Unused  int64 `json:"unused"`
+	Skipped int64 `json:"skipped"`
 }
 
 type prefetchCounts struct {
@@ -500,6 +511,10 @@ func runRun(cmd *cobra.Command, o runOptions, prompt string, ids []int) error {
 					Skipped: ts.PrefetchSkipped, Cached: ts.PrefetchCached, BackedOff: ts.PrefetchBackedOff, Probes: ts.PrefetchProbes,
 					Unused: ts.PrefetchUnused, Lost: ts.PrefetchLost, Late: ts.PrefetchLate, SavedSeconds: ts.PrefetchSavedSeconds, UnusedSeconds: ts.PrefetchUnusedSeconds,
 					HintsScored: ts.HintsScored, HintsTrue: ts.HintsTrue, ScoredByRank: ts.HintsScoredByRank, TrueByRank: ts.HintsTrueByRank}}
+			if r.Tier.Options().DevicePrefetch {
+				levels.DevicePrefetch = &devicePrefetchCounts{Copied: ts.DevicePrefetched, Used: ts.DevicePrefetchUsed,
+					Unused: ts.DevicePrefetchUnused, Skipped: ts.DevicePrefetchSkipped}
+			}
 		}
 		est := r.Engine.Stats()
 		return writeJSON(out, runResult{
