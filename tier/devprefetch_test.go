@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/backend"
@@ -271,4 +272,32 @@ func TestDevicePrefetchDoesNotChangeABit(t *testing.T) {
 			t.Errorf("%d slots: %d device hits with the prefetch, %d without", slots, st.Device.Hits, hitsOff[slots])
 		}
 	}
+}
+
+// TestDevicePrefetchNeedsAnInclusiveRAMTier: the device prefetch copies
+// from the RAM tier's verified copies, so New refuses it with an exclusive
+// device level or without a RAM tier, saying why.
+func TestDevicePrefetchNeedsAnInclusiveRAMTier(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{RAMBudget: 8 * size, StagingBudget: 4 * size, Exclusive: true, DevicePrefetch: true}, "inclusive"},
+		{Options{RAMBudget: 0, StagingBudget: 4 * size, DevicePrefetch: true}, "RAM budget is 0"},
+	} {
+		h, err := New(ck, c.o)
+		if err == nil {
+			h.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.o, err, c.want)
+		}
+	}
+	h, err := New(ck, Options{RAMBudget: 8 * size, StagingBudget: 4 * size, DevicePrefetch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
 }

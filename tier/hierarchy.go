@@ -396,6 +396,12 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 		}
 	}
 	autoBudgets(&opt, moe*cfg.Experts, h.size, cfg.TopK)
+	if opt.DevicePrefetch && opt.Exclusive {
+		return nil, errors.New("tier: the device prefetch copies from the RAM tier's copies, which an exclusive device level does not keep: DevicePrefetch needs an inclusive one")
+	}
+	if opt.DevicePrefetch && opt.RAMBudget <= 0 {
+		return nil, errors.New("tier: the device prefetch copies from the RAM tier, and the RAM budget is 0: DevicePrefetch needs a RAM tier")
+	}
 	h.opt = opt
 	var err error
 	if h.dev, err = weights.NewArena(h.size, opt.StagingBudget); err != nil {
