@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"math"
 	"slices"
 	"strings"
@@ -22,23 +21,7 @@ func TestBatchArgmaxes(t *testing.T) {
 	dev := loadResident(t, c.ckpt, Options{Backend: backendtest.NewDevice(1, 0)})
 	step := func(m *Model, ask []bool) ([][]float32, []int32) {
 		t.Helper()
-		b, err := m.NewBatch()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		ss := make([]*Session, len(ask))
-		toks := make([][]int, len(ask))
-		for i, a := range ask {
-			ss[i] = m.NewSession()
-			t.Cleanup(func() { ss[i].Close() })
-			ss[i].SetArgmax(a)
-			toks[i] = prompt[:2+i]
-		}
-		lg, err := b.Step(context.Background(), ss, toks)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lg, b := askedStep(t, m, prompt, ask, (*Session).SetArgmax)
 		return lg, b.Argmaxes()
 	}
 	want, _ := step(ref, []bool{false, false, false})

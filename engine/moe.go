@@ -186,11 +186,7 @@ var _ expertstream.Prefiller = (*moeUse)(nil)
 // computes nothing and records no use.
 func (u *moeUse) Prefill(p expertstream.Placed) error {
 	w, m := u.w, u.w.m
-	ve := p.Host
-	id := ve.ID()
-	if p.Slot == nil || id != p.ID {
-		return fmt.Errorf("engine: prefetch of %s into slot %v: got the bytes of %s", p.ID, p.Slot, id)
-	}
+	ve, id := p.Host, p.ID
 	if err := m.checkExpert(id.Layer, id.Expert, ve); err != nil {
 		return err
 	}

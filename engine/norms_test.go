@@ -20,23 +20,7 @@ func TestBatchNorms(t *testing.T) {
 	dev := loadResident(t, c.ckpt, Options{Backend: backendtest.NewDevice(1, 0)})
 	step := func(m *Model, ask []bool) ([][]float32, []float32) {
 		t.Helper()
-		b, err := m.NewBatch()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		ss := make([]*Session, len(ask))
-		toks := make([][]int, len(ask))
-		for i, a := range ask {
-			ss[i] = m.NewSession()
-			t.Cleanup(func() { ss[i].Close() })
-			ss[i].SetSoftmaxNorm(a)
-			toks[i] = prompt[:2+i]
-		}
-		lg, err := b.Step(context.Background(), ss, toks)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lg, b := askedStep(t, m, prompt, ask, (*Session).SetSoftmaxNorm)
 		return lg, b.Norms()
 	}
 	want, _ := step(ref, []bool{false, false})
@@ -59,4 +43,30 @@ func TestBatchNorms(t *testing.T) {
 			t.Errorf("row %d: norms %v %v, want %v %v", i, n[2*i], n[2*i+1], m, s)
 		}
 	}
+}
+
+// askedStep runs one Batch step of len(ask) new sessions, session i fed
+// prompt[:2+i] and asked by set(ask[i]) first (SetSoftmaxNorm,
+// SetArgmax), and returns its logits and the Batch (closed at the test's
+// end) for what it found beside them.
+func askedStep(t *testing.T, m *Model, prompt []int, ask []bool, set func(*Session, bool)) ([][]float32, *Batch) {
+	t.Helper()
+	b, err := m.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ss := make([]*Session, len(ask))
+	toks := make([][]int, len(ask))
+	for i, a := range ask {
+		ss[i] = m.NewSession()
+		t.Cleanup(func() { ss[i].Close() })
+		set(ss[i], a)
+		toks[i] = prompt[:2+i]
+	}
+	lg, err := b.Step(context.Background(), ss, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lg, b
 }

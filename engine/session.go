@@ -557,13 +557,13 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 		}
 		lgB := w.buf(&w.lgB, want*c.Vocab)
 		q.MatMul(lgB, m.head, xf, want)
-		if nq, ok := q.(backend.Normaliser); ok && wantNorm(segs) {
+		if nq, ok := q.(backend.Normaliser); ok && wants(segs, func(s *Session) bool { return s.norm }) {
 			nb := w.buf(&w.normB, 2*want)
 			nq.SoftmaxNorm(nb, lgB, want, c.Vocab)
 			q.Read(grow(&w.norms, 2*want), nb)
 			w.normed = true
 		}
-		if aq, ok := q.(backend.Argmaxer); ok && wantArgmax(segs) {
+		if aq, ok := q.(backend.Argmaxer); ok && wants(segs, func(s *Session) bool { return s.argmax }) {
 			aq.Argmax(grow(&w.amax, want), lgB, want, c.Vocab)
 			w.amaxed = true
 		}
@@ -583,22 +583,11 @@ func (w *work) step(ctx context.Context, segs []segment, reuse bool) ([][]float3
 	return res, nil
 }
 
-// wantNorm says whether a segment with wanted rows asks for their softmax
-// normalisers (Session.SetSoftmaxNorm).
-func wantNorm(segs []segment) bool {
+// wants says whether a segment with wanted rows asks, by ask, for
+// something of their logits (Session.SetSoftmaxNorm, Session.SetArgmax).
+func wants(segs []segment, ask func(*Session) bool) bool {
 	for _, sg := range segs {
-		if sg.want > 0 && sg.s.norm {
-			return true
-		}
-	}
-	return false
-}
-
-// wantArgmax says whether a segment with wanted rows asks for their
-// argmaxes (Session.SetArgmax).
-func wantArgmax(segs []segment) bool {
-	for _, sg := range segs {
-		if sg.want > 0 && sg.s.argmax {
+		if sg.want > 0 && ask(sg.s) {
 			return true
 		}
 	}
