@@ -37,9 +37,9 @@ import (
 // after the Stream's own experts are consumed and before its leases end.
 func (h *Hierarchy) prefillDevice(d *devLevel, pf expertstream.Prefiller, now int64) error {
 	h.mu.Lock()
-	layer, hint := h.dhintLayer, h.dhint
-	h.dhintLayer = -1
-	if layer < 0 || layer >= h.dims.Layers || len(hint) == 0 || d.exclusive {
+	layer, hint := h.dhintLayer, h.dhint // Hint checked the layer
+	h.dhint = h.dhint[:0]                // acted on once
+	if len(hint) == 0 {
 		h.mu.Unlock()
 		return nil
 	}
@@ -49,15 +49,10 @@ func (h *Hierarchy) prefillDevice(d *devLevel, pf expertstream.Prefiller, now in
 		ve weights.VerifiedExpert
 	}
 	var fills []fill
-	for i, x := range hint {
-		if x < 0 || x >= h.dims.Experts || slices.Contains(hint[:i], x) {
-			continue
-		}
+	for i, x := range hint { // Hint kept only experts of the layer
 		id := weights.ExpertID{Layer: layer, Expert: x}
-		k := h.dims.Index(id)
-		e := h.resident[k]
-		if d.cache.Contains(id) || e == nil || e.state != ready || !h.cache.Contains(id) {
-			continue // on the device already, or not verified in RAM: its Stream finds it
+		if e := h.resident[h.dims.Index(id)]; d.cache.Contains(id) || e == nil || e.state != ready {
+			continue // on the device already (a hint named twice, too), or not verified in RAM: its Stream finds it
 		}
 		decision, place := h.dra.Decide(i)
 		if decision == policy.Skip || decision == policy.BackedOff {

@@ -47,11 +47,15 @@ func TestDevicePrefetchCopiesHintedExperts(t *testing.T) {
 	cfg := ck.Config()
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
 	n := cfg.Layers * cfg.Experts
-	setup := func(t *testing.T, on bool, slots int) (*Hierarchy, *prefillConsumer) {
+	setup := func(t *testing.T, on bool, slots int, more ...func(*Options)) (*Hierarchy, *prefillConsumer) {
 		t.Helper()
 		be := backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 1, Slots: slots, VerifyCopies: true})
-		h, err := New(ck, Options{RAMBudget: int64(n) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1, Policy: "lru",
-			Slots: be.(backend.SlotPool), DevicePrefetch: on})
+		o := Options{RAMBudget: int64(n) * size, StagingBudget: 4 * size, Readers: 2, Hashers: 1, Policy: "lru",
+			Slots: be.(backend.SlotPool), DevicePrefetch: on}
+		for _, f := range more {
+			f(&o)
+		}
+		h, err := New(ck, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,6 +163,22 @@ func TestDevicePrefetchCopiesHintedExperts(t *testing.T) {
 				t.Errorf("true hints, not trusted: %v copied a token, want none for 5 tokens, then every one", copied)
 				break
 			}
+		}
+	})
+
+	t.Run("experts out of range or named twice", func(t *testing.T) {
+		// With the storage prefetch on too, which looks up every hinted
+		// expert's record: Hint drops the experts its layer does not have.
+		h, c := setup(t, true, slots, func(o *Options) { o.Prefetch = true })
+		h.dra.TrustAll()
+		stream(t, h, c, c.q, 1, []int{2, 3, 4, 5, 6, 7})
+		last := cfg.Layers - 1 // where an expert out of range is past every record
+		h.Hint(last, []int{-1, cfg.Experts, cfg.Experts + 5})
+		stream(t, h, c, c.q, 0, l0)
+		h.Hint(1, []int{hinted[0], hinted[0]})
+		stream(t, h, c, c.q, 0, l0)
+		if len(c.prefilled) != 1 {
+			t.Errorf("hints out of range, then one expert named twice: %v copied, want the one", c.prefilled)
 		}
 	})
 

@@ -1035,7 +1035,12 @@ func (h *Hierarchy) Hint(layer int, experts []int) {
 		return
 	}
 	h.hintMu.Lock()
-	h.hint, h.hintLayer = append(h.hint[:0], experts...), layer
+	h.hint, h.hintLayer = h.hint[:0], layer
+	for _, x := range experts {
+		if x >= 0 && x < h.dims.Experts { // a hint names experts of its layer; others are dropped here
+			h.hint = append(h.hint, x)
+		}
+	}
 	h.hintMu.Unlock()
 }
 
@@ -1101,9 +1106,6 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 	h.hintMu.Unlock()
 	if h.opt.DevicePrefetch {
 		h.dhint, h.dhintLayer = append(h.dhint[:0], hint...), layer
-		if len(hint) == 0 {
-			h.dhintLayer = -1
-		}
 	}
 	if !h.opt.Prefetch {
 		return
@@ -1112,9 +1114,6 @@ func (h *Hierarchy) prefetchLocked(now int64) {
 	for i, x := range hint {
 		if h.inflightP >= cap(h.preqs) {
 			return
-		}
-		if x < 0 || x >= h.dims.Experts {
-			continue
 		}
 		id := weights.ExpertID{Layer: layer, Expert: x}
 		k := h.dims.Index(id)
