@@ -1092,4 +1092,16 @@ func (s *suite) errors() {
 	if err := q.Sync(); err == nil {
 		s.t.Fatal("Gather of row 7 of 1: no error")
 	}
+	if _, ok := s.queue().(backend.Argmaxer); ok {
+		for _, c := range []struct {
+			ids     int
+			rows, n int
+		}{{1, 2, 2}, {2, 2, 3}, {0, -1, 4}} { // ids for 2 rows, rows beyond x, negative rows
+			q = s.queue()
+			q.(backend.Argmaxer).Argmax(make([]int32, c.ids), x.got, c.rows, c.n)
+			if err := q.Sync(); err == nil {
+				s.t.Fatalf("Argmax of %d rows of %d from 4 values into %d ids: no error", c.rows, c.n, c.ids)
+			}
+		}
+	}
 }
