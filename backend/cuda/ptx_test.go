@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -273,6 +274,26 @@ func TestPTXCanonical(t *testing.T) {
 	for _, ok := range []string{"\tmad.lo.s32 %r1, %r2, %r3, %r4;", "\tadd.rn.f32 %f1, %f2, %f3;", "\tld.shared.f32 %f1, [%r1];", "\tcvt.rzi.s32.f64 %r1, %fd1;"} {
 		if m := forbidden.FindString(ok); m != "" {
 			t.Errorf("the check rejects %q (%q)", ok, m)
+		}
+	}
+}
+
+// TestKernelSizesMatchSources: the launch sizes the queue uses are the
+// #defines the kernels are compiled with.
+func TestKernelSizesMatchSources(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("kernels", "ops.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"SN_THREADS": softmaxNormThreads, "ARGMAX_THREADS": argmaxThreads,
+		"RN_THREADS": rmsRowThreads, "RN_MAX": rmsRowMax} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("ops.cu defines no %s", name)
+			continue
+		}
+		if got, _ := strconv.Atoi(string(m[1])); got != want {
+			t.Errorf("ops.cu: %s %d, the queue launches %d", name, got, want)
 		}
 	}
 }

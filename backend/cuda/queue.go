@@ -552,9 +552,6 @@ func (q *Queue) SoftmaxNorm(out, x backend.Buf, rows, n int) {
 	})
 }
 
-// softmaxNormThreads is softmax_norm's block (SN_THREADS in ops.cu).
-const softmaxNormThreads = 1024
-
 // Argmax is backend.Argmaxer's: one block of argmaxThreads a row
 // (argmax_rows), the ids copied back at the next synchronisation.
 func (q *Queue) Argmax(idx []int32, x backend.Buf, rows, n int) {
@@ -579,9 +576,6 @@ func (q *Queue) Argmax(idx []int32, x backend.Buf, rows, n int) {
 		q.download(nil, idx, ids, rows)
 	})
 }
-
-// argmaxThreads is argmax_rows' block (ARGMAX_THREADS in ops.cu).
-const argmaxThreads = 1024
 
 // matMulRows is the weight rows a warp of MatMul computes for an N-row
 // weight and T tokens (Options.MatMulRows): four when the grid of
@@ -788,15 +782,6 @@ func (q *Queue) RMSNorm(y, x, scale backend.Buf, n int, eps float32) {
 		}
 	})
 }
-
-// RMSNorm's rows of rmsRowMin to rmsRowMax values (the hidden state's)
-// take a block each (rmsnorm_row: RN_THREADS, RN_MAX in ops.cu); shorter
-// ones (a head's q or k) a warp each, eight rows a block.
-const (
-	rmsRowThreads = 256
-	rmsRowMin     = 1024
-	rmsRowMax     = 8192
-)
 
 func (q *Queue) GatedRMSNorm(y, x, z, w backend.Buf, n int, eps float32) {
 	q.do(func() {
