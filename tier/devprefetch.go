@@ -44,11 +44,7 @@ func (h *Hierarchy) prefillDevice(d *devLevel, pf expertstream.Prefiller, now in
 		return nil
 	}
 	h.dra.Given(layer, hint)
-	type fill struct {
-		u  use
-		ve weights.VerifiedExpert
-	}
-	var fills []fill
+	var fills []use          // each leased on the device (to fill) and in the RAM tier (the copy)
 	for i, x := range hint { // Hint kept only experts of the layer
 		id := weights.ExpertID{Layer: layer, Expert: x}
 		if e := h.resident[h.dims.Index(id)]; d.cache.Contains(id) || e == nil || e.state != ready {
@@ -72,35 +68,35 @@ func (h *Hierarchy) prefillDevice(d *devLevel, pf expertstream.Prefiller, now in
 			continue
 		}
 		u.d.ahead, u.d.place = true, place
-		fills = append(fills, fill{u: u, ve: u.e.ve})
+		fills = append(fills, u)
 	}
 	h.mu.Unlock()
 
 	var firstErr error
 	for i := range fills {
-		f := &fills[i]
+		f := fills[i : i+1]
+		de, ve := f[0].d, f[0].e.ve
 		err := firstErr
 		if err == nil {
-			ref := h.refs[f.u.d.k]
-			err = pf.Prefill(expertstream.Placed{ID: ref.ID(), Digest: ref.Digest(), Host: f.ve, Slot: f.u.d.slot})
+			ref := h.refs[de.k]
+			err = pf.Prefill(expertstream.Placed{ID: ref.ID(), Digest: ref.Digest(), Host: ve, Slot: de.slot})
 		}
 		h.mu.Lock()
 		if err == nil {
-			f.u.d.state = ready
-			h.dahead = append(h.dahead, f.u.d)
+			de.state = ready
+			h.dahead = append(h.dahead, de)
 		} else {
-			f.u.d.state, f.u.d.ahead = failed, false
+			de.state, de.ahead = failed, false
 			if firstErr == nil {
 				firstErr = err
 			}
 		}
 		h.loaded.Broadcast()
-		uses := []use{f.u}
-		d.releaseLocked(h, layer, uses)
-		h.releaseLocked(layer, uses)
+		d.releaseLocked(h, layer, f)
+		h.releaseLocked(layer, f)
 		h.mu.Unlock()
 		if err == nil {
-			n := f.ve.Bytes()
+			n := ve.Bytes()
 			h.count(func(s *Stats) { s.DevicePrefetched++; s.Device.BytesCopied += n })
 		}
 	}

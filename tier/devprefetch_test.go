@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,9 +20,13 @@ import (
 type prefillConsumer struct {
 	slotConsumer
 	prefilled []string
+	fail      error // Prefill's error, when set
 }
 
 func (c *prefillConsumer) Prefill(p expertstream.Placed) error {
+	if c.fail != nil {
+		return c.fail
+	}
 	ve := p.Host
 	if p.Slot == nil || ve.ID() != p.ID || ve.Digest() != p.Digest {
 		return fmt.Errorf("prefill of %s: slot %v, bytes of %s", p.ID, p.Slot, ve.ID())
@@ -179,6 +184,26 @@ func TestDevicePrefetchCopiesHintedExperts(t *testing.T) {
 		stream(t, h, c, c.q, 0, l0)
 		if len(c.prefilled) != 1 {
 			t.Errorf("hints out of range, then one expert named twice: %v copied, want the one", c.prefilled)
+		}
+	})
+
+	t.Run("a failed copy", func(t *testing.T) {
+		// A Prefill that fails ends its Stream with the error; the slot
+		// holds nothing, and the expert's next use fills it.
+		h, c := setup(t, true, slots)
+		h.dra.TrustAll()
+		stream(t, h, c, c.q, 1, []int{2, 3, 4, 5, 6, 7})
+		c.fail = errors.New("the copy failed")
+		h.Hint(1, hinted)
+		if err := h.Stream(context.Background(), 0, l0, c); !errors.Is(err, c.fail) {
+			t.Fatalf("a failed prefill: the Stream gave %v", err)
+		}
+		c.fail = nil
+		fills := c.fills
+		stream(t, h, c, c.q, 1, hinted)
+		if c.fills-fills != len(hinted) || h.Stats().DevicePrefetched != 0 {
+			t.Errorf("after a failed prefill: %d of the %d hinted experts filled by their use, %d counted prefetched",
+				c.fills-fills, len(hinted), h.Stats().DevicePrefetched)
 		}
 	})
 
