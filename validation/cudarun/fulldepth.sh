@@ -30,6 +30,9 @@
 #	              device slots), logits compared bit for bit; bench-decode.json;
 #	              DECODE_FLAGS are added (e.g. --device-prefetch)
 # PHASE=all (default) does synth and run in one call where the time allows.
+# ROUTING=local makes the model with synth --routing local (default M
+# /tmp/fulldepth/jnf-local): routing with the locality of real models, where
+# the next layer's router predicts the experts (the device prefetch's case).
 # DTYPE=fp8 makes and measures the same model in Qwen's block-FP8 layout
 # (default M /tmp/fulldepth/jnf-fp8; about half the bytes: mind the disk when
 # both are kept, e.g. EXPERTS=16 for the pair).
@@ -57,8 +60,9 @@ BACKEND=${BACKEND:-cuda}
 JOBS=${JOBS:-1,4,16,32,64}
 VERIFY=${VERIFY:-1}
 WORKERS=${WORKERS:-$(nproc)} # synth --workers: files made in parallel (49 at full depth)
+ROUTING=${ROUTING:-uniform} # synth --routing: uniform, or local (a stable half of each layer's experts; the next router predicts the rest)
 DTYPE=${DTYPE:-bf16}     # fp8: the same model in Qwen's block-FP8 layout (synth --dtype fp8)
-M=${M:-/tmp/fulldepth/jnf$([ "$DTYPE" = bf16 ] || echo "-$DTYPE")}
+M=${M:-/tmp/fulldepth/jnf$([ "$DTYPE" = bf16 ] || echo "-$DTYPE")$([ "$ROUTING" = uniform ] || echo "-$ROUTING")}
 T=${TARFA:-./tarfa}
 start=$SECONDS
 R=$OUT/fulldepth; mkdir -p "$R"
@@ -77,7 +81,7 @@ synth() {
 	s0=$SECONDS
 	# --jnf resumes an interrupted run (the files finished are re-verified and kept).
 	timeout $(($(left) - 10)) $T synth --arch qwen3_5_moe --preset real --layers $LAYERS --experts $EXPERTS ${VOCAB:+--vocab $VOCAB} \
-		--dtype $DTYPE --workers $WORKERS --jnf --out "$M" --json > "$R/synth.json" 2> "$R/synth.err"
+		--dtype $DTYPE --routing $ROUTING --workers $WORKERS --jnf --out "$M" --json > "$R/synth.json" 2> "$R/synth.err"
 	rc=$?
 	say "synth --jnf rc=$rc in $((SECONDS - s0)) s: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%d layers x %d experts top-%d, %.2f GB of tensors, %.0f MB/s, root %s" % (r["layers"], r["experts"], r["top_k"], r["bytes"]/1e9, r["bytes"]/r["seconds"]/1e6, r["root"]))' "$R/synth.json" 2>&1)"
 	[ $rc -eq 0 ] || { tail -3 "$R/synth.err"; return 1; }
@@ -219,8 +223,9 @@ warm)
 import json,sys
 r=json.load(open(sys.argv[1]))
 for d in r.get("decode") or []:
-    print("%s: %.3f s/token;" % (d.get("name"), d["seconds_per_token"]["median"]), end=" ")
-print("bit-identical" if r.get("bit_identical") else "LOGITS DIFFER")' "$R/bench-decode.json" 2>&1)"
+    pf = "".join(", device prefetch %s %d" % (k, d.get("device_prefetch" + f, 0)) for k, f in (("copied", "ed"), ("used", "_used"), ("unused", "_unused"), ("skipped", "_skipped")) if "device-prefetch" in sys.argv[2])
+    print("%s: %.3f s/token (device hits %d of %d%s);" % (d.get("name"), d["seconds_per_token"]["median"], d.get("device_hits", 0), d.get("device_uses", 0), pf), end=" ")
+print("bit-identical" if r.get("bit_identical") else "LOGITS DIFFER")' "$R/bench-decode.json" "${DECODE_FLAGS:-}" 2>&1)"
 	;;
 esac
 say "done in $((SECONDS - start)) s"

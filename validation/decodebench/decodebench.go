@@ -174,11 +174,15 @@ type Decode struct {
 	// PrefetchSkipped are hinted experts not read ahead: their rank of
 	// hints seldom came true (policy.HintScore).
 	PrefetchSkipped int64 `json:"prefetch_skipped"`
-	// DevicePrefetched and DevicePrefetchUsed are the decode steps' copies
-	// of the device prefetch into slots, and those their layer then bound
-	// (tier.Stats; DevicePrefetch).
-	DevicePrefetched   int64 `json:"device_prefetched,omitempty"`
-	DevicePrefetchUsed int64 `json:"device_prefetch_used,omitempty"`
+	// DevicePrefetched, DevicePrefetchUsed, DevicePrefetchUnused and
+	// DevicePrefetchSkipped are the decode steps' copies of the device
+	// prefetch into slots, those their layer then bound, those it did not,
+	// and the hinted experts it did not copy because their rank of hints
+	// seldom came true (tier.Stats; DevicePrefetch).
+	DevicePrefetched      int64 `json:"device_prefetched,omitempty"`
+	DevicePrefetchUsed    int64 `json:"device_prefetch_used,omitempty"`
+	DevicePrefetchUnused  int64 `json:"device_prefetch_unused,omitempty"`
+	DevicePrefetchSkipped int64 `json:"device_prefetch_skipped,omitempty"`
 	// DemandReadBytes are the bytes the decode steps of all rounds read
 	// from storage for their own uses (StorageBytesPerToken less what
 	// prefetches read).
@@ -776,6 +780,8 @@ func (b *bench) decodeArm(d *Decode) benchrun.Arm {
 			d.PrefetchSkipped += after.PrefetchSkipped - atPrefill.PrefetchSkipped
 			d.DevicePrefetched += after.DevicePrefetched - atPrefill.DevicePrefetched
 			d.DevicePrefetchUsed += after.DevicePrefetchUsed - atPrefill.DevicePrefetchUsed
+			d.DevicePrefetchUnused += after.DevicePrefetchUnused - atPrefill.DevicePrefetchUnused
+			d.DevicePrefetchSkipped += after.DevicePrefetchSkipped - atPrefill.DevicePrefetchSkipped
 			tokens, hints := mm.src.stop()
 			if d.Backend.Label() != b.opt.Backends[0].Label() {
 				d.NotPredicted = "the simulator is calibrated on " + b.opt.Backends[0].Label()
