@@ -279,3 +279,36 @@ func TestReadBound(t *testing.T) {
 		t.Fatal("0 reads in flight accepted")
 	}
 }
+
+// TestRunDevicePrefetch: with DevicePrefetch, the timed decode steps copy
+// hinted experts into device slots and then bind them (the timing wrapper
+// passes the engine's expertstream.Prefiller on to the hierarchy), and the
+// logits stay those of the run without it.
+func TestRunDevicePrefetch(t *testing.T) {
+	dir := defaultModel(t)
+	digest := ""
+	for _, on := range []bool{false, true} {
+		opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{1}, DecodeTokens: 12, Repeat: 1, NoDrop: true, DevicePrefetch: on,
+			Backends: []Backend{{Name: "fake-device", Placement: engine.PlaceDevice, New: func() (backend.Backend, error) {
+				return backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 1, Slots: 12}), nil
+			}}}}
+		res, err := Run(context.Background(), dir, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Identical || (digest != "" && res.Digest != digest) {
+			t.Errorf("device prefetch %v: logits %s (identical across generations: %v), without it %s", on, res.Digest, res.Identical, digest)
+		}
+		digest = res.Digest
+		for _, d := range res.Decode {
+			t.Logf("device prefetch %v, %s: device hits %d of %d, prefetched %d, used %d, unused %d, skipped %d", on, d.Name,
+				d.DeviceHits, d.DeviceUses, d.DevicePrefetched, d.DevicePrefetchUsed, d.DevicePrefetchUnused, d.DevicePrefetchSkipped)
+			if !on && d.DevicePrefetched+d.DevicePrefetchSkipped != 0 {
+				t.Errorf("%s: no device prefetch, %d copied and %d skipped", d.Name, d.DevicePrefetched, d.DevicePrefetchSkipped)
+			}
+			if on && d.Warm && (d.DevicePrefetched == 0 || d.DevicePrefetchUsed == 0) {
+				t.Errorf("%s: device prefetch on, warm: %d copied, %d used", d.Name, d.DevicePrefetched, d.DevicePrefetchUsed)
+			}
+		}
+	}
+}

@@ -115,7 +115,7 @@ func (t *timedSource) Stream(ctx context.Context, layer int, experts []int, c ex
 	var err error
 	if rec {
 		tc := timedConsumer{c: c}
-		err = t.h.Stream(ctx, layer, experts, &tc)
+		err = t.h.Stream(ctx, layer, experts, tc.wrap())
 		end := time.Now()
 		t.mu.Lock()
 		t.consume += tc.d
@@ -146,10 +146,38 @@ func (t *timedSource) Hint(layer int, experts []int) {
 	t.h.Hint(layer, experts)
 }
 
+// timedConsumer times a consumer's Consume calls. The hierarchy asks its
+// consumer for the optional interfaces (expertstream.HostPlacer,
+// expertstream.Prefiller); wrap passes on those c has, so that a timed
+// step places and prefetches as the same step untimed would.
 type timedConsumer struct {
 	c expertstream.Consumer
 	d time.Duration
 	n int64
+}
+
+func (tc *timedConsumer) wrap() expertstream.Consumer {
+	hp, isHP := tc.c.(expertstream.HostPlacer)
+	pf, isPF := tc.c.(expertstream.Prefiller)
+	switch {
+	case isHP && isPF:
+		return struct {
+			*timedConsumer
+			expertstream.HostPlacer
+			expertstream.Prefiller
+		}{tc, hp, pf}
+	case isHP:
+		return struct {
+			*timedConsumer
+			expertstream.HostPlacer
+		}{tc, hp}
+	case isPF:
+		return struct {
+			*timedConsumer
+			expertstream.Prefiller
+		}{tc, pf}
+	}
+	return tc
 }
 
 func (tc *timedConsumer) Consume(e int, p expertstream.Placed, tr ledger.Tier) error {
