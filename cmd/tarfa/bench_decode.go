@@ -24,7 +24,8 @@ type benchDecodeOptions struct {
 	policy           string
 	partition        string
 	prefetch         bool
-	devPrefetch      bool
+	devPrefetch      string
+	decodeOnly       bool
 	direct           string
 	decode, repeat   int
 	ledger, noDrop   bool
@@ -119,7 +120,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 			backends, _ := o.backendConfigs()
 			update, finish := itemProgress(cmd.ErrOrStderr(), "bench decode (figures)")
 			res, err := decodebench.Run(cmd.Context(), dir, decodebench.Options{Threads: o.threads, Readers: o.readers,
-				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, DevicePrefetch: o.devPrefetch, Direct: direct,
+				RAMFractions: o.fractions, Policy: o.policy, Partition: part, Prefetch: o.prefetch, DecodeOnly: o.decodeOnly, Direct: direct,
 				DecodeTokens: o.decode, Repeat: o.repeat, Ledger: o.ledger, LedgerPairs: o.ledgerPairs, NoDrop: o.noDrop, Progress: update,
 				Backends: backends})
 			finish()
@@ -146,7 +147,9 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.StringVar(&o.policy, "policy", policy.Default, "RAM-tier policy: "+strings.Join(onlinePolicies(), ", "))
 	f.StringVar(&o.partition, "partition", "global", "RAM-tier capacity: global or per-layer")
 	f.BoolVar(&o.prefetch, "prefetch", true, "prefetch the experts the next layer's router predicts")
-	f.BoolVar(&o.devPrefetch, "device-prefetch", false, "with a device level, copy the predicted experts the RAM tier holds into device slots at the end of each layer (tier.Options.DevicePrefetch)")
+	f.StringVar(&o.devPrefetch, "device-prefetch", "off", "with a device level, copy the predicted experts the RAM tier holds into device slots at the end of each layer (tier.Options.DevicePrefetch): off, on (the flag alone), or both: each device backend with and without it, next to each other in every round")
+	f.Lookup("device-prefetch").NoOptDefVal = "on"
+	f.BoolVar(&o.decodeOnly, "decode-only", false, "measure only the decodes (and the ledger): no raw, verified or hash figures, so no storage bound and no prediction (a large model's read figures take minutes a round)")
 	f.StringVar(&o.direct, "direct", "auto", "O_DIRECT reads: auto, on, off")
 	f.IntVar(&o.decode, "decode-tokens", 16, "tokens generated per timed generation (the prompt is one token)")
 	f.IntVar(&o.repeat, "repeat", 5, fmt.Sprintf("rounds (1 to %d)", maxBenchRepeat))
@@ -173,6 +176,10 @@ func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
 	if len(vram) == 0 {
 		vram = []string{""}
 	}
+	prefetch, err := devicePrefetchVariants(o.devPrefetch)
+	if err != nil {
+		return nil, err
+	}
 	var out []decodebench.Backend
 	seen := map[string]bool{}
 	device := false
@@ -189,18 +196,39 @@ func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
 			if _, err := t.options(); err != nil {
 				return nil, err
 			}
-			c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu", VerifyCopies: o.deviceVerify && name != "cpu"}
-			if seen[c.Label()] {
-				return nil, fmt.Errorf("--backend %s, --vram-budget %q: given twice", name, v)
+			pfs := prefetch
+			if name == "cpu" {
+				pfs = []bool{false} // no device level
 			}
-			seen[c.Label()] = true
-			out = append(out, c)
+			for _, pf := range pfs {
+				c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu",
+					VerifyCopies: o.deviceVerify && name != "cpu", DevicePrefetch: pf}
+				if seen[c.Label()] {
+					return nil, fmt.Errorf("--backend %s, --vram-budget %q: given twice", name, v)
+				}
+				seen[c.Label()] = true
+				out = append(out, c)
+			}
 		}
 	}
 	if len(o.vram) > 0 && !device {
 		return nil, fmt.Errorf("--vram-budget %s: a device-memory budget needs --backend cuda", strings.Join(o.vram, ","))
 	}
 	return out, nil
+}
+
+// devicePrefetchVariants are the DevicePrefetch settings each device
+// backend of bench decode runs under, for --device-prefetch's value.
+func devicePrefetchVariants(v string) ([]bool, error) {
+	switch v {
+	case "off":
+		return []bool{false}, nil
+	case "on":
+		return []bool{true}, nil
+	case "both":
+		return []bool{false, true}, nil
+	}
+	return nil, fmt.Errorf("--device-prefetch %q: want off, on or both", v)
 }
 
 func slicesContains(xs []string, x string) bool {

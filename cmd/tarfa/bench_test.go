@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,7 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--placement", "left"}, `--placement "left": want one of`},
 		{[]string{"bench", "decode", "--backend", "cpu,cpu"}, "--backend cpu, --vram-budget \"\": given twice"},
 		{[]string{"bench", "decode", "--backend", "cpu", "--vram-budget", "16GiB,12GiB"}, "--vram-budget 16GiB,12GiB: a device-memory budget needs --backend cuda"},
+		{[]string{"bench", "decode", "--device-prefetch=maybe"}, `--device-prefetch "maybe": want off, on or both`},
 		{[]string{"bench", "serve", "--logprob-workers", "-1"}, "--logprob-workers -1: want 0 to 1024"},
 	} {
 		_, err := runCLI(t, "", c.args...)
@@ -259,5 +261,26 @@ func TestBenchDecodePinsLikeRun(t *testing.T) {
 	f := newBenchDecodeCommand().Flags().Lookup("pin-slots")
 	if f == nil || f.DefValue != "true" {
 		t.Fatalf("bench decode --pin-slots: %+v, want a flag on by default", f)
+	}
+}
+
+// TestBenchDecodeDevicePrefetchBoth: --device-prefetch=both runs each
+// device backend without and with the device prefetch (next to each other
+// in every round), the CPU backend (no device level) once and without it;
+// the flag alone is on.
+func TestBenchDecodeDevicePrefetchBoth(t *testing.T) {
+	if f := newBenchDecodeCommand().Flags().Lookup("device-prefetch"); f == nil || f.DefValue != "off" || f.NoOptDefVal != "on" {
+		t.Fatalf("bench decode --device-prefetch: %+v, want off by default and on alone", f)
+	}
+	for v, want := range map[string][]bool{"off": {false}, "on": {true}, "both": {false, true}} {
+		got, err := devicePrefetchVariants(v)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("--device-prefetch=%s: %v, %v; want %v", v, got, err, want)
+		}
+		o := benchDecodeOptions{backends: []string{"cpu"}, placement: "auto", devPrefetch: v}
+		bs, err := o.backendConfigs()
+		if err != nil || len(bs) != 1 || bs[0].DevicePrefetch {
+			t.Errorf("--device-prefetch=%s --backend cpu: %+v, %v; want one cpu backend without it", v, bs, err)
+		}
 	}
 }

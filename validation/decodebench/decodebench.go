@@ -77,13 +77,16 @@ type Options struct {
 	Policy       string    // "" = policy.Default
 	Partition    policy.Partition
 	Prefetch     bool
-	// DevicePrefetch is tier.Options.DevicePrefetch (with a device level).
-	DevicePrefetch bool
-	Direct         tier.DirectMode
-	DecodeTokens   int  // tokens generated per timed generation (at least 2)
-	Repeat         int  // rounds
-	Ledger         bool // measure the ledger's cost (needs every routed expert to fit in RAM)
-	LedgerPairs    int  // ledger / no-ledger generations per round (0: 1)
+	// DecodeOnly measures only the decodes (and the ledger, with Ledger):
+	// no raw, verified or hash figures, so no storage bound and no
+	// prediction; a decode's rounds are then its own reads and nothing
+	// else's (a large model's read figures take minutes a round).
+	DecodeOnly   bool
+	Direct       tier.DirectMode
+	DecodeTokens int  // tokens generated per timed generation (at least 2)
+	Repeat       int  // rounds
+	Ledger       bool // measure the ledger's cost (needs every routed expert to fit in RAM)
+	LedgerPairs  int  // ledger / no-ledger generations per round (0: 1)
 	// NoDrop measures without dropping the page cache: storage figures
 	// then come from memory, labelled so.
 	NoDrop bool
@@ -116,6 +119,10 @@ type Backend struct {
 	// Options.DevicePolicy, Options.Exclusive).
 	DevicePolicy string `json:"device_policy,omitempty"`
 	Exclusive    bool   `json:"exclusive,omitempty"`
+	// DevicePrefetch is tier.Options.DevicePrefetch for the hierarchy over
+	// the backend's device level (a backend listed with and without it
+	// measures the prefetch next to its baseline, in every round).
+	DevicePrefetch bool `json:"device_prefetch,omitempty"`
 	// New, if set, makes the backend instead of engine.OpenBackend (each
 	// model gets its own; tests give a simulated device).
 	New func() (backend.Backend, error) `json:"-"`
@@ -136,6 +143,9 @@ func (c Backend) Label() string {
 	}
 	if c.PinSlots {
 		s += " pinned"
+	}
+	if c.DevicePrefetch {
+		s += " device prefetch"
 	}
 	return s
 }
@@ -305,10 +315,13 @@ type Result struct {
 	Hardware sim.Hardware `json:"calibrated_hardware"`
 	Fits     []sim.Fit    `json:"fits"`
 	// Unfitted are the phases the fit left at their defaults, and why.
-	Unfitted    []Unfitted `json:"unfitted,omitempty"`
-	Digest      string     `json:"logits_digest"`
-	Identical   bool       `json:"bit_identical"`
-	Generations int        `json:"generations"`
+	Unfitted []Unfitted `json:"unfitted,omitempty"`
+	// DecodeOnly: Options.DecodeOnly (Raw, Verified, HashPerCore, RawSplit,
+	// Hardware and Fits are not measured).
+	DecodeOnly  bool   `json:"decode_only,omitempty"`
+	Digest      string `json:"logits_digest"`
+	Identical   bool   `json:"bit_identical"`
+	Generations int    `json:"generations"`
 }
 
 // prompt is the one-token prompt of every generation.
@@ -338,7 +351,7 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	cfg := ck.Config()
 	b := &bench{ck: ck, opt: opt, res: &Result{Model: dir, Host: benchrun.ThisHost(), Started: time.Now().UTC(), LoadBefore: benchrun.LoadAverage(),
 		Repeat: opt.Repeat, Threads: opt.Threads, Readers: opt.Readers, DecodeTokens: opt.DecodeTokens, Policy: opt.Policy, Prefetch: opt.Prefetch,
-		Experts: cfg.Experts, TopK: cfg.TopK, Identical: true}}
+		Experts: cfg.Experts, TopK: cfg.TopK, Identical: true, DecodeOnly: opt.DecodeOnly}}
 	if b.res.Policy == "" {
 		b.res.Policy = policy.Default
 	}
@@ -384,7 +397,10 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 		b.res.CacheNote = "page cache not dropped (--no-drop): storage figures come from memory"
 	}
 
-	arms := []benchrun.Arm{b.rawArm(), b.verifiedArm(), b.hashArm(), b.rawSplitArm()}
+	var arms []benchrun.Arm
+	if !opt.DecodeOnly {
+		arms = []benchrun.Arm{b.rawArm(), b.verifiedArm(), b.hashArm(), b.rawSplitArm()}
+	}
 	for _, c := range opt.Backends {
 		for _, f := range opt.RAMFractions {
 			for _, warm := range []bool{false, true} {
@@ -419,12 +435,14 @@ func Run(ctx context.Context, dir string, opt Options) (*Result, error) {
 	}
 	b.res.LoadAfter = benchrun.LoadAverage()
 	res := b.res
-	res.Raw.Seconds, res.Raw.GBps = benchrun.Summarize(benchrun.Seconds(durs[0])), benchrun.Summarize(benchrun.Rates(float64(res.Raw.Bytes)/1e9, durs[0]))
-	res.Verified.Seconds, res.Verified.GBps = benchrun.Summarize(benchrun.Seconds(durs[1])), benchrun.Summarize(benchrun.Rates(float64(res.Verified.Bytes)/1e9, durs[1]))
-	res.VerifiedRatio = benchrun.Ratio(res.Verified.GBps, res.Raw.GBps)
-	res.RatioPerRound = benchrun.PairRatios(benchrun.Rates(float64(res.Verified.Bytes)/1e9, durs[1]), benchrun.Rates(float64(res.Raw.Bytes)/1e9, durs[0]))
-	res.HashPerCore.Seconds, res.HashPerCore.GBps = benchrun.Summarize(benchrun.Seconds(durs[2])), benchrun.Summarize(benchrun.Rates(float64(res.HashPerCore.Bytes)/1e9, durs[2]))
-	res.RawSplit.Seconds, res.RawSplit.GBps = benchrun.Summarize(benchrun.Seconds(durs[3])), benchrun.Summarize(benchrun.Rates(float64(res.RawSplit.Bytes)/1e9, durs[3]))
+	if !opt.DecodeOnly {
+		res.Raw.Seconds, res.Raw.GBps = benchrun.Summarize(benchrun.Seconds(durs[0])), benchrun.Summarize(benchrun.Rates(float64(res.Raw.Bytes)/1e9, durs[0]))
+		res.Verified.Seconds, res.Verified.GBps = benchrun.Summarize(benchrun.Seconds(durs[1])), benchrun.Summarize(benchrun.Rates(float64(res.Verified.Bytes)/1e9, durs[1]))
+		res.VerifiedRatio = benchrun.Ratio(res.Verified.GBps, res.Raw.GBps)
+		res.RatioPerRound = benchrun.PairRatios(benchrun.Rates(float64(res.Verified.Bytes)/1e9, durs[1]), benchrun.Rates(float64(res.Raw.Bytes)/1e9, durs[0]))
+		res.HashPerCore.Seconds, res.HashPerCore.GBps = benchrun.Summarize(benchrun.Seconds(durs[2])), benchrun.Summarize(benchrun.Rates(float64(res.HashPerCore.Bytes)/1e9, durs[2]))
+		res.RawSplit.Seconds, res.RawSplit.GBps = benchrun.Summarize(benchrun.Seconds(durs[3])), benchrun.Summarize(benchrun.Rates(float64(res.RawSplit.Bytes)/1e9, durs[3]))
+	}
 	if opt.Ledger {
 		// Decode time only (the prompt's prefill is the same either way).
 		with := benchrun.Rates(float64(b.ledgerTokens), b.ledgerWith)
@@ -511,7 +529,7 @@ func (b *bench) open(ctx context.Context, ram int64, c Backend, prefetch bool) (
 	}
 	dev := 2 * int64(max(b.opt.Readers, b.res.TopK)) * b.res.ExpertBytes
 	to := tier.Options{RAMBudget: ram, StagingBudget: dev, Readers: b.opt.Readers, Direct: b.opt.Direct,
-		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: prefetch, Hashers: b.hashers(), DevicePrefetch: b.opt.DevicePrefetch}
+		Policy: b.opt.Policy, Partition: b.opt.Partition, Prefetch: prefetch, Hashers: b.hashers(), DevicePrefetch: c.DevicePrefetch}
 	if p, ok := be.(backend.Pinner); ok && c.PinSlots {
 		to.Pinner = p
 	}
@@ -945,8 +963,33 @@ type Unfitted struct {
 
 // calibrate fits the simulator to the raw, hash and resident figures and
 // predicts every decode run from its own trace.
+// summarize makes decode d's figures from its rounds' measurements.
+func (b *bench) summarize(d *Decode) {
+	d.summarizeMeters(float64(b.opt.DecodeTokens - 1))
+	d.SecondsPerToken = benchrun.Summarize(d.secs)
+	d.StorageBytesPerToken = benchrun.Summarize(d.bytes)
+	d.HitRate = benchrun.Summarize(d.hits)
+	d.StreamSecondsPerToken = benchrun.Summarize(d.streams)
+	d.GapSecondsPerToken = benchrun.Summarize(d.gaps)
+	if raw := b.res.Raw.GBps.Median; raw > 0 {
+		d.BoundSecondsPerToken = d.StorageBytesPerToken.Median / (raw * 1e9)
+	}
+	if d.BoundSecondsPerToken > 0 {
+		d.RatioToBound = d.SecondsPerToken.Median / d.BoundSecondsPerToken
+	}
+}
+
 func (b *bench) calibrate() error {
 	res := b.res
+	if b.opt.DecodeOnly {
+		for _, d := range res.Decode {
+			b.summarize(d)
+			if d.NotPredicted == "" {
+				d.NotPredicted = "decode only: no read or hash figures to calibrate the simulator on"
+			}
+		}
+		return nil
+	}
 	// The hierarchy's: Readers reads in flight, one hasher per core.
 	hw := sim.Hardware{StorageGBps: 1, QueueDepth: b.opt.Readers, H2DGBps: 1, HashGBpsPerCore: 1, HashCores: runtime.GOMAXPROCS(0)}
 	samples := []sim.Sample{
@@ -1000,18 +1043,7 @@ func (b *bench) calibrate() error {
 	}
 	res.Hardware, res.Fits = fitted, fits
 	for _, d := range res.Decode {
-		d.summarizeMeters(float64(b.opt.DecodeTokens - 1))
-		d.SecondsPerToken = benchrun.Summarize(d.secs)
-		d.StorageBytesPerToken = benchrun.Summarize(d.bytes)
-		d.HitRate = benchrun.Summarize(d.hits)
-		d.StreamSecondsPerToken = benchrun.Summarize(d.streams)
-		d.GapSecondsPerToken = benchrun.Summarize(d.gaps)
-		if res.Raw.GBps.Median > 0 {
-			d.BoundSecondsPerToken = d.StorageBytesPerToken.Median / (res.Raw.GBps.Median * 1e9)
-		}
-		if d.BoundSecondsPerToken > 0 {
-			d.RatioToBound = d.SecondsPerToken.Median / d.BoundSecondsPerToken
-		}
+		b.summarize(d)
 		if len(b.phases) == 0 {
 			continue // not calibrated without the resident figures
 		}

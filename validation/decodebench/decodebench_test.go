@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/tarfa-ai/tarfa/backend"
@@ -280,35 +281,47 @@ func TestReadBound(t *testing.T) {
 	}
 }
 
-// TestRunDevicePrefetch: with DevicePrefetch, the timed decode steps copy
-// hinted experts into device slots and then bind them (the timing wrapper
-// passes the engine's expertstream.Prefiller on to the hierarchy), and the
-// logits stay those of the run without it.
+// TestRunDevicePrefetch: a device backend listed with and without
+// DevicePrefetch, decodes only: the timed decode steps with it copy hinted
+// experts into device slots and then bind them (the timing wrapper passes
+// the engine's expertstream.Prefiller on to the hierarchy), those without
+// it copy none, and every generation's logits are the first one's.
 func TestRunDevicePrefetch(t *testing.T) {
 	dir := defaultModel(t)
-	digest := ""
-	for _, on := range []bool{false, true} {
-		opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{1}, DecodeTokens: 12, Repeat: 1, NoDrop: true, DevicePrefetch: on,
-			Backends: []Backend{{Name: "fake-device", Placement: engine.PlaceDevice, New: func() (backend.Backend, error) {
-				return backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 1, Slots: 12}), nil
-			}}}}
-		res, err := Run(context.Background(), dir, opt)
-		if err != nil {
-			t.Fatal(err)
+	dev := func() (backend.Backend, error) {
+		return backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 1, Slots: 12}), nil
+	}
+	opt := Options{Threads: 1, Readers: 2, RAMFractions: []float64{1}, DecodeTokens: 12, Repeat: 2, NoDrop: true, DecodeOnly: true,
+		Backends: []Backend{{Name: "fake-device", Placement: engine.PlaceDevice, New: dev},
+			{Name: "fake-device", Placement: engine.PlaceDevice, New: dev, DevicePrefetch: true}}}
+	res, err := Run(context.Background(), dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Identical || res.Generations < 2*len(res.Decode) {
+		t.Errorf("%d generations, identical %v", res.Generations, res.Identical)
+	}
+	if !res.DecodeOnly || res.Raw.Bytes != 0 || res.Raw.GBps.N != 0 || len(res.Fits) != 0 {
+		t.Errorf("decode only: raw %+v, fits %v", res.Raw, res.Fits)
+	}
+	if len(res.Decode) != 4 {
+		t.Fatalf("%d decode figures, want 4", len(res.Decode))
+	}
+	for _, d := range res.Decode {
+		on := d.Backend.DevicePrefetch
+		t.Logf("%s: %.4f s/token, device hits %d of %d, prefetched %d, used %d, unused %d, skipped %d", d.Name, d.SecondsPerToken.Median,
+			d.DeviceHits, d.DeviceUses, d.DevicePrefetched, d.DevicePrefetchUsed, d.DevicePrefetchUnused, d.DevicePrefetchSkipped)
+		if d.SecondsPerToken.N != 2 || d.NotPredicted == "" {
+			t.Errorf("%s: %d rounds summarized, not predicted %q", d.Name, d.SecondsPerToken.N, d.NotPredicted)
 		}
-		if !res.Identical || (digest != "" && res.Digest != digest) {
-			t.Errorf("device prefetch %v: logits %s (identical across generations: %v), without it %s", on, res.Digest, res.Identical, digest)
+		if !on && d.DevicePrefetched+d.DevicePrefetchSkipped != 0 {
+			t.Errorf("%s: no device prefetch, %d copied and %d skipped", d.Name, d.DevicePrefetched, d.DevicePrefetchSkipped)
 		}
-		digest = res.Digest
-		for _, d := range res.Decode {
-			t.Logf("device prefetch %v, %s: device hits %d of %d, prefetched %d, used %d, unused %d, skipped %d", on, d.Name,
-				d.DeviceHits, d.DeviceUses, d.DevicePrefetched, d.DevicePrefetchUsed, d.DevicePrefetchUnused, d.DevicePrefetchSkipped)
-			if !on && d.DevicePrefetched+d.DevicePrefetchSkipped != 0 {
-				t.Errorf("%s: no device prefetch, %d copied and %d skipped", d.Name, d.DevicePrefetched, d.DevicePrefetchSkipped)
-			}
-			if on && d.Warm && (d.DevicePrefetched == 0 || d.DevicePrefetchUsed == 0) {
-				t.Errorf("%s: device prefetch on, warm: %d copied, %d used", d.Name, d.DevicePrefetched, d.DevicePrefetchUsed)
-			}
+		if on && d.Warm && (d.DevicePrefetched == 0 || d.DevicePrefetchUsed == 0) {
+			t.Errorf("%s: device prefetch on, warm: %d copied, %d used", d.Name, d.DevicePrefetched, d.DevicePrefetchUsed)
+		}
+		if on != strings.Contains(d.Name, "device prefetch") {
+			t.Errorf("figure %q: device prefetch %v", d.Name, on)
 		}
 	}
 }
