@@ -23,12 +23,18 @@
 #	              layer (PROJECTION, labelled, with its assumptions)
 #	PHASE=warm    the warm figure within one process (a second tarfa process
 #	              starts with an empty RAM tier, so PHASE=run's "warm" is a
-#	              second cold start): tarfa bench decode --repeat 1 on $M,
-#	              cuda at each of VRAMS, RAM tier of every expert
-#	              (--ram-fraction 1), cold then warm (what one earlier
-#	              generation of the same prompt left in the RAM tier and the
-#	              device slots), logits compared bit for bit; bench-decode.json;
-#	              DECODE_FLAGS are added (e.g. --device-prefetch)
+#	              second cold start): tarfa bench decode --decode-only
+#	              --repeat ROUNDS (default 1) on $M, cuda at each of VRAMS, RAM
+#	              tier of every expert (--ram-fraction 1), cold then warm (what
+#	              one earlier generation of the same prompt left in the RAM
+#	              tier and the device slots), logits compared bit for bit;
+#	              bench-decode.json. DEVICE_PREFETCH=both (or on) adds each
+#	              budget with the device prefetch, next to the one without
+#	              in every round; DECODE_FLAGS are added. Seen on the H200
+#	              (2026-12-03): a round of one budget took more than 116 s
+#	              while bench decode also read the whole model three times a
+#	              round (the raw, verified and hash figures, left out since
+#	              --decode-only); synth of ROUTING=local took 207 s.
 # PHASE=all (default) does synth and run in one call where the time allows.
 # ROUTING=local makes the model with synth --routing local (default M
 # /tmp/fulldepth/jnf-local): routing with the locality of real models, where
@@ -42,6 +48,9 @@
 #	# device call 1: command "PHASE=synth bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
 #	# device call 2: command "PHASE=run bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
 #	# device call 3 (warm): command "PHASE=warm bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
+#	# the device prefetch's A/B where hints come true, one call:
+#	#   "export ROUTING=local; PHASE=synth VERIFY=0 LIMIT=240 bash .dev/cuda/fulldepth.sh;
+#	#    OUT=\$OUT/w PHASE=warm VRAMS=16GiB ROUNDS=2 DEVICE_PREFETCH=both LIMIT=330 bash .dev/cuda/fulldepth.sh"
 # On a CPU machine (the test of its CPU parts): BACKEND=cpu LAYERS=4 EXPERTS=8
 # VOCAB=8192 VRAMS=0 TOKENS=4 M=/tmp/fd-small bash validation/cudarun/fulldepth.sh
 set -o pipefail
@@ -218,14 +227,14 @@ warm)
 	vb=$(echo $VRAMS | tr ' ' ,)
 	vflag=(); [ "$BACKEND" = cuda ] && [ -n "$vb" ] && [ "$vb" != 0 ] && vflag=(--vram-budget "$vb")
 	timeout $(($(left) - 10)) $T bench decode "$M" --backend "$BACKEND" "${vflag[@]}" --ram-fraction 1 --decode-tokens "$TOKENS" \
-		--repeat 1 --ledger=false --json ${DECODE_FLAGS:-} > "$R/bench-decode.json" 2> "$R/bench-decode.err"
+		--decode-only --repeat "${ROUNDS:-1}" --device-prefetch="${DEVICE_PREFETCH:-off}" --ledger=false --json ${DECODE_FLAGS:-} > "$R/bench-decode.json" 2> "$R/bench-decode.err"
 	say "bench decode (cold and warm in one process) rc=$?: $(python3 -c '
 import json,sys
 r=json.load(open(sys.argv[1]))
 for d in r.get("decode") or []:
-    pf = "".join(", device prefetch %s %d" % (k, d.get("device_prefetch" + f, 0)) for k, f in (("copied", "ed"), ("used", "_used"), ("unused", "_unused"), ("skipped", "_skipped")) if "device-prefetch" in sys.argv[2])
-    print("%s: %.3f s/token (device hits %d of %d%s);" % (d.get("name"), d["seconds_per_token"]["median"], d.get("device_hits", 0), d.get("device_uses", 0), pf), end=" ")
-print("bit-identical" if r.get("bit_identical") else "LOGITS DIFFER")' "$R/bench-decode.json" "${DECODE_FLAGS:-}" 2>&1)"
+    pf = "".join(", device prefetch %s %d" % (k, d.get("device_prefetch" + f, 0)) for k, f in (("copied", "ed"), ("used", "_used"), ("unused", "_unused"), ("skipped", "_skipped")) if d["backend"].get("device_prefetch"))
+    print("%s: %.3f s/token [%s] (device hits %d of %d%s);" % (d.get("name"), d["seconds_per_token"]["median"], "%d rounds, %.3f-%.3f" % (d["seconds_per_token"]["n"], d["seconds_per_token"]["min"], d["seconds_per_token"]["max"]), d.get("device_hits", 0), d.get("device_uses", 0), pf), end=" ")
+print("bit-identical" if r.get("bit_identical") else "LOGITS DIFFER")' "$R/bench-decode.json" 2>&1)"
 	;;
 esac
 say "done in $((SECONDS - start)) s"
