@@ -51,7 +51,7 @@ func checkDeviceCounters(t *testing.T, m *Model, atLoad, run backend.Counters, a
 // tier's: runner.TestDeviceLevelReplay.)
 func TestDeviceBackendPlacements(t *testing.T) {
 	for _, c := range conformance {
-		for _, pl := range []Placement{PlaceDevice, PlaceHost, PlaceRandom, PlaceAuto} {
+		for _, pl := range []Placement{PlaceDevice, PlaceHost, PlaceRandom, PlaceAuto, PlaceBalance} {
 			for _, slots := range []int{0, 3} {
 				t.Run(fmt.Sprintf("%s/%s/slots=%d", c.ckpt, pl, slots), func(t *testing.T) {
 					ref := readReference(t, c.fixture)

@@ -110,6 +110,13 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	w.need = need
 	pick := grow(&w.hostPick, E)
 	clear(pick)
+	if _, balance := m.place.(balancePlacer); balance && split {
+		var c backend.Counters
+		if mt, ok := m.be.(backend.Meter); ok {
+			c = mt.Counters()
+		}
+		w.placeStats.beginLayer(c.H2DBytes, c.H2DSeconds)
+	}
 	u := &w.use
 	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered, pick: pick, left: len(need)}
 	if g, ok := w.q.(backend.Grouper); ok {

@@ -34,21 +34,29 @@ const (
 	// PlaceRandom places each expert on one side or the other at random
 	// (a fixed seed): a test of placement independence.
 	PlaceRandom Placement = "random"
+	// PlaceBalance splits each layer's experts that need bytes moved (RAM
+	// copies below the device level included) between the host and the
+	// device's copies so that both finish together: an expert goes to the
+	// side whose running total for the layer, with it added, is smaller —
+	// the host's measured time for it, or its bytes at the measured
+	// host-to-device copy rate. The host computes while the copies run
+	// (the source delivers slot fills first).
+	PlaceBalance Placement = "balance"
 )
 
 // Placements are the valid Placement names, for flags ("auto" for
 // PlaceAuto).
-var Placements = []string{"auto", string(PlaceDevice), string(PlaceHost), string(PlaceRandom)}
+var Placements = []string{"auto", string(PlaceDevice), string(PlaceHost), string(PlaceRandom), string(PlaceBalance)}
 
 // ParsePlacement parses a Placements name.
 func ParsePlacement(s string) (Placement, error) {
 	switch s {
 	case "auto", "":
 		return PlaceAuto, nil
-	case string(PlaceDevice), string(PlaceHost), string(PlaceRandom):
+	case string(PlaceDevice), string(PlaceHost), string(PlaceRandom), string(PlaceBalance):
 		return Placement(s), nil
 	}
-	return "", fmt.Errorf("engine: placement %q: want auto, device, host or random", s)
+	return "", fmt.Errorf("engine: placement %q: want auto, device, host, random or balance", s)
 }
 
 func (p Placement) placer() (placer, error) {
@@ -61,8 +69,10 @@ func (p Placement) placer() (placer, error) {
 		return fixedPlacer(true), nil
 	case PlaceRandom:
 		return &randomPlacer{r: rand.New(rand.NewPCG(1, 2))}, nil
+	case PlaceBalance:
+		return balancePlacer{}, nil
 	}
-	return nil, fmt.Errorf("engine: placement %q: want auto, device, host or random", p)
+	return nil, fmt.Errorf("engine: placement %q: want auto, device, host, random or balance", p)
 }
 
 // placer decides, for one delivered expert of bytes bytes evaluated for n
@@ -111,15 +121,58 @@ func (autoPlacer) onHost(st *placeState, bytes int64, n int) bool {
 	return st.hostCost(bytes, n) < st.deviceCost(bytes, n)
 }
 
+// balancePlacer is PlaceBalance: within a layer, each expert to the side
+// that would finish it sooner after what that side already took.
+type balancePlacer struct{}
+
+func (balancePlacer) mayUseHost() bool     { return true }
+func (balancePlacer) takesRAMCopies() bool { return true }
+
+func (balancePlacer) onHost(st *placeState, bytes int64, n int) bool {
+	h := float64(st.layerHost + st.hostCost(bytes, n))
+	d := float64(st.layerCopy + st.copyCost(bytes))
+	if h < d {
+		st.layerHost = h
+		return true
+	}
+	st.layerCopy = d
+	return false
+}
+
 // placeState holds a step queue's cost measurements for the auto
 // placement, exponentially weighted averages: the host's seconds per
 // weight byte per row computed, and the seconds per byte the step's
 // goroutine spent handing an expert to the device (LoadExpert: the copy
 // it waits for from pinned memory, or the copy into the queue's pinned
-// staging).
+// staging). For the balance placement, also the device's own copy time
+// per byte (copyPerByte: the backend's counters, where it times its
+// copies) and the current layer's totals so far on each side.
 type placeState struct {
 	hostPerByteRow float64 // seconds; 0 until measured
 	devPerByte     float64 // seconds; 0 until measured
+
+	copyPerByte          float64 // seconds; 0 until measured
+	layerHost, layerCopy float64 // seconds of the current layer's experts placed so far
+}
+
+// beginLayer starts a layer's totals for the balance placement, with the
+// backend's counters of host-to-device copies so far (bytes and their
+// device time; no time: not measured).
+func (st *placeState) beginLayer(h2dBytes int64, h2dSeconds float64) {
+	st.layerHost, st.layerCopy = 0, 0
+	if h2dBytes > 0 && h2dSeconds > 0 {
+		st.copyPerByte = h2dSeconds / float64(h2dBytes)
+	}
+}
+
+// copyCost is the expected device time of copying an expert of bytes to
+// the device: the measured copy rate, else devicePerByte.
+func (st *placeState) copyCost(bytes int64) float64 {
+	per := st.copyPerByte
+	if per == 0 {
+		per = devicePerByte
+	}
+	return float64(per * float64(bytes))
 }
 
 // devicePerByte is the assumed time to move one weight byte to the device

@@ -370,7 +370,7 @@ func TestRAMCopiesPlacedOnTheHost(t *testing.T) {
 	}
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
 	eb := ck.ExpertBytes(0, 0)
-	for _, pl := range []engine.Placement{engine.PlaceHost, engine.PlaceDevice, engine.PlaceAuto, engine.PlaceRandom} {
+	for _, pl := range []engine.Placement{engine.PlaceHost, engine.PlaceDevice, engine.PlaceAuto, engine.PlaceRandom, engine.PlaceBalance} {
 		t.Run(string(pl)+"-", func(t *testing.T) {
 			be := backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 2, Slots: 6, VerifyCopies: true})
 			h, err := New(ck, Options{RAMBudget: 64 * size, StagingBudget: 4 * size, Readers: 2, Slots: be.(backend.SlotPool), Direct: DirectOff})
@@ -407,6 +407,12 @@ func TestRAMCopiesPlacedOnTheHost(t *testing.T) {
 			case engine.PlaceDevice:
 				if es.ExpertsOnHost != 0 {
 					t.Errorf("device: %d on the host", es.ExpertsOnHost)
+				}
+			case engine.PlaceBalance:
+				// The RAM hits below a device miss are split: some on the
+				// host, some filled into slots.
+				if es.ExpertsOnHost == 0 || es.ExpertsOnHost >= st.RAM.Hits || fills <= st.RAM.Uses-st.RAM.Hits {
+					t.Errorf("balance: %d on the host for %d RAM hits, %d fills for %d reads", es.ExpertsOnHost, st.RAM.Hits, fills, st.RAM.Uses-st.RAM.Hits)
 				}
 			case engine.PlaceAuto:
 				// auto leaves RAM hits below a device miss to the device
@@ -499,5 +505,87 @@ func TestDeviceLevelHeldSlotsLetGoOnError(t *testing.T) {
 	got, err := run(t, m, prompts[0], 8)
 	if err != nil || !same(got, want) {
 		t.Fatalf("after the mend: %v, identical %v", err, same(got, want))
+	}
+}
+
+// orderConsumer is a slotConsumer that records the order of deliveries
+// (true: a slot to fill) and places the experts in host on the host.
+type orderConsumer struct {
+	slotConsumer
+	host  map[int]bool
+	order []bool
+}
+
+func (c *orderConsumer) PreferHost(e int, _ int64) bool { return c.host[e] }
+
+func (c *orderConsumer) Consume(x int, p expertstream.Placed, tr ledger.Tier) error {
+	if !p.Filled {
+		c.order = append(c.order, p.Slot != nil)
+	}
+	return c.slotConsumer.Consume(x, p, tr)
+}
+
+// TestStreamDeliversFillsFirst: of a layer's experts the RAM tier holds,
+// a Stream delivers those that fill a device slot before those computed
+// elsewhere (here the host), so that the copies run while the consumer
+// computes the others.
+func TestStreamDeliversFillsFirst(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	cfg := ck.Config()
+	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
+	be := backendtest.NewDevice(1, cfg.Experts)
+	h, err := New(ck, Options{RAMBudget: int64(cfg.Layers*cfg.Experts) * size, StagingBudget: 4 * size, Readers: 2, Slots: be.(backend.SlotPool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	q, err := be.NewQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moe []int
+	for l, sp := range cfg.Sparse {
+		if sp {
+			moe = append(moe, l)
+		}
+	}
+	if len(moe) < 2 {
+		t.Fatalf("%d MoE layers, want two", len(moe))
+	}
+	all := make([]int, cfg.Experts)
+	for e := range all {
+		all[e] = e
+	}
+	consumer := func(host func(e int) bool) *orderConsumer {
+		c := &orderConsumer{slotConsumer: slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}, host: map[int]bool{}}
+		for _, e := range all {
+			c.host[e] = host(e)
+		}
+		return c
+	}
+	// Every expert of two layers into the RAM tier; the device's slots
+	// (one layer's worth) end up holding the second layer's.
+	for _, l := range moe[:2] {
+		if err := h.Stream(context.Background(), l, all, consumer(func(int) bool { return false })); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first layer again: its even experts on the host, the odd ones
+	// filled into slots.
+	c := consumer(func(e int) bool { return e%2 == 0 })
+	if err := h.Stream(context.Background(), moe[0], all, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deliveries (true: a slot to fill): %v", c.order)
+	if c.fills != cfg.Experts/2 || c.slotConsumer.host != cfg.Experts-cfg.Experts/2 {
+		t.Fatalf("%d fills and %d on the host of %d experts", c.fills, c.slotConsumer.host, cfg.Experts)
+	}
+	for i := 1; i < len(c.order); i++ {
+		if c.order[i] && !c.order[i-1] {
+			t.Fatalf("deliveries (true: a slot to fill) %v: a fill after an expert computed elsewhere", c.order)
+		}
 	}
 }

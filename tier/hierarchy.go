@@ -898,12 +898,16 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			bind(&uses[i])
 		}
 	}
-	// Resident and loaded ones at once.
+	// Resident and loaded ones at once: those that fill a device slot
+	// first, so that their copies run while the consumer computes the
+	// others (on the host, or through staging).
 	h.mu.Lock()
 	readyNow := st.readyNow[:0]
-	for i, u := range uses {
-		if u.bytes() && u.e != nil && !u.ours && u.e.state == ready {
-			readyNow = append(readyNow, i)
+	for pass := range 2 {
+		for i, u := range uses {
+			if u.bytes() && u.e != nil && !u.ours && u.e.state == ready && u.dfill == (pass == 0) {
+				readyNow = append(readyNow, i)
+			}
 		}
 	}
 	st.readyNow = readyNow

@@ -27,7 +27,7 @@ echo "== golden replay"
 for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long; do ./tarfa convert $root/validation/testdata/fixtures/$m/checkpoint --out jnf-$m 2>&1 | tail -1; done
 for m in qwen3moe-dev-a qwen35moe-dev-c qwen35moe-dev-e-long default; do
   model="--model jnf-$m"; [ $m = default ] && model=""
-  for o in "" "--placement host" "--placement random" "--placement device --vram-budget 1GiB" "--vram-budget 1GiB --placement host" "--vram-budget 1GiB --placement random --ram-budget 0"; do
+  for o in "" "--placement host" "--placement random" "--placement device --vram-budget 1GiB" "--vram-budget 1GiB --placement host" "--vram-budget 1GiB --placement random --ram-budget 0" "--vram-budget 1GiB --placement balance"; do
     timeout 60 ./tarfa replay --backend cuda $model --golden golden-$m $o > $OUT/r.tmp 2>&1; rc=$?
     echo "replay $m [$o] rc=$rc: $(tail -1 $OUT/r.tmp)"; cat $OUT/r.tmp >> $OUT/replay.log
   done
