@@ -32,7 +32,7 @@ type benchDecodeOptions struct {
 	ledgerPairs      int
 	asJSON           bool
 	backends, vram   []string
-	placement        string
+	placement        []string
 	pinSlots         bool
 	deviceVerify     bool
 }
@@ -159,7 +159,7 @@ Exit statuses: 0 ok and bit-identical, 1 error, 3 logits differ between runs.`,
 	f.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	f.StringSliceVar(&o.backends, "backend", []string{"cpu"}, "backends the decodes run on, each next to the others in every round: "+strings.Join(engine.Backends, ", ")+" (the raw, verified and hash figures use none)")
 	f.StringSliceVar(&o.vram, "vram-budget", nil, "device-memory budgets of the cuda backend, e.g. 16GiB,12GiB: its decodes run under each (default: the whole device)")
-	f.StringVar(&o.placement, "placement", "auto", "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", "))
+	f.StringSliceVar(&o.placement, "placement", []string{"auto"}, "where the cuda backend computes routed experts not resident on the device: "+strings.Join(engine.Placements, ", ")+"; several (e.g. auto,balance): each device backend under each, next to each other in every round")
 	f.BoolVar(&o.deviceVerify, "device-verify", true, "let a device backend hash every routed expert it copies into device memory again there, against its digest (see tarfa run --help)")
 	f.BoolVar(&o.pinSlots, "pin-slots", true, "let a device backend pin the hierarchy's staging buffers and its RAM tier's (experts copied to the device from where they were read or lie, no staging copy), as tarfa run does; =false measures the staging copy")
 	return cmd
@@ -190,24 +190,29 @@ func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
 		} else {
 			device = true
 		}
+		pls, pfs := o.placement, prefetch
+		if len(pls) == 0 {
+			return nil, fmt.Errorf("--placement: give at least one placement")
+		}
+		if name == "cpu" {
+			pls, pfs = pls[:1], []bool{false} // one side, no device level
+		}
 		for _, v := range budgets {
-			t := tierFlags{backend: name, vram: v, placement: o.placement, ram: "auto", device: "auto", policy: policy.Default,
-				partition: "global", direct: "auto", scrub: tier.DefaultScrub.String()}
-			if _, err := t.options(); err != nil {
-				return nil, err
-			}
-			pfs := prefetch
-			if name == "cpu" {
-				pfs = []bool{false} // no device level
-			}
-			for _, pf := range pfs {
-				c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu",
-					VerifyCopies: o.deviceVerify && name != "cpu", DevicePrefetch: pf}
-				if seen[c.Label()] {
-					return nil, fmt.Errorf("--backend %s, --vram-budget %q: given twice", name, v)
+			for _, pl := range pls {
+				t := tierFlags{backend: name, vram: v, placement: pl, ram: "auto", device: "auto", policy: policy.Default,
+					partition: "global", direct: "auto", scrub: tier.DefaultScrub.String()}
+				if _, err := t.options(); err != nil {
+					return nil, err
 				}
-				seen[c.Label()] = true
-				out = append(out, c)
+				for _, pf := range pfs {
+					c := decodebench.Backend{Name: name, VRAMBudget: t.vramBytes, Placement: t.place, PinSlots: o.pinSlots && name != "cpu",
+						VerifyCopies: o.deviceVerify && name != "cpu", DevicePrefetch: pf}
+					if seen[c.Label()] {
+						return nil, fmt.Errorf("--backend %s, --vram-budget %q, --placement %s: given twice", name, v, pl)
+					}
+					seen[c.Label()] = true
+					out = append(out, c)
+				}
 			}
 		}
 	}

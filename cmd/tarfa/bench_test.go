@@ -56,7 +56,7 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--backend", "tpu"}, `--backend "tpu": want cpu or cuda`},
 		{[]string{"bench", "decode", "--vram-budget", "16GiB"}, "--vram-budget 16GiB: a device-memory budget needs --backend cuda"},
 		{[]string{"bench", "decode", "--placement", "left"}, `--placement "left": want one of`},
-		{[]string{"bench", "decode", "--backend", "cpu,cpu"}, "--backend cpu, --vram-budget \"\": given twice"},
+		{[]string{"bench", "decode", "--backend", "cpu,cpu"}, "--backend cpu, --vram-budget \"\", --placement auto: given twice"},
 		{[]string{"bench", "decode", "--backend", "cpu", "--vram-budget", "16GiB,12GiB"}, "--vram-budget 16GiB,12GiB: a device-memory budget needs --backend cuda"},
 		{[]string{"bench", "decode", "--device-prefetch=maybe"}, `--device-prefetch "maybe": want off, on or both`},
 		{[]string{"bench", "serve", "--logprob-workers", "-1"}, "--logprob-workers -1: want 0 to 1024"},
@@ -277,10 +277,10 @@ func TestBenchDecodeDevicePrefetchBoth(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("--device-prefetch=%s: %v, %v; want %v", v, got, err, want)
 		}
-		o := benchDecodeOptions{backends: []string{"cpu"}, placement: "auto", devPrefetch: v}
+		o := benchDecodeOptions{backends: []string{"cpu"}, placement: []string{"auto", "balance"}, devPrefetch: v}
 		bs, err := o.backendConfigs()
 		if err != nil || len(bs) != 1 || bs[0].DevicePrefetch {
-			t.Errorf("--device-prefetch=%s --backend cpu: %+v, %v; want one cpu backend without it", v, bs, err)
+			t.Errorf("--device-prefetch=%s --backend cpu: %+v, %v; want one cpu backend without it (and one placement)", v, bs, err)
 		}
 	}
 }

@@ -30,7 +30,9 @@
 #	              tier and the device slots), logits compared bit for bit;
 #	              bench-decode.json. DEVICE_PREFETCH=both (or on) adds each
 #	              budget with the device prefetch, next to the one without
-#	              in every round; DECODE_FLAGS are added. Seen on the H200
+#	              in every round; PLACEMENTS (default auto; e.g. auto,balance)
+#	              runs each budget under each placement, likewise;
+#	              DECODE_FLAGS are added. Seen on the H200
 #	              (2026-12-03): a round of one budget took more than 116 s
 #	              while bench decode also read the whole model three times a
 #	              round (the raw, verified and hash figures, left out since
@@ -50,7 +52,7 @@
 #	# device call 3 (warm): command "PHASE=warm bash .dev/cuda/fulldepth.sh", carry [".dev/cuda"]
 #	# the device prefetch's A/B where hints come true, one call:
 #	#   "export ROUTING=local; PHASE=synth VERIFY=0 LIMIT=240 bash .dev/cuda/fulldepth.sh;
-#	#    OUT=\$OUT/w PHASE=warm VRAMS=16GiB ROUNDS=2 DEVICE_PREFETCH=both LIMIT=330 bash .dev/cuda/fulldepth.sh"
+#	#    OUT=\$OUT/w PHASE=warm VRAMS=16GiB ROUNDS=2 DEVICE_PREFETCH=both PLACEMENTS=auto,balance LIMIT=330 bash .dev/cuda/fulldepth.sh"
 # On a CPU machine (the test of its CPU parts): BACKEND=cpu LAYERS=4 EXPERTS=8
 # VOCAB=8192 VRAMS=0 TOKENS=4 M=/tmp/fd-small bash validation/cudarun/fulldepth.sh
 set -o pipefail
@@ -227,7 +229,7 @@ warm)
 	vb=$(echo $VRAMS | tr ' ' ,)
 	vflag=(); [ "$BACKEND" = cuda ] && [ -n "$vb" ] && [ "$vb" != 0 ] && vflag=(--vram-budget "$vb")
 	timeout $(($(left) - 10)) $T bench decode "$M" --backend "$BACKEND" "${vflag[@]}" --ram-fraction 1 --decode-tokens "$TOKENS" \
-		--decode-only --repeat "${ROUNDS:-1}" --device-prefetch="${DEVICE_PREFETCH:-off}" --ledger=false --json ${DECODE_FLAGS:-} > "$R/bench-decode.json" 2> "$R/bench-decode.err"
+		--decode-only --repeat "${ROUNDS:-1}" --device-prefetch="${DEVICE_PREFETCH:-off}" --placement "${PLACEMENTS:-auto}" --ledger=false --json ${DECODE_FLAGS:-} > "$R/bench-decode.json" 2> "$R/bench-decode.err"
 	say "bench decode (cold and warm in one process) rc=$?: $(python3 -c '
 import json,sys
 r=json.load(open(sys.argv[1]))
