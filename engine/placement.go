@@ -39,8 +39,10 @@ const (
 	// device's copies so that both finish together: an expert goes to the
 	// side whose running total for the layer, with it added, is smaller —
 	// the host's measured time for it, or its bytes at the measured
-	// host-to-device copy rate. The host computes while the copies run
-	// (the source delivers slot fills first).
+	// host-to-device copy rate (the backend's copy timing, where it times
+	// its copies: bench decode, bench serve --device-time; else
+	// devicePerByte). The host computes while the copies run (the source
+	// delivers slot fills first).
 	PlaceBalance Placement = "balance"
 )
 
