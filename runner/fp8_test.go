@@ -58,7 +58,7 @@ func TestFP8Hierarchy(t *testing.T) {
 	for _, c := range []struct {
 		slots int
 		place engine.Placement
-	}{{0, engine.PlaceHost}, {0, engine.PlaceDevice}, {6, engine.PlaceRandom}, {100000, engine.PlaceAuto}} {
+	}{{0, engine.PlaceHost}, {0, engine.PlaceDevice}, {6, engine.PlaceRandom}, {6, engine.PlaceBalance}, {100000, engine.PlaceAuto}} {
 		r, err := Open(context.Background(), dir, Options{Threads: 2, Placement: c.place,
 			NewBackend: func() (backend.Backend, error) {
 				return backendtest.NewDeviceWith(backendtest.DeviceOptions{Threads: 2, Slots: c.slots, VerifyCopies: true}), nil
