@@ -95,6 +95,16 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	}
 	xe := w.buf(&w.xe, T*k*H)
 	q.Gather(xe, x, pairTok, H)
+	// The shared expert needs no route: queued now, the device computes it
+	// while the host places the routed experts (their copies, the host's
+	// share); its gated output is added last, as before.
+	var ys, gl backend.Buf
+	if L.shared != nil {
+		ys = w.buf(&w.ss, T*H)
+		w.mlp(L.shared, x, ys, T)
+		gl = w.buf(&w.gl, T)
+		q.MatMul(gl, L.sharedGate, x, T)
+	}
 	w.buf(&w.ge, T*k*I)
 	w.buf(&w.ue, T*k*I)
 	ye := w.buf(&w.ye, T*k*H)
@@ -152,10 +162,6 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	q.Combine(out, slots, wts, T, k, H)
 
 	if L.shared != nil {
-		ys := w.buf(&w.ss, T*H)
-		w.mlp(L.shared, x, ys, T)
-		gl := w.buf(&w.gl, T)
-		q.MatMul(gl, L.sharedGate, x, T)
 		q.GateAdd(out, ys, gl, T, H)
 	}
 	return nil
