@@ -180,6 +180,7 @@ func newSimCommand() *cobra.Command {
 		warmup             int
 		warmStart, asJSON  bool
 		exclusive          bool
+		balance            bool
 		deviceSlots        int
 		measured           string
 	)
@@ -290,7 +291,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 				o.Heat = heat
 			}
 			cfg := sim.Config{Hardware: hw, ExpertBytes: expertBytes, RAMSlots: ram, DeviceSlots: dev, Policy: name,
-				Partition: pt.String(), Options: o, Prefetch: prefetch, HintPrecision: hintPrecision, Warmup: warmup, Exclusive: exclusive}
+				Partition: pt.String(), Options: o, Prefetch: prefetch, HintPrecision: hintPrecision, Warmup: warmup, Exclusive: exclusive, Balance: balance}
 			// A run whose RAM-tier misses the page cache served, every one
 			// (a repeat run with --direct auto), is simulated so: those
 			// misses are hashed reads from the page cache, not admitted.
@@ -356,6 +357,7 @@ CPU). "tarfa sim policies" compares cache policies against Belady's optimum.
 	fs.IntVar(&warmup, "warmup", 0, "tokens to leave out of the per-token figures")
 	fs.BoolVar(&warmStart, "warm-start", false, "fill both tiers from the --heat ledger before the first token")
 	fs.BoolVar(&exclusive, "exclusive", false, "the device slots and the RAM tier hold different experts (tier --exclusive); default inclusive")
+	fs.BoolVar(&balance, "balance", false, "the balance placement (tarfa run --placement balance): each layer's RAM-tier hits below the device split between the host's compute (--cpu-expert-us) and the copies so both finish together")
 	fs.IntVar(&deviceSlots, "device-slots", 0, "device slots, overriding what --vram-gib less --vram-reserved-gib holds (e.g. the device_slots a tarfa bench decode measured)")
 	fs.StringVar(&measured, "measured", "", "the `tarfa run --json` output of the run that recorded --trace: its measured hits per level are printed beside the simulated ones, and its device slots and RAM-tier capacity are simulated unless --device-slots or --ram-gib are given, and the page cache serving the RAM tier's misses if it served all of them in the run")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
@@ -474,6 +476,9 @@ func simAssumptions(tr *trace.Trace, c sim.Config, ram, ramRes, vram, vramRes fl
 		a = append(a,
 			fmt.Sprintf("device: %g GiB less %g GiB reserved = %d expert slots (%.1f%% of all); every expert computed on the device, %g µs per expert per token", vram, vramRes, c.DeviceSlots, 100*float64(c.DeviceSlots)/float64(h.Layers*h.Experts), hw.GPUExpertUS),
 			fmt.Sprintf("host-to-device copy: %g GB/s", hw.H2DGBps))
+		if c.Balance {
+			a = append(a, fmt.Sprintf("placement balance: each layer's RAM-tier hits split between the copies and the host's compute (%g µs per expert per token) so both finish together", hw.CPUExpertUS))
+		}
 	} else {
 		a = append(a, fmt.Sprintf("no device: every expert computed on the CPU, %g µs per expert per token", hw.CPUExpertUS))
 	}

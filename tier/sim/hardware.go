@@ -54,6 +54,10 @@ func (h *Hardware) Check() error {
 type Work struct {
 	Device, RAM, Storage int // experts found on the device, in the RAM tier, read from storage
 	PageCache            int // read from the page cache: hashed (and copied), no storage read
+	// Balance, with a device, splits the RAM tier's experts between the
+	// host's compute and the copies so that both finish together (engine
+	// PlaceBalance; Config.Balance).
+	Balance bool
 }
 
 // Stages are the busy times of one layer (or their sums), in seconds.
@@ -63,8 +67,11 @@ type Stages struct {
 	Hash    float64 `json:"hash"`
 	Copy    float64 `json:"copy"`
 	Compute float64 `json:"compute"`
-	Fill    float64 `json:"fill"`
-	Hidden  float64 `json:"hidden"` // I/O hidden by prefetch
+	// Host is the host's compute of the experts Work.Balance gave it,
+	// beside the copies.
+	Host   float64 `json:"host,omitempty"`
+	Fill   float64 `json:"fill"`
+	Hidden float64 `json:"hidden"` // I/O hidden by prefetch
 	// Streams is the time inside the hierarchy's Streams, from a layer's
 	// request for its experts to the last one computed (without a device).
 	Streams float64 `json:"streams,omitempty"`
@@ -77,6 +84,7 @@ func (s *Stages) add(o Stages) {
 	s.Hash += o.Hash
 	s.Copy += o.Copy
 	s.Compute += o.Compute
+	s.Host += o.Host
 	s.Fill += o.Fill
 	s.Hidden += o.Hidden
 	s.Streams += o.Streams
@@ -89,6 +97,7 @@ func (s *Stages) scale(f float64) {
 	s.Hash *= f
 	s.Copy *= f
 	s.Compute *= f
+	s.Host *= f
 	s.Fill *= f
 	s.Hidden *= f
 	s.Streams *= f
@@ -110,12 +119,20 @@ func (h *Hardware) LayerTime(w Work, expertBytes int64, device bool, prefetch, s
 		copy1, comp1 = B/(h.H2DGBps*1e9), h.GPUExpertUS*1e-6
 	}
 	nD, nR, nS, nP := float64(w.Device), float64(w.RAM), float64(w.Storage), float64(w.PageCache)
+	nH := 0.0 // of the RAM tier's, computed on the host
+	if device && w.Balance && nR > 0 {
+		// nH·cpu1 = (nR − nH + nS + nP)·copy1: both sides finish together
+		// (continuous; the engine places whole experts), at most nR.
+		cpu1 := h.CPUExpertUS * 1e-6
+		nH = min(nR, (nR+nS+nP)*copy1/(cpu1+copy1))
+	}
 	var s Stages
 	s.Dense = h.DenseMSPerLayer * 1e-3
 	s.Read = nS*B/(h.StorageGBps*1e9) + lat*math.Ceil(nS/float64(h.QueueDepth))
 	s.Hash = (nS + nP) * hash1
-	s.Copy = (nR + nS + nP) * copy1
-	s.Compute = (nD + nR + nS + nP) * comp1
+	s.Copy = (nR - nH + nS + nP) * copy1
+	s.Compute = (nD + nR - nH + nS + nP) * comp1
+	s.Host = nH * h.CPUExpertUS * 1e-6
 	io := max(s.Read, s.Hash, s.Copy)
 	s.Hidden = min(prefetch*io, max(slack, 0))
 	var per []float64
@@ -135,6 +152,6 @@ func (h *Hardware) LayerTime(w Work, expertBytes int64, device bool, prefetch, s
 		}
 		s.Fill = sum - big
 	}
-	s.Total = s.Dense + max(io-s.Hidden, s.Compute) + s.Fill
+	s.Total = s.Dense + max(io-s.Hidden, s.Compute, s.Host) + s.Fill
 	return s, s.Total - (io - s.Hidden)
 }

@@ -53,6 +53,11 @@ type Config struct {
 	// read and hashed without being admitted to the RAM tier. Otherwise
 	// inclusive: the RAM copy stays.
 	Exclusive bool `json:"exclusive,omitempty"`
+	// Balance, with a device, is the balance placement (engine
+	// PlaceBalance): each layer's RAM-tier hits below the device are split
+	// between the host's compute (CPUExpertUS each) and the copies so
+	// that both finish together (Work.Balance).
+	Balance bool `json:"balance,omitempty"`
 	// PageCache says every record is in the page cache (a repeat run with
 	// --direct auto, tier.Stats.PageCacheUses): a use the RAM tier does not
 	// hold is read from there, hashed, and not admitted; it costs the hash
@@ -239,7 +244,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 		var tokS, tokC float64
 		for l := range d.Layers {
 			now := d.Step(tok, l)
-			var w Work
+			w := Work{Balance: cfg.Balance}
 			for j, e := range tr.Step(tok, l) {
 				ids[j] = policy.ExpertID{Layer: l, Expert: int(e)}
 			}

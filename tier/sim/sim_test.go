@@ -664,3 +664,51 @@ func TestPipeHashesInParts(t *testing.T) {
 		t.Errorf("second record verified at %g s, want %g", got, want)
 	}
 }
+
+// TestLayerTimeBalance: with the host twice as slow as a copy, the
+// balance placement gives the host a third of a layer's RAM-tier hits
+// (continuously), both sides finish together, and the layer is shorter by
+// the copies it took; without a device it changes nothing.
+func TestLayerTimeBalance(t *testing.T) {
+	h := Hardware{StorageGBps: 1, QueueDepth: 1, H2DGBps: 1, HashGBpsPerCore: 1, HashCores: 1, GPUExpertUS: 10, CPUExpertUS: 2000}
+	const B = 1e6 // bytes: a copy of 1 ms at 1 GB/s
+	off, _ := h.LayerTime(Work{RAM: 9}, B, true, 0, 0)
+	on, _ := h.LayerTime(Work{RAM: 9, Balance: true}, B, true, 0, 0)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+	if !near(off.Copy, 9e-3) || off.Host != 0 || !near(on.Copy, 6e-3) || !near(on.Host, 6e-3) || !near(off.Total-on.Total, 3e-3) {
+		t.Errorf("without balance %+v; with it %+v: want 9 ms of copies, then 6 ms of copies beside 6 ms on the host, 3 ms less", off, on)
+	}
+	cpuOff, _ := h.LayerTime(Work{RAM: 9}, B, false, 0, 0)
+	cpuOn, _ := h.LayerTime(Work{RAM: 9, Balance: true}, B, false, 0, 0)
+	if cpuOff != cpuOn {
+		t.Errorf("no device: %+v with balance, %+v without", cpuOn, cpuOff)
+	}
+}
+
+// TestRunBalance: Config.Balance reaches each layer's time model: the
+// same trace with the host as fast as a copy runs shorter, with host time
+// beside fewer copies.
+func TestRunBalance(t *testing.T) {
+	g, _ := trace.ParseSynthetic("zipf:s=1,reuse=0.4")
+	tr, err := trace.Synthesize(g, 6, 32, 4, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := Hardware{StorageGBps: 2, StorageLatencyUS: 100, QueueDepth: 4, H2DGBps: 1, HashGBpsPerCore: 2, HashCores: 4,
+		GPUExpertUS: 10, CPUExpertUS: 100, DenseMSPerLayer: 0.1, TokenMS: 1}
+	cfg := Config{Hardware: hw, ExpertBytes: 100 << 10, RAMSlots: 6 * 32, DeviceSlots: 24, Policy: "lru", Partition: "global", Warmup: 10}
+	off, err := Run(tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Balance = true
+	on, err := Run(tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("without balance %.4f s/token %+v; with it %.4f %+v", off.SecondsPerToken.Mean, off.StagesPerToken, on.SecondsPerToken.Mean, on.StagesPerToken)
+	if off.StagesPerToken.Host != 0 || on.StagesPerToken.Host == 0 || !(on.StagesPerToken.Copy < off.StagesPerToken.Copy) ||
+		!(on.SecondsPerToken.Mean < off.SecondsPerToken.Mean) {
+		t.Error("balance: want host time, fewer copies and a shorter token")
+	}
+}
