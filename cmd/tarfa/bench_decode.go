@@ -273,14 +273,19 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 	if res.Raw.Direct {
 		direct = "O_DIRECT"
 	}
-	rows := [][]string{
-		bw("raw read ("+direct+")", res.Raw, "baseline"),
-		bw("raw read, 4 requests per record", res.RawSplit, "for the latency fit"),
-		bw("verified read (hierarchy)", res.Verified, fmt.Sprintf("%.2f× raw (per round %.2f–%.2f)", res.VerifiedRatio, res.RatioPerRound.Min, res.RatioPerRound.Max)),
-		bw("BLAKE3, one core, in memory", res.HashPerCore, fmt.Sprintf("%.1f cores hash at raw's median", res.Raw.GBps.Median/res.HashPerCore.GBps.Median)),
-	}
-	if err := reports.Table(w, []string{"figure", "seconds min / median / max", "GB/s min / median / max", ""}, rows); err != nil {
-		return err
+	var rows [][]string
+	if res.DecodeOnly {
+		fmt.Fprintln(w, "decode only (--decode-only): no raw, verified or hash figures, so no storage bound and no simulated figure")
+	} else {
+		rows = [][]string{
+			bw("raw read ("+direct+")", res.Raw, "baseline"),
+			bw("raw read, 4 requests per record", res.RawSplit, "for the latency fit"),
+			bw("verified read (hierarchy)", res.Verified, fmt.Sprintf("%.2f× raw (per round %.2f–%.2f)", res.VerifiedRatio, res.RatioPerRound.Min, res.RatioPerRound.Max)),
+			bw("BLAKE3, one core, in memory", res.HashPerCore, fmt.Sprintf("%.1f cores hash at raw's median", res.Raw.GBps.Median/res.HashPerCore.GBps.Median)),
+		}
+		if err := reports.Table(w, []string{"figure", "seconds min / median / max", "GB/s min / median / max", ""}, rows); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	rows = rows[:0]
@@ -322,9 +327,10 @@ func printBenchDecode(w io.Writer, res *decodebench.Result) error {
 		fmt.Fprintf(w, "\nledger: decode with every expert resident, %s tok/s with the ledger, %s without: overhead %.1f%% (per round %.1f%% to %.1f%%)\n",
 			spread(l.With, "%.4g"), spread(l.Without, "%.4g"), 100*l.Overhead, 100*l.PerRound.Min, 100*l.PerRound.Max)
 	}
-	h := res.Hardware
-	fmt.Fprintf(w, "calibrated simulator: storage %.3g GB/s + %.0f µs per request at queue depth %d, hash %.3g GB/s per core × %d, CPU expert %.4g µs, dense %.4g ms per layer, token %.4g ms\n",
-		h.StorageGBps, h.StorageLatencyUS, h.QueueDepth, h.HashGBpsPerCore, h.HashCores, h.CPUExpertUS, h.DenseMSPerLayer, h.TokenMS)
+	if h := res.Hardware; !res.DecodeOnly {
+		fmt.Fprintf(w, "calibrated simulator: storage %.3g GB/s + %.0f µs per request at queue depth %d, hash %.3g GB/s per core × %d, CPU expert %.4g µs, dense %.4g ms per layer, token %.4g ms\n",
+			h.StorageGBps, h.StorageLatencyUS, h.QueueDepth, h.HashGBpsPerCore, h.HashCores, h.CPUExpertUS, h.DenseMSPerLayer, h.TokenMS)
+	}
 	fmt.Fprintf(w, "logits: %d generations, digest %s, bit-identical %v\n", res.Generations, res.Digest, res.Identical)
 	return nil
 }
@@ -336,5 +342,9 @@ func deviceLevel(d *decodebench.Decode) string {
 	if d.DeviceSlots == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d / %d (%.1f%%; %d slots)", d.DeviceHits, d.DeviceUses, 100*float64(d.DeviceHits)/float64(max(d.DeviceUses, 1)), d.DeviceSlots)
+	s := fmt.Sprintf("%d / %d (%.1f%%; %d slots)", d.DeviceHits, d.DeviceUses, 100*float64(d.DeviceHits)/float64(max(d.DeviceUses, 1)), d.DeviceSlots)
+	if d.Backend.DevicePrefetch {
+		s += fmt.Sprintf("; prefetched %d: %d used, %d unused; %d skipped", d.DevicePrefetched, d.DevicePrefetchUsed, d.DevicePrefetchUnused, d.DevicePrefetchSkipped)
+	}
+	return s
 }

@@ -284,3 +284,31 @@ func TestBenchDecodeDevicePrefetchBoth(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchDecodeOnly: --decode-only prints the decodes and says the read
+// figures, the storage bound and the simulated figures were left out; its
+// JSON has no read figures.
+func TestBenchDecodeOnly(t *testing.T) {
+	out, err := runCLI(t, "", "bench", "decode", "--decode-only", "--repeat", "1", "--decode-tokens", "2", "--no-drop", "--ledger=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "decode only (--decode-only)") || strings.Contains(out, "raw read") || strings.Contains(out, "calibrated simulator") ||
+		!strings.Contains(out, "RAM 25%, warm") {
+		t.Errorf("bench decode --decode-only:\n%s", out)
+	}
+	js, err := runCLI(t, "", "bench", "decode", "--decode-only", "--repeat", "1", "--decode-tokens", "2", "--no-drop", "--ledger=false", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		DecodeOnly bool `json:"decode_only"`
+		Raw        struct {
+			Bytes int64 `json:"bytes"`
+		} `json:"raw"`
+		Decode []json.RawMessage `json:"decode"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil || !r.DecodeOnly || r.Raw.Bytes != 0 || len(r.Decode) != 2 {
+		t.Errorf("bench decode --decode-only --json: %v, %+v\n%s", err, r, js)
+	}
+}
