@@ -42,7 +42,7 @@ const (
 	// host-to-device copy rate (the backend's copy timing, where it times
 	// its copies: bench decode, bench serve --device-time; else
 	// devicePerByte). The host computes while the copies run (the source
-	// delivers slot fills first).
+	// delivers the experts placed on the host last).
 	PlaceBalance Placement = "balance"
 )
 

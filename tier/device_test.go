@@ -525,11 +525,10 @@ func (c *orderConsumer) Consume(x int, p expertstream.Placed, tr ledger.Tier) er
 	return c.slotConsumer.Consume(x, p, tr)
 }
 
-// TestStreamDeliversFillsFirst: of a layer's experts the RAM tier holds,
-// a Stream delivers those that fill a device slot before those computed
-// elsewhere (here the host), so that the copies run while the consumer
-// computes the others.
-func TestStreamDeliversFillsFirst(t *testing.T) {
+// TestStreamDeliversHostLast: of a layer's experts the RAM tier holds, a
+// Stream delivers those the consumer computes on the host after those
+// that fill a device slot, so that the copies run while the host computes.
+func TestStreamDeliversHostLast(t *testing.T) {
 	ck := openCk(t, testModel(t))
 	cfg := ck.Config()
 	size := int64(jnf.AlignUp(ck.ExpertBytes(0, 0)))
@@ -585,7 +584,7 @@ func TestStreamDeliversFillsFirst(t *testing.T) {
 	}
 	for i := 1; i < len(c.order); i++ {
 		if c.order[i] && !c.order[i-1] {
-			t.Fatalf("deliveries (true: a slot to fill) %v: a fill after an expert computed elsewhere", c.order)
+			t.Fatalf("deliveries (true: a slot to fill) %v: a fill after an expert computed on the host", c.order)
 		}
 	}
 }

@@ -655,6 +655,9 @@ type use struct {
 	// pcache: not in the RAM tier, read from the page cache through a
 	// staging buffer and not admitted (Stats.PageCacheUses).
 	pcache bool
+	// host: the consumer computes it on the host from its RAM-tier copy
+	// (expertstream.HostPlacer), no slot taken.
+	host bool
 }
 
 // bytes reports whether the use needs the expert's bytes from the RAM
@@ -727,6 +730,7 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 					continue
 				}
 				if pass == 1 && hp != nil && h.cache != nil && h.cache.Contains(id) && hp.PreferHost(uses[i].x, h.refs[h.dims.Index(id)].Length()) {
+					uses[i].host = true
 					continue // computed on the host from its RAM-tier copy: no slot
 				}
 				if err := devl.leaseLocked(h, &uses[i], id, now); err != nil {
@@ -898,14 +902,13 @@ func (h *Hierarchy) Stream(ctx context.Context, layer int, experts []int, c expe
 			bind(&uses[i])
 		}
 	}
-	// Resident and loaded ones at once: those that fill a device slot
-	// first, so that their copies run while the consumer computes the
-	// others (on the host, or through staging).
+	// Resident and loaded ones at once; those the consumer computes on the
+	// host last, so that the copies of the others run while it does.
 	h.mu.Lock()
 	readyNow := st.readyNow[:0]
 	for pass := range 2 {
 		for i, u := range uses {
-			if u.bytes() && u.e != nil && !u.ours && u.e.state == ready && u.dfill == (pass == 0) {
+			if u.bytes() && u.e != nil && !u.ours && u.e.state == ready && u.host == (pass == 1) {
 				readyNow = append(readyNow, i)
 			}
 		}
