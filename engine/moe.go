@@ -121,11 +121,11 @@ func (w *work) moe(ctx context.Context, L *layer, segs []segment, x, out backend
 	pick := grow(&w.hostPick, E)
 	clear(pick)
 	if _, balance := m.place.(balancePlacer); balance && split {
-		var c backend.Counters
-		if mt, ok := m.be.(backend.Meter); ok {
-			c = mt.Counters()
+		w.placeStats.beginLayer()
+		if mt, ok := m.be.(backend.Meter); ok && L.index == m.firstMoE {
+			c := mt.Counters() // once a step: it copies the backend's map of kernel times
+			w.placeStats.copyRate(c.H2DBytes, c.H2DSeconds)
 		}
-		w.placeStats.beginLayer(c.H2DBytes, c.H2DSeconds)
 	}
 	u := &w.use
 	*u = moeUse{w: w, L: L, segs: segs, order: order, start: start, perTok: perTok, k: k, H: H, I: I, split: split, ledgered: ledgered, pick: pick, left: len(need)}

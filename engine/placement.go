@@ -157,25 +157,21 @@ type placeState struct {
 	layerHost, layerCopy float64 // seconds of the current layer's experts placed so far
 }
 
-// beginLayer starts a layer's totals for the balance placement, with the
-// backend's counters of host-to-device copies so far (bytes and their
-// device time; no time: not measured).
-func (st *placeState) beginLayer(h2dBytes int64, h2dSeconds float64) {
-	st.layerHost, st.layerCopy = 0, 0
-	if h2dBytes > 0 && h2dSeconds > 0 {
+// beginLayer starts a layer's totals for the balance placement.
+func (st *placeState) beginLayer() { st.layerHost, st.layerCopy = 0, 0 }
+
+// copyRate takes the copy rate from the backend's counters of
+// host-to-device copies so far (bytes and their device time; a backend
+// that does not time its copies gives 0, which is "not measured").
+func (st *placeState) copyRate(h2dBytes int64, h2dSeconds float64) {
+	if h2dBytes > 0 {
 		st.copyPerByte = h2dSeconds / float64(h2dBytes)
 	}
 }
 
 // copyCost is the expected device time of copying an expert of bytes to
 // the device: the measured copy rate, else devicePerByte.
-func (st *placeState) copyCost(bytes int64) float64 {
-	per := st.copyPerByte
-	if per == 0 {
-		per = devicePerByte
-	}
-	return float64(per * float64(bytes))
-}
+func (st *placeState) copyCost(bytes int64) float64 { return bytesAt(st.copyPerByte, bytes) }
 
 // devicePerByte is the assumed time to move one weight byte to the device
 // until one is measured: a PCIe 4.0 x16 link with pinned buffers.
@@ -190,8 +186,11 @@ func (st *placeState) hostCost(bytes int64, n int) float64 {
 	return float64(st.hostPerByteRow*float64(bytes)) * rowFactor(n)
 }
 
-func (st *placeState) deviceCost(bytes int64, n int) float64 {
-	per := st.devPerByte
+func (st *placeState) deviceCost(bytes int64, n int) float64 { return bytesAt(st.devPerByte, bytes) }
+
+// bytesAt is the time of bytes at per seconds a byte, devicePerByte when
+// per is 0 (not measured).
+func bytesAt(per float64, bytes int64) float64 {
 	if per == 0 {
 		per = devicePerByte
 	}

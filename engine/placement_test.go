@@ -49,7 +49,8 @@ func TestBalancePlacementSplitsALayer(t *testing.T) {
 	const bytes = 1 << 20
 	var p balancePlacer
 	st := &placeState{}
-	st.beginLayer(0, 0)
+	st.beginLayer()
+	st.copyRate(0, 0) // nothing copied yet: the assumed rate stays
 	copyS := st.copyCost(bytes)
 	st.hostPerByteRow = 2 * devicePerByte // one row: rowFactor 1
 	for layer := range 2 {
@@ -63,11 +64,12 @@ func TestBalancePlacementSplitsALayer(t *testing.T) {
 			t.Errorf("layer %d: %v on the host, the host's total %.3g s and the copies' %.3g s; want 3 on the host, both %.3g s",
 				layer, onHost, st.layerHost, st.layerCopy, 6*copyS)
 		}
-		st.beginLayer(0, 0)
+		st.beginLayer()
 	}
 	// Copies measured at a tenth of the assumed rate: the host (now five
 	// times faster) takes most of a layer.
-	st.beginLayer(1e9, 10*devicePerByte*1e9)
+	st.beginLayer()
+	st.copyRate(1e9, 10*devicePerByte*1e9)
 	n := 0
 	for range 12 {
 		if p.onHost(st, bytes, 1) {
