@@ -120,10 +120,10 @@ func (h *Hardware) LayerTime(w Work, expertBytes int64, device bool, prefetch, s
 	}
 	nD, nR, nS, nP := float64(w.Device), float64(w.RAM), float64(w.Storage), float64(w.PageCache)
 	nH := 0.0 // of the RAM tier's, computed on the host
-	if w.Balance {
+	if device && w.Balance { // without a device, 0/0 where the host's time is 0
 		// nH·cpu1 = (nR − nH + nS + nP)·copy1: both sides finish together
-		// (continuous; the engine places whole experts), at most nR; 0
-		// without a device (no copies: copy1 is 0).
+		// (continuous; the engine places whole experts), at most nR (no
+		// RAM hits: none).
 		cpu1 := h.CPUExpertUS * 1e-6
 		nH = min(nR, (nR+nS+nP)*copy1/(cpu1+copy1))
 	}

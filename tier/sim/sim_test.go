@@ -678,10 +678,13 @@ func TestLayerTimeBalance(t *testing.T) {
 	if !near(off.Copy, 9e-3) || off.Host != 0 || !near(on.Copy, 6e-3) || !near(on.Host, 6e-3) || !near(off.Total-on.Total, 3e-3) {
 		t.Errorf("without balance %+v; with it %+v: want 9 ms of copies, then 6 ms of copies beside 6 ms on the host, 3 ms less", off, on)
 	}
-	cpuOff, _ := h.LayerTime(Work{RAM: 9}, B, false, 0, 0)
-	cpuOn, _ := h.LayerTime(Work{RAM: 9, Balance: true}, B, false, 0, 0)
-	if cpuOff != cpuOn {
-		t.Errorf("no device: %+v with balance, %+v without", cpuOn, cpuOff)
+	for _, us := range []float64{2000, 0} {
+		h.CPUExpertUS = us
+		cpuOff, _ := h.LayerTime(Work{RAM: 9}, B, false, 0, 0)
+		cpuOn, _ := h.LayerTime(Work{RAM: 9, Balance: true}, B, false, 0, 0)
+		if cpuOff != cpuOn {
+			t.Errorf("no device, %g µs an expert: %+v with balance, %+v without", us, cpuOn, cpuOff)
+		}
 	}
 }
 
