@@ -180,6 +180,9 @@ func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(o.placement) == 0 {
+		return nil, fmt.Errorf("--placement: give at least one placement")
+	}
 	var out []decodebench.Backend
 	seen := map[string]bool{}
 	device := false
@@ -191,9 +194,6 @@ func (o *benchDecodeOptions) backendConfigs() ([]decodebench.Backend, error) {
 			device = true
 		}
 		pls, pfs := o.placement, prefetch
-		if len(pls) == 0 {
-			return nil, fmt.Errorf("--placement: give at least one placement")
-		}
 		if name == "cpu" {
 			pls, pfs = pls[:1], []bool{false} // one side, no device level
 		}

@@ -59,6 +59,7 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"bench", "decode", "--backend", "cpu,cpu"}, "--backend cpu, --vram-budget \"\", --placement auto: given twice"},
 		{[]string{"bench", "decode", "--backend", "cpu", "--vram-budget", "16GiB,12GiB"}, "--vram-budget 16GiB,12GiB: a device-memory budget needs --backend cuda"},
 		{[]string{"bench", "decode", "--device-prefetch=maybe"}, `--device-prefetch "maybe": want off, on or both`},
+		{[]string{"bench", "decode", "--placement="}, "--placement: give at least one placement"},
 		{[]string{"bench", "serve", "--logprob-workers", "-1"}, "--logprob-workers -1: want 0 to 1024"},
 	} {
 		_, err := runCLI(t, "", c.args...)
