@@ -961,8 +961,6 @@ type Unfitted struct {
 	Reason string    `json:"reason"`
 }
 
-// calibrate fits the simulator to the raw, hash and resident figures and
-// predicts every decode run from its own trace.
 // summarize makes decode d's figures from its rounds' measurements.
 func (b *bench) summarize(d *Decode) {
 	d.summarizeMeters(float64(b.opt.DecodeTokens - 1))
@@ -979,6 +977,9 @@ func (b *bench) summarize(d *Decode) {
 	}
 }
 
+// calibrate fits the simulator to the raw, hash and resident figures and
+// predicts every decode run from its own trace (with DecodeOnly there are
+// none: it only summarizes the decodes).
 func (b *bench) calibrate() error {
 	res := b.res
 	if b.opt.DecodeOnly {
