@@ -14,6 +14,7 @@ import (
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/expertstream"
 	"github.com/tarfa-ai/tarfa/jnf"
+	"github.com/tarfa-ai/tarfa/jnf/hf"
 	"github.com/tarfa-ai/tarfa/ledger"
 	"github.com/tarfa-ai/tarfa/tier/policy"
 	"github.com/tarfa-ai/tarfa/tier/sim"
@@ -226,6 +227,26 @@ type slotConsumer struct {
 	fills, binds, host int
 }
 
+// newSlotConsumer is a slotConsumer on a new queue of be, for the
+// experts of cfg.
+func newSlotConsumer(tb testing.TB, be backend.Backend, cfg *hf.Config) slotConsumer {
+	tb.Helper()
+	q, err := be.NewQueue()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
+}
+
+// everyExpert is 0, 1, …, n−1.
+func everyExpert(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
 func (c *slotConsumer) Consume(x int, p expertstream.Placed, _ ledger.Tier) error {
 	if p.Slot == nil {
 		c.host++
@@ -297,11 +318,8 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer h.Close()
-					q, err := be.NewQueue()
-					if err != nil {
-						t.Fatal(err)
-					}
-					sc = &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
+					slots := newSlotConsumer(t, be, cfg)
+					sc = &slots
 					for tok := range tr.Tokens() {
 						for l := range d.Layers {
 							set := tr.Step(tok, l)
@@ -312,7 +330,7 @@ func TestSimulatorCountsAsTheDeviceLevel(t *testing.T) {
 							if err := h.Stream(context.Background(), l, xs, sc); err != nil {
 								t.Fatal(err)
 							}
-							if err := q.Sync(); err != nil {
+							if err := sc.q.Sync(); err != nil {
 								t.Fatal(err)
 							}
 						}
@@ -538,10 +556,7 @@ func TestStreamDeliversHostLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	q, err := be.NewQueue()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := newSlotConsumer(t, be, cfg)
 	var moe []int
 	for l, sp := range cfg.Sparse {
 		if sp {
@@ -551,12 +566,9 @@ func TestStreamDeliversHostLast(t *testing.T) {
 	if len(moe) < 2 {
 		t.Fatalf("%d MoE layers, want two", len(moe))
 	}
-	all := make([]int, cfg.Experts)
-	for e := range all {
-		all[e] = e
-	}
+	all := everyExpert(cfg.Experts)
 	consumer := func(host func(e int) bool) *orderConsumer {
-		c := &orderConsumer{slotConsumer: slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}, host: map[int]bool{}}
+		c := &orderConsumer{slotConsumer: sc, host: map[int]bool{}}
 		for _, e := range all {
 			c.host[e] = host(e)
 		}
@@ -575,7 +587,7 @@ func TestStreamDeliversHostLast(t *testing.T) {
 	if err := h.Stream(context.Background(), moe[0], all, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Sync(); err != nil {
+	if err := sc.q.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("deliveries (true: a slot to fill): %v", c.order)

@@ -65,16 +65,9 @@ func TestDevicePrefetchCopiesHintedExperts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { h.Close() })
-		q, err := be.NewQueue()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &prefillConsumer{slotConsumer: slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}}
+		c := &prefillConsumer{slotConsumer: newSlotConsumer(t, be, cfg)}
 		// Every expert of layers 0 and 1 read into the RAM tier once.
-		all := make([]int, cfg.Experts)
-		for i := range all {
-			all[i] = i
-		}
+		all := everyExpert(cfg.Experts)
 		for _, l := range []int{0, 1} {
 			if err := h.Stream(context.Background(), l, all, &c.slotConsumer); err != nil {
 				t.Fatal(err)

@@ -106,15 +106,9 @@ func BenchmarkStreamDeviceResident(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	q, err := be.NewQueue()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := &slotConsumer{q: q, I: cfg.MoEIntermediate, H: cfg.Hidden}
-	all := make([]int, cfg.Experts)
-	for i := range all {
-		all[i] = i
-	}
+	sc := newSlotConsumer(b, be, cfg)
+	c := &sc
+	all := everyExpert(cfg.Experts)
 	layer := -1
 	for l := range cfg.Layers {
 		if cfg.Sparse[l] {
