@@ -58,7 +58,11 @@ func ParsePlacement(s string) (Placement, error) {
 	case string(PlaceDevice), string(PlaceHost), string(PlaceRandom), string(PlaceBalance):
 		return Placement(s), nil
 	}
-	return "", fmt.Errorf("engine: placement %q: want auto, device, host, random or balance", s)
+	return "", badPlacement(s)
+}
+
+func badPlacement(p string) error {
+	return fmt.Errorf("engine: placement %q: want auto, device, host, random or balance", p)
 }
 
 func (p Placement) placer() (placer, error) {
@@ -74,7 +78,7 @@ func (p Placement) placer() (placer, error) {
 	case PlaceBalance:
 		return balancePlacer{}, nil
 	}
-	return nil, fmt.Errorf("engine: placement %q: want auto, device, host, random or balance", p)
+	return nil, badPlacement(string(p))
 }
 
 // placer decides, for one delivered expert of bytes bytes evaluated for n
