@@ -985,9 +985,7 @@ func (b *bench) calibrate() error {
 	if b.opt.DecodeOnly {
 		for _, d := range res.Decode {
 			b.summarize(d)
-			if d.NotPredicted == "" {
-				d.NotPredicted = "decode only: no read or hash figures to calibrate the simulator on"
-			}
+			d.NotPredicted = "decode only: no read or hash figures to calibrate the simulator on"
 		}
 		return nil
 	}
