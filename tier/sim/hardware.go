@@ -120,7 +120,9 @@ func (h *Hardware) LayerTime(w Work, expertBytes int64, device bool, prefetch, s
 	}
 	nD, nR, nS, nP := float64(w.Device), float64(w.RAM), float64(w.Storage), float64(w.PageCache)
 	nH := 0.0 // of the RAM tier's, computed on the host
-	if device && w.Balance { // without a device, 0/0 where the host's time is 0
+	// Without a device there are no copies (and 0/0 below where the
+	// host's time is 0).
+	if device && w.Balance {
 		// nH·cpu1 = (nR − nH + nS + nP)·copy1: both sides finish together
 		// (continuous; the engine places whole experts), at most nR (no
 		// RAM hits: none).
