@@ -85,7 +85,7 @@ func (a *Arena) KeepSpare(n, max int) {
 	if a.wake == nil {
 		a.wake, a.keeperDone = make(chan struct{}, 1), make(chan struct{})
 		a.spared = sync.NewCond(&a.mu)
-		go a.keep()
+		go a.keep(a.wake) // its own copy: Close sets a.wake to nil
 	}
 	a.nudge()
 }
@@ -103,9 +103,9 @@ func (a *Arena) nudge() {
 // keep is the spare keeper's loop: while fewer than a.spare buffers are
 // free, it counts one more as mapped (so Get and the budget see it), maps,
 // faults and pins it outside the lock, and adds it to the free list.
-func (a *Arena) keep() {
+func (a *Arena) keep(wake <-chan struct{}) {
 	defer close(a.keeperDone)
-	for range a.wake {
+	for range wake {
 		for {
 			a.mu.Lock()
 			if a.closed || len(a.free) >= a.spare || a.mapped >= a.spareMax || int64(a.mapped+1)*int64(a.size) > a.budget {

@@ -503,3 +503,30 @@ func TestArenaKeepSpareBudget(t *testing.T) {
 		t.Errorf("%d bytes mapped, budget %d", m, 2*PageSize)
 	}
 }
+
+// Close right after KeepSpare returns at once, with no spare left mapped,
+// even when the keeper has not begun to run (it once ranged over the wake
+// channel that Close had already set to nil, and Close waited for it for
+// ever).
+func TestArenaCloseBesideANewKeeper(t *testing.T) {
+	for i := range 2000 {
+		a, err := NewArena(PageSize, 4*int64(PageSize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.KeepSpare(1, 2)
+		done := make(chan error, 1)
+		go func() { done <- a.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Close right after KeepSpare (try %d): not returned in 10 s", i)
+		}
+		if m := a.Mapped(); m != 0 {
+			t.Fatalf("try %d: %d bytes still mapped after Close", i, m)
+		}
+	}
+}
