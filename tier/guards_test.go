@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tarfa-ai/tarfa/engine"
 	"github.com/tarfa-ai/tarfa/expertstream"
@@ -213,4 +215,24 @@ func TestStreamReportsWhereBytesCameFrom(t *testing.T) {
 			t.Errorf("%d scrub failures, fault %v", st.ScrubFailures, h.Fault())
 		}
 	})
+}
+
+// New refuses a scrub schedule more often than MinScrubEvery before it
+// starts anything: no reader, hasher or spare keeper is left running.
+func TestNewRefusesBeforeStarting(t *testing.T) {
+	ck := openCk(t, testModel(t))
+	base := runtime.NumGoroutine()
+	for range 20 {
+		_, err := New(ck, Options{RAMBudget: Auto, StagingBudget: Auto, Scrub: Scrub{Every: MinScrubEvery / 2}})
+		if err == nil || !strings.Contains(err.Error(), "more often than") {
+			t.Fatalf("a scrub every %v: %v", MinScrubEvery/2, err)
+		}
+	}
+	n := runtime.NumGoroutine()
+	for end := time.Now().Add(5 * time.Second); n > base && time.Now().Before(end); n = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n > base {
+		t.Errorf("%d goroutines after 20 refused News, %d before", n, base)
+	}
 }

@@ -402,6 +402,9 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	if opt.DevicePrefetch && opt.RAMBudget <= 0 {
 		return nil, errors.New("tier: the device prefetch copies from the RAM tier, and the RAM budget is 0: DevicePrefetch needs a RAM tier")
 	}
+	if opt.Scrub.Every > 0 && opt.Scrub.Every < MinScrubEvery {
+		return nil, fmt.Errorf("tier: a scrub pass every %v is more often than every %v", opt.Scrub.Every, MinScrubEvery)
+	}
 	h.opt = opt
 	var err error
 	if h.dev, err = weights.NewArena(h.size, opt.StagingBudget); err != nil {
@@ -439,6 +442,10 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 		n = DefaultReaders
 	}
 	if h.files, err = newFiles(opt.Direct, h.refs); err != nil {
+		h.dev.Close()
+		if h.ram != nil {
+			h.ram.Close() // stops its spare keeper
+		}
 		return nil, err
 	}
 	h.reqs = make(chan readReq, n)
@@ -464,9 +471,6 @@ func New(ck *weights.Checkpoint, opt Options) (*Hierarchy, error) {
 	go h.prefetcher()
 	h.started = time.Now()
 	if opt.Scrub.Every > 0 {
-		if opt.Scrub.Every < MinScrubEvery {
-			return nil, fmt.Errorf("tier: a scrub pass every %v is more often than every %v", opt.Scrub.Every, MinScrubEvery)
-		}
 		h.wg.Add(1)
 		go h.scrubber(opt.Scrub.Every)
 	}
